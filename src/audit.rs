@@ -1,0 +1,244 @@
+//! The audit chain: pure hash-chain code and its verifier.
+//!
+//! Each row's `hash` is the lower-case hex SHA-256 of
+//! `prev_hash "\n" seq "\n" occurred_at "\n" actor "\n" action "\n" tenant_id "\n" payload`,
+//! so anyone with `sqlite3` and `sha256sum` can recompute the chain without this program.
+
+use rusqlite::Connection;
+
+use crate::ids::{hex, sha256};
+
+/// `prev_hash` of the first event.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Who acts in the proof-of-concept deployment.
+pub const ACTOR_ADMIN: &str = "admin";
+
+pub const ACTION_TENANT_CREATED: &str = "tenant.created";
+pub const ACTION_TENANT_TOMBSTONED: &str = "tenant.tombstoned";
+
+/// One row of `audit_events`, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub seq: i64,
+    pub occurred_at: String,
+    pub actor: String,
+    pub action: String,
+    pub tenant_id: String,
+    pub payload: String,
+}
+
+/// The hash of `event` linked after `prev_hash`.
+pub fn link_hash(prev_hash: &str, event: &Event) -> String {
+    let preimage = format!(
+        "{prev_hash}\n{}\n{}\n{}\n{}\n{}\n{}",
+        event.seq, event.occurred_at, event.actor, event.action, event.tenant_id, event.payload
+    );
+    hex(&sha256(preimage.as_bytes()))
+}
+
+/// The chain's last link: where the next event attaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub seq: i64,
+    pub hash: String,
+}
+
+impl Head {
+    pub fn genesis() -> Self {
+        Self {
+            seq: 0,
+            hash: GENESIS_HASH.to_owned(),
+        }
+    }
+
+    /// Reads the head from the database (the genesis head for an empty chain).
+    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut stmt =
+            conn.prepare_cached("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")?;
+        let mut rows = stmt.query([])?;
+        match rows.next()? {
+            Some(row) => Ok(Self {
+                seq: row.get(0)?,
+                hash: row.get(1)?,
+            }),
+            None => Ok(Self::genesis()),
+        }
+    }
+}
+
+/// Appends one event after `head` inside the caller's transaction and returns the new head.
+/// The schema's insert trigger refuses a row that does not continue the chain.
+pub fn append(
+    conn: &Connection,
+    head: &Head,
+    occurred_at: &str,
+    action: &str,
+    tenant_id: &str,
+    payload: &str,
+) -> rusqlite::Result<Head> {
+    let event = Event {
+        seq: head.seq + 1,
+        occurred_at: occurred_at.to_owned(),
+        actor: ACTOR_ADMIN.to_owned(),
+        action: action.to_owned(),
+        tenant_id: tenant_id.to_owned(),
+        payload: payload.to_owned(),
+    };
+    let hash = link_hash(&head.hash, &event);
+    conn.prepare_cached(
+        "INSERT INTO audit_events \
+         (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(rusqlite::params![
+        event.seq,
+        event.occurred_at,
+        event.actor,
+        event.action,
+        event.tenant_id,
+        event.payload,
+        head.hash,
+        hash,
+    ])?;
+    Ok(Head {
+        seq: event.seq,
+        hash,
+    })
+}
+
+/// Why a chain does not verify.
+#[derive(Debug, PartialEq, Eq)]
+pub enum VerifyError {
+    /// The row at `seq` breaks the chain, for the reason given.
+    Broken { seq: i64, reason: String },
+    /// The chain could not be read at all.
+    Sqlite(String),
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Broken { seq, reason } => write!(f, "audit chain broken at seq {seq}: {reason}"),
+            Self::Sqlite(cause) => write!(f, "cannot read the audit chain: {cause}"),
+        }
+    }
+}
+
+/// Walks the whole chain in `seq` order, checking numbering, links and hashes. Returns the
+/// head (`seq` is the number of events).
+pub fn verify(conn: &Connection) -> Result<Head, VerifyError> {
+    let sqlite = |e: rusqlite::Error| VerifyError::Sqlite(e.to_string());
+    let mut stmt = conn
+        .prepare(
+            "SELECT seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash \
+             FROM audit_events ORDER BY seq",
+        )
+        .map_err(sqlite)?;
+    let mut rows = stmt.query([]).map_err(sqlite)?;
+    let mut head = Head::genesis();
+    while let Some(row) = rows.next().map_err(sqlite)? {
+        let event = Event {
+            seq: row.get(0).map_err(sqlite)?,
+            occurred_at: row.get(1).map_err(sqlite)?,
+            actor: row.get(2).map_err(sqlite)?,
+            action: row.get(3).map_err(sqlite)?,
+            tenant_id: row.get(4).map_err(sqlite)?,
+            payload: row.get(5).map_err(sqlite)?,
+        };
+        let prev_hash: String = row.get(6).map_err(sqlite)?;
+        let hash: String = row.get(7).map_err(sqlite)?;
+        let broken = |reason: String| VerifyError::Broken {
+            seq: event.seq,
+            reason,
+        };
+        if event.seq != head.seq + 1 {
+            return Err(VerifyError::Broken {
+                seq: head.seq + 1,
+                reason: format!("missing; the next stored seq is {}", event.seq),
+            });
+        }
+        if prev_hash != head.hash {
+            return Err(broken(
+                "prev_hash does not match the hash of the previous event".into(),
+            ));
+        }
+        if link_hash(&prev_hash, &event) != hash {
+            return Err(broken(
+                "hash does not match the event's contents (tampered?)".into(),
+            ));
+        }
+        head = Head {
+            seq: event.seq,
+            hash,
+        };
+    }
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: i64) -> Event {
+        Event {
+            seq,
+            occurred_at: "2026-11-22T10:00:00.123Z".into(),
+            actor: "admin".into(),
+            action: "tenant.created".into(),
+            tenant_id: "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV".into(),
+            payload:
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"1"}"#
+                    .into(),
+        }
+    }
+
+    #[test]
+    fn link_hash_is_sha256_of_the_documented_preimage() {
+        let e = event(1);
+        let preimage = format!(
+            "{GENESIS_HASH}\n1\n{}\nadmin\ntenant.created\n{}\n{}",
+            e.occurred_at, e.tenant_id, e.payload
+        );
+        assert_eq!(
+            link_hash(GENESIS_HASH, &e),
+            hex(&sha256(preimage.as_bytes()))
+        );
+    }
+
+    #[test]
+    fn link_hash_depends_on_every_field() {
+        let base = event(1);
+        let h = link_hash(GENESIS_HASH, &base);
+        let variants = [
+            Event {
+                seq: 2,
+                ..base.clone()
+            },
+            Event {
+                occurred_at: "2026-11-22T10:00:00.124Z".into(),
+                ..base.clone()
+            },
+            Event {
+                actor: "root".into(),
+                ..base.clone()
+            },
+            Event {
+                action: "tenant.tombstoned".into(),
+                ..base.clone()
+            },
+            Event {
+                tenant_id: "ten_x".into(),
+                ..base.clone()
+            },
+            Event {
+                payload: "{}".into(),
+                ..base.clone()
+            },
+        ];
+        for v in &variants {
+            assert_ne!(link_hash(GENESIS_HASH, v), h, "{v:?}");
+        }
+        assert_ne!(link_hash(&"1".repeat(64), &base), h);
+    }
+}

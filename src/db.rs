@@ -1,0 +1,225 @@
+//! Opening the SQLite file: creation with mode 0600, the durability pragmas, and migrations.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+/// How long a statement waits for a lock held by another connection or process before it
+/// gives up (and the request gets `503`).
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// The migrations, in order: applying migration `i` takes the schema to version `i + 1`.
+/// A new version appends here; a released entry never changes.
+const MIGRATIONS: &[&str] = &[include_str!("../schema.sql")];
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+#[derive(Debug)]
+pub enum OpenError {
+    Io(String),
+    Sqlite(rusqlite::Error),
+    /// The file was written by a newer tenantd.
+    TooNew {
+        found: i64,
+    },
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(cause) => f.write_str(cause),
+            Self::Sqlite(e) => write!(f, "{e}"),
+            Self::TooNew { found } => write!(
+                f,
+                "the database has schema version {found}, newer than this tenantd's {SCHEMA_VERSION}; \
+                 run a newer tenantd"
+            ),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(e)
+    }
+}
+
+/// Opens (creating if need be) the database for writing, and migrates it.
+pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
+    create_private(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // WAL lets readers work beside the writer; FULL makes every commit durable on return.
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenError::Io(format!(
+            "{}: cannot switch to WAL mode (got {mode})",
+            path.display()
+        )));
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;",
+    )?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+/// Opens an existing database for reading only; it is never created here.
+pub fn open_reader(path: &Path) -> Result<Connection, OpenError> {
+    if !path.exists() {
+        return Err(OpenError::Io(format!("{}: no such file", path.display())));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let version = user_version(&conn)?;
+    if version > SCHEMA_VERSION {
+        return Err(OpenError::TooNew { found: version });
+    }
+    Ok(conn)
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`], each step in its own transaction.
+fn migrate(conn: &Connection) -> Result<(), OpenError> {
+    let found = user_version(conn)?;
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::TooNew { found });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let version = index as i64 + 1;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {version};\nCOMMIT;"
+        ))
+        .inspect_err(|_| {
+            // Leave no transaction open behind a failed step.
+            let _ = conn.execute_batch("ROLLBACK");
+        })?;
+        log::info!("database schema migrated to version {version}");
+    }
+    Ok(())
+}
+
+/// Creates `path` with mode 0600 if it does not exist, and makes its directory entry
+/// durable. SQLite gives its `-wal` and `-shm` files the same mode.
+fn create_private(path: &Path) -> Result<(), OpenError> {
+    let io_error = |e: io::Error| OpenError::Io(format!("{}: {e}", path.display()));
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(file) => {
+            file.sync_all().map_err(io_error)?;
+            sync_parent_dir(path).map_err(io_error)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let mode = std::fs::metadata(path)
+                .map_err(io_error)?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                log::warn!(
+                    "{} has mode {:o}; it holds token hashes, consider chmod 600",
+                    path.display(),
+                    mode & 0o777
+                );
+            }
+        }
+        Err(e) => return Err(io_error(e)),
+    }
+    Ok(())
+}
+
+/// Fsyncs the directory holding `path`, so a new file's name survives a crash.
+pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(parent)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_database_is_private_migrated_and_durable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.db");
+        let conn = open_writer(&path).expect("open");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("pragma");
+        assert_eq!(sync, 2, "synchronous must be FULL");
+        drop(conn);
+        // A second open finds the schema in place and applies nothing again.
+        let conn = open_writer(&path).expect("reopen");
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_database_from_a_newer_version_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.db");
+        let conn = open_writer(&path).expect("open");
+        conn.execute_batch("PRAGMA user_version = 99")
+            .expect("bump");
+        drop(conn);
+        assert!(matches!(
+            open_writer(&path),
+            Err(OpenError::TooNew { found: 99 })
+        ));
+    }
+
+    #[test]
+    fn the_schema_refuses_erasing_and_rewriting_history() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = open_writer(&dir.path().join("t.db")).expect("open");
+        conn.execute_batch(
+            "INSERT INTO tenants VALUES ('ten_A', 'a', 'active', '1', '1', zeroblob(32), 't', NULL);",
+        )
+        .expect("insert");
+        let head = crate::audit::Head::genesis();
+        crate::audit::append(&conn, &head, "t", "tenant.created", "ten_A", "{}").expect("append");
+        for sql in [
+            "DELETE FROM tenants",
+            "UPDATE tenants SET name = 'b'",
+            "UPDATE audit_events SET actor = 'x'",
+            "DELETE FROM audit_events",
+            "INSERT INTO audit_events VALUES (5, 't', 'admin', 'a', 'ten_A', '{}', 'x', 'y')",
+        ] {
+            assert!(conn.execute_batch(sql).is_err(), "{sql} must be refused");
+        }
+        conn.execute_batch("UPDATE tenants SET state = 'tombstoned', tombstoned_at = 't'")
+            .expect("tombstoning is allowed");
+        assert!(
+            conn.execute_batch("UPDATE tenants SET state = 'active', tombstoned_at = NULL")
+                .is_err(),
+            "a tombstone is final"
+        );
+    }
+}

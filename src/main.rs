@@ -1,0 +1,105 @@
+//! The `tenantd` command: parse the command line, set up logging, hand over to the library.
+
+use std::process::ExitCode;
+
+use tenantd::config::{self, Command, ServeConfig};
+use tenantd::{audit, backup, db};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let command = match config::parse(std::env::args_os().skip(1), |name| std::env::var_os(name)) {
+        Ok(command) => command,
+        Err(e) => {
+            eprintln!("tenantd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match command {
+        Command::Help => {
+            print!("{}", config::USAGE);
+            ExitCode::SUCCESS
+        }
+        Command::Version => {
+            println!("tenantd {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Serve(config) => serve(*config),
+        Command::AuditVerify { db } => verify(&db),
+        Command::Backup { db, to } => match backup::run(&db, &to) {
+            Ok(summary) => {
+                println!(
+                    "backup written to {}: {} tenants, {} audit events, head {}",
+                    to.display(),
+                    summary.tenants,
+                    summary.head.seq,
+                    summary.head.hash
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tenantd backup: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn serve(config: ServeConfig) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tenantd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        tenantd::run(listener, config, shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => {
+            log::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("tenantd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => log::info!("SIGINT received"),
+        _ = terminate.recv() => log::info!("SIGTERM received"),
+    }
+}
+
+fn verify(path: &std::path::Path) -> ExitCode {
+    let conn = match db::open_reader(path) {
+        Ok(conn) => conn,
+        Err(e) => {
+            eprintln!("tenantd audit verify: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match audit::verify(&conn) {
+        Ok(head) => {
+            println!("ok: {} events, head {}", head.seq, head.hash);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tenantd audit verify: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Counters for `/metrics`, in the Prometheus text exposition format (version 0.0.4).
+//!
+//! Every label set is fixed at compile time (routes from the route table, statuses from the
+//! error table), so recording is a few atomic adds with no lock and no allocation, and no
+//! client can grow the number of series.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::router::{ROUTES, UNMATCHED};
+use crate::store::Store;
+
+/// Route slots: one per routed path, and the last for requests that matched none.
+const ROUTE_SLOTS: usize = ROUTES.len() + 1;
+
+/// The statuses this service answers with; anything else is counted as `other`.
+const STATUSES: [u16; 15] = [
+    200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503, 0,
+];
+
+/// Upper bounds of the request-duration histogram, in seconds.
+pub const DURATION_BUCKETS_S: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Default)]
+struct RouteCounters {
+    by_status: [AtomicU64; STATUSES.len()],
+    /// Non-cumulative: `buckets[i]` counts durations in `(bound[i-1], bound[i]]`; the last
+    /// slot counts those above every bound.
+    buckets: [AtomicU64; DURATION_BUCKETS_S.len() + 1],
+    duration_sum_ns: AtomicU64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    routes: [RouteCounters; ROUTE_SLOTS],
+    /// Connections open now.
+    pub connections_open: AtomicU64,
+}
+
+impl Metrics {
+    /// Records one answered request. `route` is an index into the route table, `None` for an
+    /// unmatched path.
+    pub fn observe(&self, route: Option<usize>, status: u16, elapsed: Duration) {
+        let counters = &self.routes[route.unwrap_or(ROUTE_SLOTS - 1)];
+        let status_slot = STATUSES
+            .iter()
+            .position(|&s| s == status)
+            .unwrap_or(STATUSES.len() - 1);
+        counters.by_status[status_slot].fetch_add(1, Ordering::Relaxed);
+        let seconds = elapsed.as_secs_f64();
+        let bucket = DURATION_BUCKETS_S
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(DURATION_BUCKETS_S.len());
+        counters.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        counters.duration_sum_ns.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn render(&self, store: &Store) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        let label = |slot: usize| ROUTES.get(slot).map_or(UNMATCHED, |r| r.template);
+
+        out.push_str(
+            "# HELP tenantd_http_requests_total HTTP requests answered, by route and status.\n",
+        );
+        out.push_str("# TYPE tenantd_http_requests_total counter\n");
+        for (slot, counters) in self.routes.iter().enumerate() {
+            for (i, count) in counters.by_status.iter().enumerate() {
+                let count = count.load(Ordering::Relaxed);
+                if count == 0 {
+                    continue;
+                }
+                let status = match STATUSES[i] {
+                    0 => "other".to_owned(),
+                    s => s.to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "tenantd_http_requests_total{{route=\"{}\",status=\"{status}\"}} {count}",
+                    label(slot)
+                );
+            }
+        }
+
+        out.push_str("# HELP tenantd_http_request_duration_seconds Time from request head to response, by route.\n");
+        out.push_str("# TYPE tenantd_http_request_duration_seconds histogram\n");
+        for (slot, counters) in self.routes.iter().enumerate() {
+            let route = label(slot);
+            let mut cumulative = 0;
+            for (i, bound) in DURATION_BUCKETS_S.iter().enumerate() {
+                cumulative += counters.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "tenantd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            cumulative += counters.buckets[DURATION_BUCKETS_S.len()].load(Ordering::Relaxed);
+            let sum = counters.duration_sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "tenantd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {cumulative}\n\
+                 tenantd_http_request_duration_seconds_sum{{route=\"{route}\"}} {sum}\n\
+                 tenantd_http_request_duration_seconds_count{{route=\"{route}\"}} {cumulative}"
+            );
+        }
+
+        let stats = store.stats();
+        let gauges: [(&str, &str, &str, u64); 5] = [
+            (
+                "tenantd_http_connections_open",
+                "gauge",
+                "HTTP connections open now.",
+                self.connections_open.load(Ordering::Relaxed),
+            ),
+            (
+                "tenantd_store_queue_depth",
+                "gauge",
+                "Commands waiting for the store thread.",
+                store.queue_depth() as u64,
+            ),
+            (
+                "tenantd_audit_events",
+                "gauge",
+                "Length of the audit chain.",
+                stats.audit_events.load(Ordering::Relaxed),
+            ),
+            (
+                "tenantd_store_batches_total",
+                "counter",
+                "Store batches run (each one transaction).",
+                stats.batches.load(Ordering::Relaxed),
+            ),
+            (
+                "tenantd_store_commands_total",
+                "counter",
+                "Store commands run.",
+                stats.commands.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tenantd_tenants Tenants by state.\n# TYPE tenantd_tenants gauge\n\
+             tenantd_tenants{{state=\"active\"}} {}\ntenantd_tenants{{state=\"tombstoned\"}} {}",
+            stats.active.load(Ordering::Relaxed),
+            stats.tombstoned.load(Ordering::Relaxed),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_fall_into_the_right_bucket() {
+        let metrics = Metrics::default();
+        metrics.observe(Some(0), 200, Duration::from_micros(50));
+        metrics.observe(Some(0), 200, Duration::from_millis(3));
+        metrics.observe(Some(0), 599, Duration::from_secs(10));
+        let counters = &metrics.routes[0];
+        assert_eq!(counters.buckets[0].load(Ordering::Relaxed), 1);
+        assert_eq!(counters.buckets[5].load(Ordering::Relaxed), 1);
+        assert_eq!(
+            counters.buckets[DURATION_BUCKETS_S.len()].load(Ordering::Relaxed),
+            1
+        );
+        assert_eq!(counters.by_status[0].load(Ordering::Relaxed), 2);
+        assert_eq!(
+            counters.by_status[STATUSES.len() - 1].load(Ordering::Relaxed),
+            1
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The one error type of the HTTP boundary, rendered as RFC 9457 `application/problem+json`.
+//!
+//! Every row of the contract's error table is a variant here, and [`ApiError::status`] and
+//! [`ApiError::code`] map each to its status and stable code in one place. A `500` says
+//! nothing of its cause to the client; the cause goes to the log with the request id.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderValue};
+use hyper::{Response, StatusCode};
+use serde::Serialize;
+
+use crate::store::StoreError;
+
+/// Seconds a client should wait before retrying a `503`.
+pub const RETRY_AFTER_S: u32 = 1;
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => Self::TenantNotFound,
+            StoreError::NameTaken => Self::TenantNameTaken,
+            StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
+            StoreError::QueueFull => Self::Unavailable("the store queue is full".into()),
+            StoreError::Unavailable(cause) => Self::Unavailable(cause),
+            StoreError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+/// One bad field of a request body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug)]
+pub enum ApiError {
+    MalformedJson(String),
+    InvalidHeader(&'static str),
+    Unauthorized,
+    Forbidden,
+    RouteNotFound,
+    TenantNotFound,
+    MethodNotAllowed {
+        allow: &'static str,
+    },
+    TenantNameTaken,
+    IdempotencyKeyInFlight,
+    PayloadTooLarge,
+    /// The body did not arrive within the body read timeout.
+    BodyTimeout,
+    UnsupportedMediaType,
+    ValidationFailed(Vec<FieldError>),
+    IdempotencyKeyMismatch,
+    /// A bug. The string is for the log only.
+    Internal(String),
+    /// The database cannot take the request now. The string is for the log only.
+    Unavailable(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MalformedJson(_) | Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::RouteNotFound | Self::TenantNotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::TenantNameTaken | Self::IdempotencyKeyInFlight => StatusCode::CONFLICT,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::ValidationFailed(_) | Self::IdempotencyKeyMismatch => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MalformedJson(_) => "malformed_json",
+            Self::InvalidHeader(_) => "invalid_header",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::RouteNotFound => "not_found",
+            Self::TenantNotFound => "tenant_not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::TenantNameTaken => "tenant_name_taken",
+            Self::IdempotencyKeyInFlight => "idempotency_key_in_flight",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::BodyTimeout => "request_timeout",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::ValidationFailed(_) => "validation_failed",
+            Self::IdempotencyKeyMismatch => "idempotency_key_mismatch",
+            Self::Internal(_) => "internal",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// A sentence for the client. It never holds a secret or an internal cause.
+    fn detail(&self) -> String {
+        match self {
+            Self::MalformedJson(why) => format!("the request body is not a JSON object: {why}"),
+            Self::InvalidHeader(why) => format!("{why}."),
+            Self::Unauthorized => {
+                "a valid bearer token is required in the Authorization header".into()
+            }
+            Self::Forbidden => "this token may read only its own tenant".into(),
+            Self::RouteNotFound => "there is no such resource".into(),
+            Self::TenantNotFound => "there is no tenant with this id".into(),
+            Self::MethodNotAllowed { allow } => {
+                format!("this resource allows only {allow}")
+            }
+            Self::TenantNameTaken => "an active tenant already has this name".into(),
+            Self::IdempotencyKeyInFlight => {
+                "a request with this Idempotency-Key is being processed; retry shortly".into()
+            }
+            Self::PayloadTooLarge => format!(
+                "the request body exceeds {} bytes",
+                crate::handlers::BODY_BYTES_MAX
+            ),
+            Self::BodyTimeout => format!(
+                "the request body did not arrive within {} s",
+                crate::handlers::BODY_READ_TIMEOUT.as_secs()
+            ),
+            Self::UnsupportedMediaType => "the request body must be application/json".into(),
+            Self::ValidationFailed(errors) => match errors.len() {
+                1 => "the request body has 1 invalid field".into(),
+                n => format!("the request body has {n} invalid fields"),
+            },
+            Self::IdempotencyKeyMismatch => {
+                "this Idempotency-Key was used with a different request body".into()
+            }
+            Self::Internal(_) => "the server failed to handle this request".into(),
+            Self::Unavailable(_) => "the database cannot take this request now; retry".into(),
+        }
+    }
+
+    /// The cause to log, for errors whose cause is not the client's to see.
+    pub fn log_cause(&self) -> Option<&str> {
+        match self {
+            Self::Internal(cause) | Self::Unavailable(cause) => Some(cause),
+            _ => None,
+        }
+    }
+
+    pub fn into_response(self, request_id: &str) -> Response<Full<Bytes>> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            r#type: &'static str,
+            title: &'static str,
+            status: u16,
+            code: &'static str,
+            detail: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            errors: Option<&'a [FieldError]>,
+            request_id: &'a str,
+        }
+        let status = self.status();
+        let errors = match &self {
+            Self::ValidationFailed(errors) => Some(errors.as_slice()),
+            _ => None,
+        };
+        let body = Body {
+            r#type: "about:blank",
+            title: title(status),
+            status: status.as_u16(),
+            code: self.code(),
+            detail: self.detail(),
+            errors,
+            request_id,
+        };
+        let json = serde_json::to_vec(&body).expect("a problem body always serializes");
+        let mut response = Response::new(Full::new(Bytes::from(json)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        match self {
+            Self::Unauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"tenantd\""),
+                );
+            }
+            Self::MethodNotAllowed { allow } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            Self::Unavailable(_) | Self::IdempotencyKeyInFlight => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+            }
+            // The rest of an oversized body was not read, so the connection cannot carry
+            // another request.
+            Self::PayloadTooLarge | Self::BodyTimeout => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// The status's reason phrase as RFC 9110 names it (which renamed 413 and 422).
+fn title(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "Content Too Large",
+        StatusCode::UNPROCESSABLE_ENTITY => "Unprocessable Content",
+        other => other.canonical_reason().unwrap_or("Error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn body_json(error: ApiError) -> (StatusCode, serde_json::Value) {
+        let response = error.into_response("req-1");
+        let status = response.status();
+        let bytes = futures_body(response.into_body());
+        (status, serde_json::from_slice(&bytes).expect("json"))
+    }
+
+    fn futures_body(body: Full<Bytes>) -> Bytes {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(body.collect())
+            .expect("infallible")
+            .to_bytes()
+    }
+
+    #[test]
+    fn problems_carry_status_code_detail_and_request_id() {
+        let (status, json) = body_json(ApiError::ValidationFailed(vec![FieldError {
+            field: "name".into(),
+            message: "must not be empty".into(),
+        }]));
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(json["type"], "about:blank");
+        assert_eq!(json["title"], "Unprocessable Content");
+        assert_eq!(json["status"], 422);
+        assert_eq!(json["code"], "validation_failed");
+        assert_eq!(json["detail"], "the request body has 1 invalid field");
+        assert_eq!(json["errors"][0]["field"], "name");
+        assert_eq!(json["request_id"], "req-1");
+    }
+
+    #[test]
+    fn internal_causes_stay_out_of_the_body() {
+        let (_, json) = body_json(ApiError::Internal("secret cause".into()));
+        assert!(!json.to_string().contains("secret cause"));
+        let (_, json) = body_json(ApiError::Unavailable("disk full at /x".into()));
+        assert!(!json.to_string().contains("/x"));
+    }
+}
