@@ -49,6 +49,8 @@ SERVE OPTIONS (a flag beats its environment variable):
     --max-connections N        connections served at once, default 1024 (1..=65536)
     --commit-batch-max N       writes committed in one transaction, at most; default 256 (1..=4096)
     --store-queue-depth N      store commands that may wait; beyond, requests get 503; default 1024
+    --readers N                threads answering reads, each with a read-only connection;
+                               default one per core, at most 4 (1..=64)
     --header-read-timeout-ms N time to send a request head, and idle keep-alive limit; default 10000
     --shutdown-grace-ms N      time in-flight requests get after SIGTERM/SIGINT; default 10000
     --idempotency-ttl-s N      how long an Idempotency-Key replays its answer; default 86400 (1..=86400)
@@ -84,6 +86,7 @@ pub struct ServeConfig {
     pub limits: Limits,
     pub commit_batch_max: usize,
     pub store_queue_depth: usize,
+    pub readers: usize,
     pub idempotency_ttl: Duration,
 }
 
@@ -109,6 +112,7 @@ const SERVE_FLAGS: &[&str] = &[
     "max-connections",
     "commit-batch-max",
     "store-queue-depth",
+    "readers",
     "header-read-timeout-ms",
     "shutdown-grace-ms",
     "idempotency-ttl-s",
@@ -302,6 +306,7 @@ fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command
             store::QUEUE_DEPTH_DEFAULT as u64,
             1..=1_000_000,
         )? as usize,
+        readers: number(flags, "readers", store::readers_default() as u64, 1..=64)? as usize,
         idempotency_ttl: Duration::from_secs(number(
             flags,
             "idempotency-ttl-s",

@@ -78,6 +78,7 @@ pub async fn run(
         path: config.db.clone(),
         queue_depth: config.store_queue_depth,
         commit_batch_max: config.commit_batch_max,
+        readers: config.readers,
         idempotency_ttl: config.idempotency_ttl,
         public_url,
     })

@@ -109,18 +109,20 @@ impl Metrics {
         }
 
         let stats = store.stats();
-        let gauges: [(&str, &str, &str, u64); 5] = [
+        let (writes_queued, reads_queued) = store.queue_depth();
+        let _ = writeln!(
+            out,
+            "# HELP tenantd_store_queue_depth Commands waiting for the store, by queue.\n\
+             # TYPE tenantd_store_queue_depth gauge\n\
+             tenantd_store_queue_depth{{queue=\"write\"}} {writes_queued}\n\
+             tenantd_store_queue_depth{{queue=\"read\"}} {reads_queued}"
+        );
+        let gauges: [(&str, &str, &str, u64); 4] = [
             (
                 "tenantd_http_connections_open",
                 "gauge",
                 "HTTP connections open now.",
                 self.connections_open.load(Ordering::Relaxed),
-            ),
-            (
-                "tenantd_store_queue_depth",
-                "gauge",
-                "Commands waiting for the store thread.",
-                store.queue_depth() as u64,
             ),
             (
                 "tenantd_audit_events",

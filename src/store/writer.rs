@@ -1,118 +1,30 @@
-//! The store: one thread owns the SQLite connection and runs typed commands sent to it over a
-//! bounded channel, each answered on its own oneshot channel.
+//! The writer: the one thread that changes the database, in group-committed batches.
 //!
-//! # Group commit
-//!
-//! The thread blocks for one command, then takes whatever else is already queued, up to
+//! It blocks for one command, then takes whatever else is already queued, up to
 //! `commit_batch_max`, and runs the lot in ONE transaction, each write inside its own
 //! `SAVEPOINT` so that a failing command (a name clash, a panic) rolls back alone. It commits
-//! once and only then replies to every command in the batch: no reply is sent before the
-//! commit that holds it, and no time is spent waiting for a batch to fill.
-//!
-//! # Bounds
-//!
-//! The channel holds at most `queue_depth` commands; a full queue is refused at once
-//! ([`StoreError::QueueFull`], a `503` with `Retry-After`), never buffered without limit.
+//! once and only then answers every command in the batch: no answer leaves before the commit
+//! that holds it, and no time is spent waiting for a batch to fill.
 
-use std::panic::{self, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use super::{CreateRequest, Created, Reply, Stats, StoreConfig, StoreError, queries, run_guarded};
 use crate::audit::{self, Head};
 use crate::db;
-use crate::domain::{Atomic, IdempotencyKey, NewTenant, TenantId};
+use crate::domain::{Atomic, IdempotencyKey, TenantId};
 use crate::ids::{self, IdGenerator, TenantToken};
 use crate::views::{self, Budget, Tenant, TenantState};
 
-/// Default for [`StoreConfig::queue_depth`].
-pub const QUEUE_DEPTH_DEFAULT: usize = 1024;
-
-/// Default for [`StoreConfig::commit_batch_max`].
-pub const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
-
-/// How long an idempotent create's response is kept for replay, at most (the contract's 24 h).
-pub const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// SQLite's own clock, so no calendar code is needed here: RFC 3339, UTC, milliseconds.
-const NOW_SQL: &str = "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    pub path: PathBuf,
-    /// Commands that may wait in the channel before new ones are refused.
-    pub queue_depth: usize,
-    /// Commands run in one transaction, at most.
-    pub commit_batch_max: usize,
-    /// How long an idempotent create's response is kept for replay.
-    pub idempotency_ttl: Duration,
-    /// The public URL handed to sidecars as `TENANTD_URL`.
-    pub public_url: String,
-}
-
-/// Why a command did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    NotFound,
-    NameTaken,
-    IdempotencyMismatch,
-    /// The queue is full: the caller should retry shortly.
-    QueueFull,
-    /// The database cannot take the command now (full, read-only, locked, closed).
-    Unavailable(String),
-    /// A bug: a panic in a command or data that breaks an invariant.
-    Internal(String),
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        let code = e.sqlite_error_code();
-        match code {
-            Some(
-                ErrorCode::DiskFull
-                | ErrorCode::ReadOnly
-                | ErrorCode::DatabaseBusy
-                | ErrorCode::DatabaseLocked
-                | ErrorCode::CannotOpen
-                | ErrorCode::SystemIoFailure
-                | ErrorCode::OutOfMemory,
-            ) => Self::Unavailable(e.to_string()),
-            _ => Self::Internal(e.to_string()),
-        }
-    }
-}
-
-/// What a create returned: the body to send, and whether it is a replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Created {
-    pub id: TenantId,
-    pub body: String,
-    pub replayed: bool,
-}
-
-/// A create as the store receives it.
-#[derive(Debug)]
-pub struct CreateRequest {
-    pub tenant: NewTenant,
-    pub idempotency_key: Option<IdempotencyKey>,
-}
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// The commands the store thread runs.
-enum Command {
+/// The commands the writer runs.
+pub(super) enum WriteCommand {
     Create(CreateRequest, Reply<Created>),
     Tombstone(TenantId, Reply<Tenant>),
-    Get(TenantId, Reply<Tenant>),
-    /// Finds the active tenant whose token has this SHA-256.
-    Authenticate([u8; 32], Reply<Option<TenantId>>),
-    /// Answers once the store has run a query: the readiness probe.
+    /// Answers once the writer has run a query: the readiness probe.
     Ping(Reply<()>),
     /// Erases idempotency records older than the replay window.
     PurgeExpired(Reply<usize>),
@@ -120,7 +32,7 @@ enum Command {
     Shutdown,
 }
 
-impl Command {
+impl WriteCommand {
     fn writes(&self) -> bool {
         matches!(
             self,
@@ -129,118 +41,12 @@ impl Command {
     }
 }
 
-/// Counters the store keeps for `/metrics`, changed only after a commit.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub active: AtomicU64,
-    pub tombstoned: AtomicU64,
-    pub audit_events: AtomicU64,
-    pub batches: AtomicU64,
-    pub commands: AtomicU64,
-}
-
 /// What one batch changed, applied to [`Stats`] once it is committed.
 #[derive(Debug, Default)]
 struct Delta {
     created: u64,
     tombstoned: u64,
     audit_events: u64,
-}
-
-/// A cheap, cloneable handle to the store thread.
-#[derive(Clone)]
-pub struct Store {
-    tx: mpsc::Sender<Command>,
-    stats: Arc<Stats>,
-}
-
-/// Owns the store thread; [`StoreThread::shutdown`] drains and joins it.
-pub struct StoreThread {
-    handle: JoinHandle<()>,
-    tx: mpsc::Sender<Command>,
-}
-
-impl Store {
-    /// Opens the database on the calling thread, so that start-up fails early and loudly, then
-    /// hands the connection to a new store thread.
-    pub fn open(config: StoreConfig) -> Result<(Store, StoreThread), db::OpenError> {
-        assert!(config.queue_depth > 0 && config.commit_batch_max > 0);
-        let conn = db::open_writer(&config.path)?;
-        let worker = Worker::new(conn, config.clone())?;
-        let stats = Arc::clone(&worker.stats);
-        let (tx, rx) = mpsc::channel(config.queue_depth);
-        let handle = std::thread::Builder::new()
-            .name("tenantd-store".into())
-            .spawn(move || worker.run(rx))
-            .map_err(|e| db::OpenError::Io(format!("cannot start the store thread: {e}")))?;
-        let thread = StoreThread {
-            handle,
-            tx: tx.clone(),
-        };
-        Ok((Store { tx, stats }, thread))
-    }
-
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// Commands waiting in the queue now.
-    pub fn queue_depth(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
-    }
-
-    async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.tx.try_send(command(reply)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => StoreError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => {
-                StoreError::Unavailable("the store is shut down".into())
-            }
-        })?;
-        answer.await.map_err(|_| {
-            StoreError::Internal("the store dropped the command without an answer".into())
-        })?
-    }
-
-    pub async fn create(&self, request: CreateRequest) -> Result<Created, StoreError> {
-        self.call(|reply| Command::Create(request, reply)).await
-    }
-
-    pub async fn tombstone(&self, id: TenantId) -> Result<Tenant, StoreError> {
-        self.call(|reply| Command::Tombstone(id, reply)).await
-    }
-
-    pub async fn get(&self, id: TenantId) -> Result<Tenant, StoreError> {
-        self.call(|reply| Command::Get(id, reply)).await
-    }
-
-    pub async fn authenticate(&self, token_hash: [u8; 32]) -> Result<Option<TenantId>, StoreError> {
-        self.call(|reply| Command::Authenticate(token_hash, reply))
-            .await
-    }
-
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        self.call(Command::Ping).await
-    }
-
-    pub async fn purge_expired(&self) -> Result<usize, StoreError> {
-        self.call(Command::PurgeExpired).await
-    }
-}
-
-impl StoreThread {
-    /// Lets the thread finish every queued command, checkpoint the WAL and exit; waits for it.
-    pub async fn shutdown(self) {
-        // `send` waits for room, so the marker queues behind every accepted command.
-        if self.tx.send(Command::Shutdown).await.is_err() {
-            log::warn!("the store thread had already stopped");
-        }
-        let handle = self.handle;
-        match tokio::task::spawn_blocking(move || handle.join()).await {
-            Ok(Ok(())) => {}
-            _ => log::error!("the store thread ended abnormally"),
-        }
-    }
 }
 
 /// A finished command, waiting for its batch's commit to decide its answer.
@@ -258,7 +64,7 @@ fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> 
 }
 
 /// The state of the store thread.
-struct Worker {
+pub(super) struct Writer {
     conn: Connection,
     config: StoreConfig,
     stats: Arc<Stats>,
@@ -267,8 +73,8 @@ struct Worker {
     delta: Delta,
 }
 
-impl Worker {
-    fn new(conn: Connection, config: StoreConfig) -> Result<Self, db::OpenError> {
+impl Writer {
+    pub(super) fn new(conn: Connection, config: StoreConfig) -> Result<Self, db::OpenError> {
         let head = Head::load(&conn)?;
         let latest: Option<String> =
             conn.query_row("SELECT max(id) FROM tenants", [], |r| r.get(0))?;
@@ -302,7 +108,11 @@ impl Worker {
         })
     }
 
-    fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    pub(super) fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
+    }
+
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<WriteCommand>) {
         let mut batch = Vec::with_capacity(self.config.commit_batch_max);
         while let Some(first) = rx.blocking_recv() {
             batch.push(first);
@@ -312,7 +122,7 @@ impl Worker {
                     Err(_) => break,
                 }
             }
-            if batch.iter().any(|c| matches!(c, Command::Shutdown)) {
+            if batch.iter().any(|c| matches!(c, WriteCommand::Shutdown)) {
                 // No new commands from here on; those already queued are still run.
                 rx.close();
             }
@@ -321,8 +131,8 @@ impl Worker {
         self.close();
     }
 
-    fn run_batch(&mut self, batch: &mut Vec<Command>) {
-        let writes = batch.iter().any(Command::writes);
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
+        let writes = batch.iter().any(WriteCommand::writes);
         let head_before = self.head.clone();
         if writes && let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let error = StoreError::from(e);
@@ -377,36 +187,28 @@ impl Worker {
     }
 
     /// Runs one command and returns what will answer it once the batch is settled.
-    fn execute(&mut self, command: Command, in_transaction: bool) -> Finish {
+    fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
         match command {
-            Command::Create(request, reply) => {
+            WriteCommand::Create(request, reply) => {
                 let result = self.guarded(in_transaction, |w| w.create(&request));
                 finish(reply, result)
             }
-            Command::Tombstone(id, reply) => {
+            WriteCommand::Tombstone(id, reply) => {
                 let result = self.guarded(in_transaction, |w| w.tombstone(&id));
                 finish(reply, result)
             }
-            Command::Get(id, reply) => {
-                let result = self.guarded(false, |w| w.get(&id)?.ok_or(StoreError::NotFound));
-                finish(reply, result)
-            }
-            Command::Authenticate(hash, reply) => {
-                let result = self.guarded(false, |w| w.authenticate(&hash));
-                finish(reply, result)
-            }
-            Command::Ping(reply) => {
+            WriteCommand::Ping(reply) => {
                 let result = self.guarded(false, |w| {
                     w.conn.query_row("SELECT 1", [], |_| Ok(()))?;
                     Ok(())
                 });
                 finish(reply, result)
             }
-            Command::PurgeExpired(reply) => {
-                let result = self.guarded(in_transaction, Worker::purge_expired);
+            WriteCommand::PurgeExpired(reply) => {
+                let result = self.guarded(in_transaction, Writer::purge_expired);
                 finish(reply, result)
             }
-            Command::Shutdown => Box::new(|_| {}),
+            WriteCommand::Shutdown => Box::new(|_| {}),
         }
     }
 
@@ -421,16 +223,7 @@ impl Worker {
             self.conn.execute_batch("SAVEPOINT command")?;
         }
         let head = self.head.clone();
-        let result = panic::catch_unwind(AssertUnwindSafe(|| op(self))).unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic with no message".into());
-            Err(StoreError::Internal(format!(
-                "store command panicked: {message}"
-            )))
-        });
+        let result = run_guarded(|| op(self));
         if result.is_err() {
             self.head = head;
         }
@@ -445,12 +238,6 @@ impl Worker {
         result
     }
 
-    fn now(&self) -> rusqlite::Result<String> {
-        self.conn
-            .prepare_cached(NOW_SQL)?
-            .query_row([], |row| row.get(0))
-    }
-
     fn create(&mut self, request: &CreateRequest) -> Result<Created, StoreError> {
         let now_ms = ids::now_unix_ms();
         let fingerprint = request.tenant.fingerprint();
@@ -461,7 +248,7 @@ impl Worker {
         }
         let id = self.ids.next_id(now_ms);
         let token = TenantToken::mint();
-        let created_at = self.now()?;
+        let created_at = queries::now(&self.conn)?;
         let deposit = request.tenant.opening_deposit;
         let name = request.tenant.name.as_str();
         let inserted = self
@@ -591,11 +378,11 @@ impl Worker {
     }
 
     fn tombstone(&mut self, id: &TenantId) -> Result<Tenant, StoreError> {
-        let mut tenant = self.get(id)?.ok_or(StoreError::NotFound)?;
+        let mut tenant = queries::tenant(&self.conn, id)?.ok_or(StoreError::NotFound)?;
         if tenant.state == TenantState::Tombstoned {
             return Ok(tenant);
         }
-        let now = self.now()?;
+        let now = queries::now(&self.conn)?;
         self.conn
             .prepare_cached(
                 "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
@@ -620,52 +407,6 @@ impl Worker {
         self.delta.tombstoned += 1;
         self.delta.audit_events += 1;
         Ok(tenant)
-    }
-
-    fn get(&self, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
-        let row: Option<[String; 6]> = self
-            .conn
-            .prepare_cached(
-                "SELECT name, state, opening_deposit_atomic, balance_atomic, created_at, \
-                 coalesce(tombstoned_at, '') FROM tenants WHERE id = ?1",
-            )?
-            .query_row([id.as_str()], |row| {
-                Ok([
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                    row.get(5)?,
-                ])
-            })
-            .optional()?;
-        let Some([name, state, deposit, balance, created_at, tombstoned_at]) = row else {
-            return Ok(None);
-        };
-        let corrupt = |what: &str| StoreError::Internal(format!("tenant {id} has a bad {what}"));
-        let state = TenantState::parse(&state).ok_or_else(|| corrupt("state"))?;
-        Ok(Some(Tenant {
-            id: id.clone(),
-            name,
-            state,
-            created_at,
-            tombstoned_at: (state == TenantState::Tombstoned).then_some(tombstoned_at),
-            budget: Budget {
-                opening_deposit_atomic: Atomic::parse(&deposit)
-                    .map_err(|_| corrupt("opening deposit"))?,
-                balance_atomic: Atomic::parse(&balance).map_err(|_| corrupt("balance"))?,
-            },
-        }))
-    }
-
-    fn authenticate(&self, hash: &[u8; 32]) -> Result<Option<TenantId>, StoreError> {
-        let id: Option<String> = self
-            .conn
-            .prepare_cached("SELECT id FROM tenants WHERE token_hash = ?1 AND state = 'active'")?
-            .query_row([&hash[..]], |row| row.get(0))
-            .optional()?;
-        Ok(id.as_deref().and_then(TenantId::parse))
     }
 
     /// Checkpoints the WAL into the main file so the database is one self-contained file
