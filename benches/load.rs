@@ -1,0 +1,820 @@
+//! `make bench`: a closed-loop load generator for tenantd.
+//!
+//! It starts the release binary on 127.0.0.1 with a fresh temporary database, drives it over
+//! keep-alive connections (each sends a request, waits for the whole answer, sends the next),
+//! records every latency in an HDR histogram, and prints one markdown table: requests/s,
+//! p50/p99/p99.9, errors (any non-2xx), server CPU µs per request (from `/proc/PID/stat`) and
+//! the server's peak RSS (`VmHWM`). The client is one thread speaking raw HTTP/1.1, so it
+//! leaves the server as much of the machine as it can.
+//!
+//! `--smoke` is a run of a few seconds that fails on any error; CI runs it so the generator
+//! cannot rot.
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const USAGE: &str = "\
+usage: cargo bench --bench load -- [OPTIONS]
+    --connections N   keep-alive connections (default 32)
+    --duration-s S    measured seconds per row (default 10)
+    --warmup-s S      unmeasured seconds before each row (default 1)
+    --scale N         tenants to seed for the scale check (default 1000000)
+    --base N          tenants present for the read rows (default 2000)
+    --quick           --duration-s 3 --scale 100000
+    --smoke           a few seconds in all; exits 1 on any error (CI)
+    --server PATH     the tenantd binary (default: the one cargo built)
+    --server-log FILE keep the server's log (default: discarded)";
+
+/// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux ABI we run on).
+const CLOCK_TICKS_PER_S: u64 = 100;
+
+/// Largest response the client accepts; tenantd's are far smaller.
+const RESPONSE_BYTES_MAX: usize = 1 << 20;
+
+/// Latencies above this are recorded as this (the histogram's range).
+const LATENCY_US_MAX: u64 = 60_000_000;
+
+#[derive(Debug, Clone)]
+struct Args {
+    connections: usize,
+    duration: Duration,
+    warmup: Duration,
+    scale: u64,
+    base: u64,
+    smoke: bool,
+    server: PathBuf,
+    server_log: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        connections: 32,
+        duration: Duration::from_secs(10),
+        warmup: Duration::from_secs(1),
+        scale: 1_000_000,
+        base: 2_000,
+        smoke: false,
+        server: PathBuf::from(env!("CARGO_BIN_EXE_tenantd")),
+        server_log: None,
+    };
+    let mut it = std::env::args().skip(1);
+    let seconds = |v: String| -> Result<Duration, String> {
+        v.parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0 && *s <= 3600.0)
+            .map(Duration::from_secs_f64)
+            .ok_or(format!("not a number of seconds: {v}"))
+    };
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            // cargo bench passes this to every bench target.
+            "--bench" => {}
+            "--connections" => {
+                args.connections = value()?
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=4096).contains(n))
+                    .ok_or("--connections takes 1 to 4096")?;
+            }
+            "--duration-s" => args.duration = seconds(value()?)?,
+            "--warmup-s" => args.warmup = seconds(value()?)?,
+            "--scale" => args.scale = value()?.parse().map_err(|_| "--scale takes a count")?,
+            "--base" => args.base = value()?.parse().map_err(|_| "--base takes a count")?,
+            "--quick" => {
+                args.duration = Duration::from_secs(3);
+                args.scale = 100_000;
+            }
+            "--smoke" => {
+                args.smoke = true;
+                args.connections = 4;
+                args.duration = Duration::from_millis(500);
+                args.warmup = Duration::from_millis(200);
+                args.scale = 3_000;
+                args.base = 500;
+            }
+            "--server" => args.server = PathBuf::from(value()?),
+            "--server-log" => args.server_log = Some(PathBuf::from(value()?)),
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown option {other}\n{USAGE}")),
+        }
+    }
+    if args.base > args.scale {
+        return Err("--base must not exceed --scale".into());
+    }
+    Ok(args)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let report = runtime.block_on(run(&args));
+    match report {
+        Ok(report) => {
+            print!("{}", report.text);
+            if args.smoke && report.errors > 0 {
+                eprintln!("smoke run: {} requests failed", report.errors);
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// A tenantd process on a fresh database in a temporary directory.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    token: String,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(args: &Args, extra: &[&str]) -> Result<Server, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let token = format!("bench-{:032x}", seed_from_clock());
+        let token_file = dir.path().join("admin.token");
+        std::fs::write(&token_file, &token).map_err(|e| e.to_string())?;
+        // The port is picked here and handed over: the log can then go to /dev/null and still
+        // cost the server what it costs in production.
+        let addr = StdListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?;
+        let log = match &args.server_log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => Stdio::null(),
+        };
+        let child = Command::new(&args.server)
+            .arg("serve")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--db")
+            .arg(dir.path().join("tenantd.db"))
+            .arg("--admin-token-file")
+            .arg(&token_file)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", args.server.display()))?;
+        let server = Server {
+            child,
+            addr,
+            token,
+            dir,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(self.addr).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!(
+            "the server did not listen on {} within 10 s",
+            self.addr
+        ))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// User plus system CPU time, in microseconds.
+    fn cpu_us(&self) -> u64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // The command name may hold spaces; fields are counted after its closing parenthesis.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        (ticks(11) + ticks(12)) * 1_000_000 / CLOCK_TICKS_PER_S
+    }
+
+    /// Peak resident set size, in KiB.
+    fn peak_rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn db_bytes(&self) -> u64 {
+        ["tenantd.db", "tenantd.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.dir.path().join(f)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn seed_from_clock() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(1)
+}
+
+/// What each request of a workload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Healthz,
+    Create,
+    Read,
+    /// `read_percent` reads, the rest creates.
+    Mix {
+        read_percent: u32,
+    },
+}
+
+/// Everything a connection needs to make requests.
+struct Workload {
+    kind: Kind,
+    token: String,
+    /// Ids to read, chosen at random.
+    ids: Arc<Vec<String>>,
+    /// Makes every created name unique across connections and runs.
+    names: AtomicU64,
+    run: u128,
+    /// Collect created ids (for seeding).
+    collect: bool,
+}
+
+impl Workload {
+    fn new(kind: Kind, server: &Server, ids: Arc<Vec<String>>, collect: bool) -> Self {
+        Self {
+            kind,
+            token: server.token.clone(),
+            ids,
+            names: AtomicU64::new(0),
+            run: seed_from_clock(),
+            collect,
+        }
+    }
+
+    fn write_request(&self, rng: &mut u64, out: &mut Vec<u8>) {
+        out.clear();
+        let create = match self.kind {
+            Kind::Healthz => {
+                out.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n");
+                return;
+            }
+            Kind::Create => true,
+            Kind::Read => false,
+            Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
+        };
+        if create || self.ids.is_empty() {
+            let n = self.names.fetch_add(1, Ordering::Relaxed);
+            let body = format!(
+                r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"1000000"}}"#,
+                self.run
+            );
+            let _ = write!(
+                Buf(out),
+                "POST /v1/tenants HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                self.token,
+                body.len()
+            );
+        } else {
+            let id = &self.ids[(next(rng) % self.ids.len() as u64) as usize];
+            let _ = write!(
+                Buf(out),
+                "GET /v1/tenants/{id} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\r\n",
+                self.token
+            );
+        }
+    }
+}
+
+/// `fmt::Write` into a byte buffer.
+struct Buf<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Buf<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// xorshift64*: plenty for picking ids.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// When a phase ends: at a time, or after a number of requests shared by all connections.
+#[derive(Clone)]
+enum Stop {
+    At(Instant),
+    After(Arc<AtomicU64>),
+}
+
+impl Stop {
+    fn take(&self) -> bool {
+        match self {
+            Stop::At(t) => Instant::now() < *t,
+            Stop::After(left) => left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    errors: u64,
+    statuses: Vec<(u16, u64)>,
+    ids: Vec<String>,
+}
+
+impl Tally {
+    fn count(&mut self, status: u16) {
+        self.requests += 1;
+        if !(200..300).contains(&status) {
+            self.errors += 1;
+            match self.statuses.iter_mut().find(|(s, _)| *s == status) {
+                Some((_, n)) => *n += 1,
+                None => self.statuses.push((status, 1)),
+            }
+        }
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        for (status, n) in other.statuses {
+            match self.statuses.iter_mut().find(|(s, _)| *s == status) {
+                Some((_, m)) => *m += n,
+                None => self.statuses.push((status, n)),
+            }
+        }
+        self.ids.extend(other.ids);
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
+}
+
+/// One connection's closed loop.
+async fn connection(
+    addr: SocketAddr,
+    workload: Arc<Workload>,
+    stop: Stop,
+    seed: u64,
+) -> Result<(Histogram<u64>, Tally), String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut rng = seed | 1;
+    let (mut request, mut buf) = (Vec::with_capacity(512), Vec::with_capacity(8192));
+    let mut hist = histogram();
+    let mut tally = Tally::default();
+    while stop.take() {
+        workload.write_request(&mut rng, &mut request);
+        let started = Instant::now();
+        stream
+            .write_all(&request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (status, body) = read_response(&mut stream, &mut buf).await?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        tally.count(status);
+        if workload.collect && status == 201 {
+            if let Some(id) = find_id(&buf[body]) {
+                tally.ids.push(id);
+            }
+        }
+    }
+    Ok((hist, tally))
+}
+
+/// Reads one response; returns its status and the body's range in `buf`.
+async fn read_response(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> Result<(u16, std::ops::Range<usize>), String> {
+    buf.clear();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = find(buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > RESPONSE_BYTES_MAX {
+            return Err("response head too long".into());
+        }
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| "a non-UTF-8 head")?;
+    let status = head
+        .get(9..12)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| format!("bad status line: {head:?}"))?;
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .ok_or("no content-length in the response")?;
+    if length > RESPONSE_BYTES_MAX {
+        return Err("response body too long".into());
+    }
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the server closed the connection mid-body".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok((status, head_end..head_end + length))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn find_id(body: &[u8]) -> Option<String> {
+    let start = find(body, b"\"id\":\"")? + 6;
+    let len = find(&body[start..], b"\"")?;
+    String::from_utf8(body[start..start + len].to_vec()).ok()
+}
+
+/// Runs `connections` closed loops until `stop`, and merges what they saw.
+async fn phase(
+    server: &Server,
+    workload: Arc<Workload>,
+    connections: usize,
+    stop: Stop,
+) -> Result<(Histogram<u64>, Tally), String> {
+    let mut tasks = Vec::with_capacity(connections);
+    for i in 0..connections {
+        let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
+        tasks.push(tokio::spawn(connection(
+            server.addr,
+            Arc::clone(&workload),
+            stop.clone(),
+            seed,
+        )));
+    }
+    let mut hist = histogram();
+    let mut tally = Tally::default();
+    for task in tasks {
+        let (h, t) = task.await.map_err(|e| e.to_string())??;
+        hist.add(h).map_err(|e| e.to_string())?;
+        tally.merge(t);
+    }
+    Ok((hist, tally))
+}
+
+/// One line of the table.
+struct Row {
+    name: String,
+    requests_per_s: f64,
+    hist: Histogram<u64>,
+    tally: Tally,
+    cpu_us_per_request: f64,
+    peak_rss_kib: u64,
+}
+
+/// A warm-up, then a measured phase, with the server's CPU and RSS read around it.
+async fn measure(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    kind: Kind,
+    ids: &Arc<Vec<String>>,
+) -> Result<Row, String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s measured",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let warm = Arc::new(Workload::new(kind, server, Arc::clone(ids), false));
+    phase(
+        server,
+        warm,
+        args.connections,
+        Stop::At(Instant::now() + args.warmup),
+    )
+    .await?;
+    let workload = Arc::new(Workload::new(kind, server, Arc::clone(ids), false));
+    let cpu_before = server.cpu_us();
+    let started = Instant::now();
+    let (hist, tally) = phase(
+        server,
+        workload,
+        args.connections,
+        Stop::At(started + args.duration),
+    )
+    .await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = server.cpu_us().saturating_sub(cpu_before);
+    Ok(Row {
+        name: name.to_owned(),
+        requests_per_s: tally.requests as f64 / elapsed,
+        cpu_us_per_request: cpu as f64 / tally.requests.max(1) as f64,
+        peak_rss_kib: server.peak_rss_kib(),
+        hist,
+        tally,
+    })
+}
+
+/// Creates tenants through the API until `total` exist (of which `have` already do), and
+/// returns the new ids.
+async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec<String>, String> {
+    const STEP: u64 = 100_000;
+    let mut ids = Vec::new();
+    let started = Instant::now();
+    let mut done = have;
+    while done < total {
+        let count = (total - done).min(STEP);
+        let workload = Arc::new(Workload::new(
+            Kind::Create,
+            server,
+            Arc::new(Vec::new()),
+            true,
+        ));
+        let (_, tally) = phase(
+            server,
+            workload,
+            args.connections,
+            Stop::After(Arc::new(AtomicU64::new(count))),
+        )
+        .await?;
+        if tally.errors > 0 {
+            return Err(format!(
+                "seeding failed: {} errors {:?}",
+                tally.errors, tally.statuses
+            ));
+        }
+        ids.extend(tally.ids);
+        done += count;
+        eprintln!(
+            "  seeded {done} / {total} tenants ({:.0}/s)",
+            (done - have) as f64 / started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ids)
+}
+
+struct Report {
+    text: String,
+    errors: u64,
+}
+
+async fn run(args: &Args) -> Result<Report, String> {
+    let mut rows = Vec::new();
+    let no_ids = Arc::new(Vec::new());
+
+    eprintln!(
+        "server 1: health, reads and the mix at {} tenants",
+        args.base
+    );
+    let server = Server::start(args, &[])?;
+    rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_ids).await?);
+    let base_ids = Arc::new(seed(&server, args, 0, args.base).await?);
+    rows.push(
+        measure(
+            args,
+            &server,
+            &format!("GET tenant ({} tenants)", args.base),
+            Kind::Read,
+            &base_ids,
+        )
+        .await?,
+    );
+    rows.push(
+        measure(
+            args,
+            &server,
+            "90 % read / 10 % create",
+            Kind::Mix { read_percent: 90 },
+            &base_ids,
+        )
+        .await?,
+    );
+    server.stop();
+
+    eprintln!("server 2: creates with group commit");
+    let server = Server::start(args, &[])?;
+    rows.push(
+        measure(
+            args,
+            &server,
+            "POST create (group commit)",
+            Kind::Create,
+            &no_ids,
+        )
+        .await?,
+    );
+    server.stop();
+
+    eprintln!("server 3: creates with --commit-batch-max 1");
+    let server = Server::start(args, &["--commit-batch-max", "1"])?;
+    rows.push(
+        measure(
+            args,
+            &server,
+            "POST create (--commit-batch-max 1)",
+            Kind::Create,
+            &no_ids,
+        )
+        .await?,
+    );
+    server.stop();
+
+    eprintln!("server 4: reads at {} tenants", args.scale);
+    let server = Server::start(args, &[])?;
+    let scale_ids = Arc::new(seed(&server, args, 0, args.scale).await?);
+    let db_bytes = server.db_bytes();
+    rows.push(
+        measure(
+            args,
+            &server,
+            &format!("GET tenant ({} tenants)", args.scale),
+            Kind::Read,
+            &scale_ids,
+        )
+        .await?,
+    );
+    server.stop();
+
+    let text = render(args, &rows, db_bytes);
+    let errors = rows.iter().map(|r| r.tally.errors).sum();
+    Ok(Report { text, errors })
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
+}
+
+fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{}; {} connections, {:.1} s per row after {:.1} s warm-up; client and server share the machine.\n",
+        machine(),
+        args.connections,
+        args.duration.as_secs_f64(),
+        args.warmup.as_secs_f64()
+    );
+    out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | peak server RSS |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
+    for row in rows {
+        let errors = if row.tally.statuses.is_empty() {
+            "0".to_owned()
+        } else {
+            let detail: Vec<String> = row
+                .tally
+                .statuses
+                .iter()
+                .map(|(s, n)| format!("{n}×{s}"))
+                .collect();
+            format!("{} ({})", row.tally.errors, detail.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} MiB |",
+            row.name,
+            row.requests_per_s,
+            ms(row.hist.value_at_quantile(0.50)),
+            ms(row.hist.value_at_quantile(0.99)),
+            ms(row.hist.value_at_quantile(0.999)),
+            errors,
+            row.cpu_us_per_request,
+            row.peak_rss_kib as f64 / 1024.0,
+        );
+    }
+    let find = |prefix: &str| rows.iter().find(|r| r.name.starts_with(prefix));
+    let (health, read, create, batch1, scaled) = (
+        find("GET /healthz"),
+        find(&format!("GET tenant ({} ", args.base)),
+        find("POST create (group"),
+        find("POST create (--commit"),
+        find(&format!("GET tenant ({} ", args.scale)),
+    );
+    out.push('\n');
+    if let (Some(c), Some(b)) = (create, batch1) {
+        let _ = writeln!(
+            out,
+            "- group commit ÷ batch-1 creates: {:.2}×",
+            c.requests_per_s / b.requests_per_s
+        );
+    }
+    if let (Some(r), Some(h)) = (read, health) {
+        let _ = writeln!(
+            out,
+            "- reads ÷ /healthz: {:.0} %",
+            100.0 * r.requests_per_s / h.requests_per_s
+        );
+    }
+    if let (Some(r), Some(s)) = (read, scaled) {
+        let p99 = |row: &Row| row.hist.value_at_quantile(0.99) as f64;
+        let _ = writeln!(
+            out,
+            "- read latency at {} vs {} tenants: p50 {} → {}, p99 {} → {} ({:+.0} %)",
+            args.base,
+            args.scale,
+            ms(r.hist.value_at_quantile(0.5)),
+            ms(s.hist.value_at_quantile(0.5)),
+            ms(r.hist.value_at_quantile(0.99)),
+            ms(s.hist.value_at_quantile(0.99)),
+            100.0 * (p99(s) - p99(r)) / p99(r).max(1.0),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- database at {} tenants: {:.1} MiB, {:.0} bytes per tenant (tenant row, indexes, audit event)",
+        args.scale,
+        db_bytes as f64 / (1024.0 * 1024.0),
+        db_bytes as f64 / args.scale.max(1) as f64
+    );
+    out
+}
