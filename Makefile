@@ -7,11 +7,12 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test static clean help
+.PHONY: run build test bench static clean help
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
 	@echo "make test    formatting, lints and every test"
+	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make static  a statically linked binary in target/$(STATIC_TARGET)/release/"
 
 build:
@@ -37,6 +38,11 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked
+	$(CARGO) bench --locked --bench load -- --smoke
+
+# The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
+bench:
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS)
 
 # glibc's static libraries ship with the toolchain's target, so this works offline. The
 # binary resolves no host names (--listen takes an IP address), so static glibc is safe.

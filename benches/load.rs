@@ -32,7 +32,8 @@ usage: cargo bench --bench load -- [OPTIONS]
     --quick           --duration-s 3 --scale 100000
     --smoke           a few seconds in all; exits 1 on any error (CI)
     --server PATH     the tenantd binary (default: the one cargo built)
-    --server-log FILE keep the server's log (default: discarded)";
+    --server-log FILE keep the server's log (default: discarded)
+    --only GROUP      run one group of rows: base (health, reads, mix), create, create1, scale";
 
 /// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux ABI we run on).
 const CLOCK_TICKS_PER_S: u64 = 100;
@@ -53,6 +54,7 @@ struct Args {
     smoke: bool,
     server: PathBuf,
     server_log: Option<PathBuf>,
+    only: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -65,6 +67,7 @@ fn parse_args() -> Result<Args, String> {
         smoke: false,
         server: PathBuf::from(env!("CARGO_BIN_EXE_tenantd")),
         server_log: None,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     let seconds = |v: String| -> Result<Duration, String> {
@@ -104,6 +107,15 @@ fn parse_args() -> Result<Args, String> {
             }
             "--server" => args.server = PathBuf::from(value()?),
             "--server-log" => args.server_log = Some(PathBuf::from(value()?)),
+            "--only" => {
+                let group = value()?;
+                if !["base", "create", "create1", "scale"].contains(&group.as_str()) {
+                    return Err(format!(
+                        "--only takes base, create, create1 or scale, not {group}"
+                    ));
+                }
+                args.only = Some(group);
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
@@ -450,10 +462,11 @@ async fn connection(
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
         tally.count(status);
-        if workload.collect && status == 201 {
-            if let Some(id) = find_id(&buf[body]) {
-                tally.ids.push(id);
-            }
+        if workload.collect
+            && status == 201
+            && let Some(id) = find_id(&buf[body])
+        {
+            tally.ids.push(id);
         }
     }
     Ok((hist, tally))
@@ -809,12 +822,14 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
             100.0 * (p99(s) - p99(r)) / p99(r).max(1.0),
         );
     }
-    let _ = writeln!(
-        out,
-        "- database at {} tenants: {:.1} MiB, {:.0} bytes per tenant (tenant row, indexes, audit event)",
-        args.scale,
-        db_bytes as f64 / (1024.0 * 1024.0),
-        db_bytes as f64 / args.scale.max(1) as f64
-    );
+    if db_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "- database at {} tenants: {:.1} MiB, {:.0} bytes per tenant (tenant row, indexes, audit event)",
+            args.scale,
+            db_bytes as f64 / (1024.0 * 1024.0),
+            db_bytes as f64 / args.scale.max(1) as f64
+        );
+    }
     out
 }

@@ -443,7 +443,8 @@ mod tests {
     #[test]
     fn bad_configurations_are_refused_with_a_reason() {
         let short = "x".repeat(31);
-        let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case<'_>] = &[
             (&[], &[], "no admin token"),
             (&[], &[("ADMIN_TOKEN", &short)], "at least 32"),
             (

@@ -67,9 +67,12 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
             path.display()
         )));
     }
+    // secure_delete overwrites what is deleted, so an erased idempotency record (which holds
+    // a tenant token) does not linger in a free page of the file.
     conn.execute_batch(
         "PRAGMA synchronous = FULL;
-         PRAGMA foreign_keys = ON;",
+         PRAGMA foreign_keys = ON;
+         PRAGMA secure_delete = ON;",
     )?;
     migrate(&conn)?;
     Ok(conn)

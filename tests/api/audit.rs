@@ -1,0 +1,224 @@
+//! The audit chain, recomputed from the SQLite file without trusting the service, and
+//! `tenantd audit verify`.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+#[test]
+fn the_chain_recomputes_from_the_file_alone() {
+    let app = spawn_app();
+    let a = app.create_ok("audit-a", "100");
+    let b = app.create_with_key("audit-b \"quoted\" ü", "200", "audit-key");
+    assert_eq!(b.status, 201, "create b: {}", b.describe());
+    let b = b.json();
+    let c = app.create_ok("audit-c", U128_MAX);
+    let (a_id, b_id, c_id) = (tenant_id(&a), tenant_id(&b), tenant_id(&c));
+    assert_eq!(app.delete(&b_id).status, 200, "tombstoning b");
+    // None of these may append anything.
+    assert_eq!(app.delete(&b_id).status, 200, "repeating the tombstone");
+    let replay = app.create_with_key("audit-b \"quoted\" ü", "200", "audit-key");
+    assert_eq!(replay.status, 201, "replaying b: {}", replay.describe());
+    assert_eq!(app.create("audit-a", "1").status, 409, "a refused create");
+    assert_eq!(app.post_tenants("{}", &[]).status, 422, "an invalid create");
+
+    let rows = audit_rows(&app.db());
+    assert_eq!(rows.len(), 4, "three creates and one tombstone: {rows:#?}");
+    let head = assert_chain_valid(&rows, "the live chain");
+    assert_eq!(
+        rows[0].prev_hash, GENESIS_HASH,
+        "the first event links to 64 zeros"
+    );
+
+    let expected = [
+        (
+            "tenant.created",
+            &a_id,
+            json!({"id": a_id, "name": "audit-a", "opening_deposit_atomic": "100"}),
+        ),
+        (
+            "tenant.created",
+            &b_id,
+            json!({"id": b_id, "name": "audit-b \"quoted\" ü", "opening_deposit_atomic": "200"}),
+        ),
+        (
+            "tenant.created",
+            &c_id,
+            json!({"id": c_id, "name": "audit-c", "opening_deposit_atomic": U128_MAX}),
+        ),
+        ("tenant.tombstoned", &b_id, json!({"id": b_id})),
+    ];
+    for (row, (action, tenant, payload)) in rows.iter().zip(expected.iter()) {
+        let ctx = format!("seq {}", row.seq);
+        assert_eq!(row.action, *action, "{ctx}: action");
+        assert_eq!(&row.tenant_id, *tenant, "{ctx}: tenant_id");
+        assert_eq!(row.actor, "admin", "{ctx}: actor");
+        assert!(
+            is_timestamp(&row.occurred_at),
+            "{ctx}: occurred_at {:?}",
+            row.occurred_at
+        );
+        let parsed: Value = serde_json::from_str(&row.payload)
+            .unwrap_or_else(|e| panic!("{ctx}: payload is JSON ({e}): {}", row.payload));
+        assert_eq!(&parsed, payload, "{ctx}: payload facts");
+        let positions: Vec<Option<usize>> = ["\"id\"", "\"name\"", "\"opening_deposit_atomic\""]
+            .iter()
+            .filter(|m| parsed.get(m.trim_matches('"')).is_some())
+            .map(|m| row.payload.find(m))
+            .collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "{ctx}: payload members come in the order id, name, opening_deposit_atomic: {}",
+            row.payload
+        );
+        if row.payload.is_ascii() && !row.payload.contains('\\') {
+            assert_eq!(
+                row.payload,
+                serde_json::to_string(&parsed).expect("serializing"),
+                "{ctx}: payload is compact JSON"
+            );
+        }
+    }
+    for pair in rows.windows(2) {
+        assert!(
+            pair[0].occurred_at <= pair[1].occurred_at,
+            "occurred_at never goes backwards: {} then {}",
+            pair[0].occurred_at,
+            pair[1].occurred_at
+        );
+    }
+
+    let mut secrets = vec![
+        app.admin_token.clone(),
+        sha256_hex(app.admin_token.as_bytes()),
+    ];
+    for created in [&a, &b, &c] {
+        let token = tenant_token(created);
+        secrets.push(sha256_hex(token.as_bytes()));
+        secrets.push(sha256_hex(token.as_bytes()).to_ascii_uppercase());
+        secrets.push(token);
+    }
+    for row in &rows {
+        let all = format!("{row:?}");
+        for secret in &secrets {
+            assert!(
+                !all.contains(secret.as_str()),
+                "seq {} holds no token or token hash",
+                row.seq
+            );
+        }
+    }
+
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "audit verify on a live database: {verify:?}"
+    );
+    assert_eq!(
+        verify.stdout.trim(),
+        format!("ok: 4 events, head {head}"),
+        "audit verify reports the count and the head"
+    );
+}
+
+#[test]
+fn audit_verify_on_an_empty_and_a_missing_database() {
+    let app = spawn_app();
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(verify.code, Some(0), "an empty chain verifies: {verify:?}");
+    assert_eq!(
+        verify.stdout.trim(),
+        format!("ok: 0 events, head {GENESIS_HASH}"),
+        "an empty chain has 0 events and the genesis head"
+    );
+
+    let missing = app.dir.path().join("absent.db");
+    let verify = audit_verify(&missing);
+    assert_eq!(verify.code, Some(1), "a missing database fails: {verify:?}");
+    assert!(
+        !verify.stderr.trim().is_empty(),
+        "the failure says why: {verify:?}"
+    );
+    assert!(!missing.exists(), "audit verify never creates a database");
+}
+
+#[test]
+fn the_schema_refuses_updates_and_deletes() {
+    let mut app = spawn_app();
+    let id = tenant_id(&app.create_ok("immutable", "1"));
+    assert_eq!(app.terminate().code(), Some(0), "graceful stop");
+
+    let db = open_rw(&app.db_path);
+    let attempts = [
+        (
+            "UPDATE of an audit event",
+            "UPDATE audit_events SET payload = '{}' WHERE seq = 1".to_owned(),
+        ),
+        (
+            "DELETE of an audit event",
+            "DELETE FROM audit_events WHERE seq = 1".to_owned(),
+        ),
+        (
+            "DELETE of a tenant",
+            format!("DELETE FROM tenants WHERE id = '{id}'"),
+        ),
+    ];
+    for (msg, sql) in attempts {
+        assert!(db.execute(&sql, []).is_err(), "a trigger aborts the {msg}");
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit_events"),
+        1,
+        "the event is still there"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM tenants"),
+        1,
+        "the tenant is still there"
+    );
+}
+
+#[test]
+fn audit_verify_names_the_first_tampered_seq() {
+    let mut app = spawn_app();
+    for i in 0..4 {
+        app.create_ok(&format!("tamper-{i}"), "1");
+    }
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "the untouched chain verifies: {verify:?}"
+    );
+    assert_eq!(app.terminate().code(), Some(0), "graceful stop");
+
+    let db = open_rw(&app.db_path);
+    db.execute_batch("DROP TRIGGER audit_events_no_update")
+        .expect("dropping the update trigger");
+    let changed = db
+        .execute(
+            "UPDATE audit_events SET payload = replace(payload, 'tamper-2', 'tamper-X') WHERE seq = 3",
+            [],
+        )
+        .expect("tampering with seq 3");
+    assert_eq!(changed, 1, "one row tampered");
+    drop(db);
+
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(1),
+        "a tampered chain fails verification: {verify:?}"
+    );
+    assert!(
+        verify.stderr.contains("seq 3"),
+        "the message names the first bad seq (3): {:?}",
+        verify.stderr
+    );
+    assert!(
+        !verify.stdout.starts_with("ok"),
+        "a broken chain is not reported ok: {:?}",
+        verify.stdout
+    );
+}

@@ -1,0 +1,240 @@
+//! Authentication and the tenant token's scope.
+
+use crate::helpers::*;
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let app = spawn_app();
+    let id = tenant_id(&app.create_ok("schemes", "1"));
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} {}", app.admin_token);
+        let resp = app.request(
+            "GET",
+            &format!("/v1/tenants/{id}"),
+            &[("Authorization", auth.as_str())],
+            None,
+        );
+        assert_eq!(resp.status, 200, "scheme {scheme:?}: {}", resp.describe());
+    }
+}
+
+#[test]
+fn missing_malformed_or_unknown_credentials_are_401() {
+    let app = spawn_app();
+    let created = app.create_ok("creds", "1");
+    let id = tenant_id(&created);
+    let admin = app.admin_token.clone();
+    let path = format!("/v1/tenants/{id}");
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("no Authorization header", vec![]),
+        ("the scheme alone", vec!["Bearer".to_owned()]),
+        ("an empty token", vec!["Bearer ".to_owned()]),
+        ("another scheme", vec![format!("Basic {admin}")]),
+        ("no scheme", vec![admin.clone()]),
+        ("an unknown token", vec![bearer(&random_hex(32))]),
+        (
+            "an unknown tenant-style token",
+            vec![bearer(&format!("tkn_{}", random_hex(32)))],
+        ),
+        (
+            "the admin token with one more character",
+            vec![bearer(&format!("{admin}x"))],
+        ),
+        (
+            "the admin token one character short",
+            vec![bearer(&admin[..admin.len() - 1])],
+        ),
+        (
+            "the admin token upper-cased",
+            vec![bearer(&admin.to_ascii_uppercase())],
+        ),
+        (
+            "the admin token with a second word",
+            vec![format!("Bearer {admin} extra")],
+        ),
+        (
+            "two Authorization headers",
+            vec![bearer(&admin), bearer(&admin)],
+        ),
+    ];
+    for (msg, values) in cases {
+        let headers: Vec<(&str, &str)> = values
+            .iter()
+            .map(|v| ("Authorization", v.as_str()))
+            .collect();
+        let get = app.request("GET", &path, &headers, None);
+        assert_problem(&get, 401, "unauthorized", &format!("GET with {msg}"));
+        let post = app.request(
+            "POST",
+            "/v1/tenants",
+            &[headers.clone(), vec![("Content-Type", "application/json")]].concat(),
+            Some(tenant_body(&unique("never"), "1").as_bytes()),
+        );
+        assert_problem(&post, 401, "unauthorized", &format!("POST with {msg}"));
+        let delete = app.request("DELETE", &path, &headers, None);
+        assert_problem(&delete, 401, "unauthorized", &format!("DELETE with {msg}"));
+    }
+    assert_eq!(
+        app.tenant_count(),
+        1,
+        "no unauthenticated request created a tenant"
+    );
+    assert_eq!(
+        app.get_admin(&id).json()["state"],
+        "active",
+        "no unauthenticated DELETE tombstoned anything"
+    );
+}
+
+#[test]
+fn a_tenant_token_reads_only_its_own_tenant() {
+    let app = spawn_app();
+    let a = app.create_ok("scope-a", "10");
+    let b = app.create_ok("scope-b", "20");
+    let (a_id, b_id) = (tenant_id(&a), tenant_id(&b));
+    let a_token = tenant_token(&a);
+
+    let own = app.get(&a_id, Some(&a_token));
+    assert_eq!(own.status, 200, "a tenant reads itself: {}", own.describe());
+    assert_eq!(
+        own.body,
+        app.get_admin(&a_id).body,
+        "the tenant sees the same overview as the admin"
+    );
+    assert_eq!(own.json()["name"], "scope-a", "it is its own overview");
+
+    let auth = bearer(&a_token);
+    let body = tenant_body("scope-c", "1");
+    let json_headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let cases: Vec<(&str, &str, String, Option<&[u8]>)> = vec![
+        (
+            "another tenant's id",
+            "GET",
+            format!("/v1/tenants/{b_id}"),
+            None,
+        ),
+        (
+            "an unknown well-formed id",
+            "GET",
+            "/v1/tenants/ten_01ARZ3NDEKTSV4RRFFQ69G5FAV".to_owned(),
+            None,
+        ),
+        ("a malformed id", "GET", "/v1/tenants/nope".to_owned(), None),
+        (
+            "a create",
+            "POST",
+            "/v1/tenants".to_owned(),
+            Some(body.as_bytes()),
+        ),
+        (
+            "a DELETE of itself",
+            "DELETE",
+            format!("/v1/tenants/{a_id}"),
+            None,
+        ),
+        (
+            "a DELETE of another",
+            "DELETE",
+            format!("/v1/tenants/{b_id}"),
+            None,
+        ),
+        ("an unknown /v1 route", "GET", "/v1/nope".to_owned(), None),
+        ("the collection", "GET", "/v1/tenants".to_owned(), None),
+        (
+            "another method on itself",
+            "PUT",
+            format!("/v1/tenants/{a_id}"),
+            None,
+        ),
+    ];
+    for (msg, method, path, body) in cases {
+        let resp = app.request(method, &path, &json_headers, body);
+        assert_problem(
+            &resp,
+            403,
+            "forbidden",
+            &format!("tenant token on {msg}: {method} {path}"),
+        );
+    }
+    assert_eq!(app.tenant_count(), 2, "the tenant token created nothing");
+    assert_eq!(
+        app.get_admin(&a_id).json()["state"],
+        "active",
+        "the tenant token tombstoned nothing"
+    );
+    assert_eq!(
+        app.get_admin(&b_id).json()["state"],
+        "active",
+        "the tenant token tombstoned nothing"
+    );
+}
+
+#[test]
+fn a_tombstoned_tenants_token_is_revoked() {
+    let app = spawn_app();
+    let a = app.create_ok("revoked-a", "1");
+    let b = app.create_ok("revoked-b", "1");
+    let (a_id, b_id) = (tenant_id(&a), tenant_id(&b));
+    assert_eq!(
+        app.get(&a_id, Some(&tenant_token(&a))).status,
+        200,
+        "token works before"
+    );
+
+    assert_eq!(app.delete(&a_id).status, 200, "tombstoning a");
+    let after = app.get(&a_id, Some(&tenant_token(&a)));
+    assert_problem(
+        &after,
+        401,
+        "unauthorized",
+        "the tombstoned tenant's own read",
+    );
+    let elsewhere = app.get(&b_id, Some(&tenant_token(&a)));
+    assert_problem(
+        &elsewhere,
+        401,
+        "unauthorized",
+        "the revoked token on another tenant",
+    );
+
+    let b_read = app.get(&b_id, Some(&tenant_token(&b)));
+    assert_eq!(
+        b_read.status,
+        200,
+        "another tenant's token still works: {}",
+        b_read.describe()
+    );
+}
+
+#[test]
+fn the_admin_token_reads_everything() {
+    let app = spawn_app();
+    let a = tenant_id(&app.create_ok("admin-a", "1"));
+    let b = tenant_id(&app.create_ok("admin-b", "2"));
+    assert_eq!(app.delete(&b).status, 200, "tombstoning b");
+    for (msg, id, state) in [
+        ("active a", &a, "active"),
+        ("tombstoned b", &b, "tombstoned"),
+    ] {
+        let resp = app.get_admin(id);
+        assert_eq!(resp.status, 200, "admin reads {msg}: {}", resp.describe());
+        assert_eq!(resp.json()["state"], state, "admin sees {msg}'s state");
+    }
+}
+
+#[test]
+fn paths_outside_v1_and_the_openapi_document_need_no_token() {
+    let app = spawn_app();
+    for path in ["/healthz", "/readyz", "/metrics", "/v1/openapi.json"] {
+        let resp = app.get_path(path);
+        assert_eq!(
+            resp.status,
+            200,
+            "GET {path} without a token: {}",
+            resp.describe()
+        );
+    }
+}

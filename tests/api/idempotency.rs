@@ -1,0 +1,298 @@
+//! `Idempotency-Key`: replays, mismatches, failures that bind nothing, malformed keys and
+//! expiry.
+
+use std::thread;
+use std::time::Duration;
+
+use crate::helpers::*;
+
+#[test]
+fn a_retry_with_the_same_key_and_body_replays_the_first_response() {
+    let app = spawn_app();
+    let key = "replay-key-1";
+    let first = app.create_with_key("replayed", "100", key);
+    assert_eq!(first.status, 201, "first create: {}", first.describe());
+    assert_eq!(
+        first.header("idempotent-replayed"),
+        None,
+        "the first response is not marked as a replay"
+    );
+    let (tenants, events) = (app.tenant_count(), app.audit_count());
+
+    let second = app.create_with_key("replayed", "100", key);
+    assert_eq!(
+        second.status,
+        201,
+        "the replay has the same status: {}",
+        second.describe()
+    );
+    assert_eq!(
+        second.header("idempotent-replayed"),
+        Some("true"),
+        "the replay says Idempotent-Replayed: true"
+    );
+    assert_eq!(
+        second.body, first.body,
+        "the replay body is byte for byte the first, sidecar token included"
+    );
+    assert_eq!(
+        second.header("location"),
+        first.header("location"),
+        "the replay carries the same Location"
+    );
+    assert_eq!(app.tenant_count(), tenants, "a replay creates no tenant");
+    assert_eq!(app.audit_count(), events, "a replay appends no audit event");
+
+    let token = tenant_token(&second.json());
+    let id = tenant_id(&second.json());
+    assert_eq!(
+        app.get(&id, Some(&token)).status,
+        200,
+        "the replayed token is the live token"
+    );
+}
+
+#[test]
+fn white_space_and_member_order_do_not_change_the_body() {
+    let app = spawn_app();
+    let key = "layout-key";
+    let first = app.post_tenants(
+        r#"{"name":"layout","opening_deposit_atomic":"7"}"#,
+        &[("Idempotency-Key", key)],
+    );
+    assert_eq!(first.status, 201, "first create: {}", first.describe());
+    let second = app.post_tenants(
+        "{ \"opening_deposit_atomic\" : \"7\" ,\n  \"name\" : \"layout\" }\n",
+        &[("Idempotency-Key", key)],
+    );
+    assert_eq!(
+        second.status,
+        201,
+        "the same body in another layout: {}",
+        second.describe()
+    );
+    assert_eq!(
+        second.header("idempotent-replayed"),
+        Some("true"),
+        "it is a replay"
+    );
+    assert_eq!(second.body, first.body, "it returns the first body");
+    assert_eq!(app.tenant_count(), 1, "one tenant only");
+}
+
+#[test]
+fn a_replay_after_tombstone_returns_the_original_body() {
+    let app = spawn_app();
+    let key = "tombstoned-key";
+    let first = app.create_with_key("replay-after-delete", "9", key);
+    assert_eq!(first.status, 201, "first create: {}", first.describe());
+    let id = tenant_id(&first.json());
+    assert_eq!(app.delete(&id).status, 200, "tombstoning it");
+    let events = app.audit_count();
+
+    let replay = app.create_with_key("replay-after-delete", "9", key);
+    assert_eq!(
+        replay.status,
+        201,
+        "the replay after a tombstone: {}",
+        replay.describe()
+    );
+    assert_eq!(
+        replay.header("idempotent-replayed"),
+        Some("true"),
+        "it is a replay"
+    );
+    assert_eq!(
+        replay.body, first.body,
+        "the original body, state active included"
+    );
+    assert_eq!(
+        app.tenant_count(),
+        1,
+        "the replay created nothing, though the name is free"
+    );
+    assert_eq!(app.audit_count(), events, "the replay appended nothing");
+    assert_eq!(
+        app.get_admin(&id).json()["state"],
+        "tombstoned",
+        "the tenant stays tombstoned"
+    );
+}
+
+#[test]
+fn the_same_key_with_another_body_is_a_mismatch() {
+    let app = spawn_app();
+    let key = "mismatch-key";
+    let first = app.create_with_key("original", "1", key);
+    assert_eq!(first.status, 201, "first create: {}", first.describe());
+    let cases = [
+        ("another amount", "original", "2"),
+        ("another name", "other", "1"),
+        ("a name differing in case", "Original", "1"),
+    ];
+    for (msg, name, amount) in cases {
+        let resp = app.create_with_key(name, amount, key);
+        assert_problem(&resp, 422, "idempotency_key_mismatch", msg);
+    }
+    let invalid = app.post_tenants(&tenant_body("", "1"), &[("Idempotency-Key", key)]);
+    assert_eq!(
+        invalid.status,
+        422,
+        "an invalid body with a bound key: {}",
+        invalid.describe()
+    );
+    assert_eq!(app.tenant_count(), 1, "no mismatch created a tenant");
+    assert_eq!(app.audit_count(), 1, "no mismatch appended an audit event");
+}
+
+#[test]
+fn a_failed_request_binds_nothing() {
+    let app = spawn_app();
+
+    let key = "failed-validation-key";
+    let bad = app.post_tenants(&tenant_body(" bad", "1"), &[("Idempotency-Key", key)]);
+    assert_problem(&bad, 422, "validation_failed", "an invalid body with a key");
+    let good = app.create_with_key("after-validation", "1", key);
+    assert_eq!(
+        good.status,
+        201,
+        "the key is free after a failed request: {}",
+        good.describe()
+    );
+    assert_eq!(
+        good.header("idempotent-replayed"),
+        None,
+        "that is not a replay"
+    );
+
+    let holder = tenant_id(&app.create_ok("held-name", "1"));
+    let key = "failed-conflict-key";
+    let taken = app.create_with_key("held-name", "5", key);
+    assert_problem(&taken, 409, "tenant_name_taken", "a taken name with a key");
+    assert_eq!(app.delete(&holder).status, 200, "freeing the name");
+    let retry = app.create_with_key("held-name", "5", key);
+    assert_eq!(
+        retry.status,
+        201,
+        "the same key and body after the 409 create anew, not a replay of the 409: {}",
+        retry.describe()
+    );
+    assert_eq!(retry.header("idempotent-replayed"), None, "not a replay");
+}
+
+#[test]
+fn malformed_keys_are_400_invalid_header() {
+    let app = spawn_app();
+    let long = "k".repeat(256);
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("an empty key", vec![""]),
+        ("256 characters", vec![long.as_str()]),
+        ("an inner space", vec!["has space"]),
+        ("a tab", vec!["a\tb"]),
+        ("non-ASCII", vec!["schlüssel"]),
+        ("two keys", vec!["one", "two"]),
+        ("the same key twice", vec!["same", "same"]),
+    ];
+    for (msg, keys) in cases {
+        let headers: Vec<(&str, &str)> = keys.iter().map(|k| ("Idempotency-Key", *k)).collect();
+        let resp = app.post_tenants(&tenant_body(&unique("bad-key"), "1"), &headers);
+        assert_problem(&resp, 400, "invalid_header", msg);
+    }
+    assert_eq!(
+        app.tenant_count(),
+        0,
+        "no request with a malformed key created a tenant"
+    );
+
+    let longest = "k".repeat(255);
+    let accepted = [
+        ("one character", "k"),
+        ("255 characters", longest.as_str()),
+        ("visible punctuation", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    ];
+    for (msg, k) in accepted {
+        let resp = app.create_with_key(&unique("good-key"), "1", k);
+        assert_eq!(resp.status, 201, "a key of {msg}: {}", resp.describe());
+    }
+}
+
+#[test]
+fn an_expired_key_creates_anew_and_its_stored_response_is_purged() {
+    let app_builder = AppBuilder::new().arg("--idempotency-ttl-s").arg("1");
+    let mut app = app_builder.spawn();
+    let first = app.create_with_key("expiring", "1", "expiring-key");
+    assert_eq!(first.status, 201, "first create: {}", first.describe());
+    let other = app.create_with_key("expiring-2", "1", "expiring-key-2");
+    assert_eq!(other.status, 201, "second create: {}", other.describe());
+    let first_token = tenant_token(&first.json());
+    assert_eq!(
+        count(&app.db(), "SELECT count(*) FROM idempotency_keys"),
+        2,
+        "both keys are stored during the window"
+    );
+
+    thread::sleep(Duration::from_millis(2100));
+
+    let same = app.create_with_key("expiring", "1", "expiring-key");
+    assert_problem(
+        &same,
+        409,
+        "tenant_name_taken",
+        "after expiry the same key and body are a new create (the name is taken), not a replay",
+    );
+    let anew = app.create_with_key("expiring-anew", "1", "expiring-key-2");
+    assert_eq!(
+        anew.status,
+        201,
+        "after expiry the key takes a new body, no mismatch: {}",
+        anew.describe()
+    );
+    assert_eq!(anew.header("idempotent-replayed"), None, "not a replay");
+
+    thread::sleep(Duration::from_millis(1100));
+    app.restart();
+    let db = app.db();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM idempotency_keys"),
+        0,
+        "the purge at start-up erased every expired stored response"
+    );
+    let holding_token = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM idempotency_keys WHERE instr(response_body, '{first_token}') > 0"
+        ),
+    );
+    assert_eq!(
+        holding_token, 0,
+        "no stored response holds the first token any more"
+    );
+}
+
+#[test]
+fn an_expired_stored_response_leaves_no_plaintext_token_in_the_files() {
+    let mut app = AppBuilder::new()
+        .arg("--idempotency-ttl-s")
+        .arg("1")
+        .spawn();
+    let created = app.create_with_key("erased", "1", "erased-key");
+    assert_eq!(created.status, 201, "create: {}", created.describe());
+    let token = tenant_token(&created.json());
+    assert!(
+        contains_bytes(&db_bytes(&app.db_path), token.as_bytes()),
+        "during the window the stored response holds the token (the check below can fail)"
+    );
+
+    thread::sleep(Duration::from_millis(1100));
+    app.restart();
+    assert_eq!(
+        app.terminate().code(),
+        Some(0),
+        "graceful stop after the purge"
+    );
+    assert!(
+        !contains_bytes(&db_bytes(&app.db_path), token.as_bytes()),
+        "once the window is over the plaintext token is erased from the database files, \
+         free pages and WAL included"
+    );
+}

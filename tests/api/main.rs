@@ -1,0 +1,16 @@
+mod audit;
+mod auth;
+mod backup;
+mod concurrency;
+mod config;
+mod crash;
+mod create;
+mod errors;
+mod health;
+mod helpers;
+mod idempotency;
+mod logging;
+mod metrics;
+mod shutdown;
+mod tombstone;
+mod validation;

@@ -1,0 +1,147 @@
+//! `/metrics`: the Prometheus exposition and its counts.
+
+use crate::helpers::*;
+
+/// The sum of every sample of `name` whose labels include all of `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (series, value) = line.rsplit_once(' ').expect("a sample line has a value");
+        let (metric, label_text) = match series.split_once('{') {
+            Some((m, rest)) => (m, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        let matches = labels.iter().all(|(k, v)| {
+            label_text
+                .split(',')
+                .any(|pair| pair.trim() == format!("{k}=\"{v}\""))
+        });
+        if matches {
+            let v: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("a numeric value: {line}"));
+            found = Some(found.unwrap_or(0.0) + v);
+        }
+    }
+    found
+}
+
+#[test]
+fn metrics_expose_the_named_families() {
+    let app = spawn_app();
+    app.get_path("/healthz");
+    let resp = app.get_path("/metrics");
+    assert_eq!(resp.status, 200, "GET /metrics: {}", resp.describe());
+    let content_type = resp.header("content-type").unwrap_or_default();
+    assert!(
+        content_type.starts_with("text/plain") && content_type.contains("version=0.0.4"),
+        "the Prometheus text format: {content_type:?}"
+    );
+    let text = resp.text();
+    let families = [
+        ("tenantd_http_requests_total", "counter"),
+        ("tenantd_http_request_duration_seconds", "histogram"),
+        ("tenantd_store_queue_depth", "gauge"),
+        ("tenantd_tenants", "gauge"),
+        ("tenantd_audit_events", "gauge"),
+        ("tenantd_http_connections_open", "gauge"),
+    ];
+    for (family, kind) in families {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("# TYPE {family} "))),
+            "a # TYPE line for {family}:\n{text}"
+        );
+        let declared = text
+            .lines()
+            .find(|l| l.starts_with(&format!("# TYPE {family} ")))
+            .unwrap_or_default();
+        if kind == "histogram" {
+            assert!(
+                declared.ends_with(" histogram"),
+                "{family} is a histogram: {declared}"
+            );
+        }
+    }
+    for suffix in ["_bucket", "_sum", "_count"] {
+        let name = format!("tenantd_http_request_duration_seconds{suffix}");
+        assert!(
+            sample(&text, &name, &[("route", "/healthz")]).is_some(),
+            "{name} has a /healthz series:\n{text}"
+        );
+    }
+    assert!(
+        sample(
+            &text,
+            "tenantd_http_request_duration_seconds_bucket",
+            &[("route", "/healthz"), ("le", "+Inf")]
+        )
+        .is_some_and(|v| v >= 1.0),
+        "the +Inf bucket counts the /healthz request:\n{text}"
+    );
+    assert!(
+        sample(&text, "tenantd_http_connections_open", &[]).is_some_and(|v| v >= 1.0),
+        "at least this connection is open:\n{text}"
+    );
+    assert!(
+        sample(&text, "tenantd_store_queue_depth", &[]).is_some_and(|v| v >= 0.0),
+        "the queue depth is a sample:\n{text}"
+    );
+}
+
+#[test]
+fn metric_counts_follow_the_traffic() {
+    let app = spawn_app();
+    let requests = |text: &str, route: &str, status: &str| {
+        sample(
+            text,
+            "tenantd_http_requests_total",
+            &[("route", route), ("status", status)],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = app.metrics();
+    let created_before = requests(&before, "/v1/tenants", "201");
+    let unmatched_before = requests(&before, "unmatched", "404");
+
+    let ids: Vec<String> = (0..3)
+        .map(|i| tenant_id(&app.create_ok(&format!("metered-{i}"), "1")))
+        .collect();
+    assert_eq!(app.delete(&ids[0]).status, 200, "tombstoning one");
+    app.get_path("/no/such/route");
+    app.get_path("/no/such/route");
+
+    let after = app.metrics();
+    assert_eq!(
+        requests(&after, "/v1/tenants", "201") - created_before,
+        3.0,
+        "three 201s on /v1/tenants are counted:\n{after}"
+    );
+    assert_eq!(
+        requests(&after, "unmatched", "404") - unmatched_before,
+        2.0,
+        "two unmatched 404s are counted:\n{after}"
+    );
+    assert!(
+        requests(&after, "/v1/tenants/{id}", "200") >= 1.0,
+        "the DELETE's 200 on /v1/tenants/{{id}} is counted:\n{after}"
+    );
+    let cases = [
+        ("tenantd_tenants", vec![("state", "active")], 2.0),
+        ("tenantd_tenants", vec![("state", "tombstoned")], 1.0),
+        ("tenantd_audit_events", vec![], 4.0),
+    ];
+    for (name, labels, expected) in cases {
+        assert_eq!(
+            sample(&after, name, &labels),
+            Some(expected),
+            "{name}{labels:?} after three creates and one tombstone:\n{after}"
+        );
+    }
+}
