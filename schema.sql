@@ -9,8 +9,9 @@ CREATE TABLE tenants (
     state                  TEXT NOT NULL CHECK (state IN ('active', 'tombstoned')),
     opening_deposit_atomic TEXT NOT NULL CHECK (opening_deposit_atomic GLOB '[0-9]*'),
     balance_atomic         TEXT NOT NULL CHECK (balance_atomic GLOB '[0-9]*'),
-    -- SHA-256 of the tenant token; the token itself is never stored here.
-    token_hash             BLOB NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+    -- SHA-256 of the tenant token; the token itself is never stored here. The token names its
+    -- tenant, so it is checked by a primary-key lookup and needs no index of its own.
+    token_hash             BLOB NOT NULL CHECK (length(token_hash) = 32),
     created_at             TEXT NOT NULL,
     tombstoned_at          TEXT,
     CHECK ((state = 'active') = (tombstoned_at IS NULL))

@@ -652,81 +652,45 @@ struct Report {
 }
 
 async fn run(args: &Args) -> Result<Report, String> {
+    let wanted = |group: &str| args.only.as_deref().is_none_or(|only| only == group);
     let mut rows = Vec::new();
     let no_ids = Arc::new(Vec::new());
+    let mut db_bytes = 0;
 
-    eprintln!(
-        "server 1: health, reads and the mix at {} tenants",
-        args.base
-    );
-    let server = Server::start(args, &[])?;
-    rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_ids).await?);
-    let base_ids = Arc::new(seed(&server, args, 0, args.base).await?);
-    rows.push(
-        measure(
-            args,
-            &server,
-            &format!("GET tenant ({} tenants)", args.base),
-            Kind::Read,
-            &base_ids,
-        )
-        .await?,
-    );
-    rows.push(
-        measure(
-            args,
-            &server,
-            "90 % read / 10 % create",
-            Kind::Mix { read_percent: 90 },
-            &base_ids,
-        )
-        .await?,
-    );
-    server.stop();
-
-    eprintln!("server 2: creates with group commit");
-    let server = Server::start(args, &[])?;
-    rows.push(
-        measure(
-            args,
-            &server,
-            "POST create (group commit)",
-            Kind::Create,
-            &no_ids,
-        )
-        .await?,
-    );
-    server.stop();
-
-    eprintln!("server 3: creates with --commit-batch-max 1");
-    let server = Server::start(args, &["--commit-batch-max", "1"])?;
-    rows.push(
-        measure(
-            args,
-            &server,
-            "POST create (--commit-batch-max 1)",
-            Kind::Create,
-            &no_ids,
-        )
-        .await?,
-    );
-    server.stop();
-
-    eprintln!("server 4: reads at {} tenants", args.scale);
-    let server = Server::start(args, &[])?;
-    let scale_ids = Arc::new(seed(&server, args, 0, args.scale).await?);
-    let db_bytes = server.db_bytes();
-    rows.push(
-        measure(
-            args,
-            &server,
-            &format!("GET tenant ({} tenants)", args.scale),
-            Kind::Read,
-            &scale_ids,
-        )
-        .await?,
-    );
-    server.stop();
+    if wanted("base") {
+        eprintln!("server: health, reads and the mix at {} tenants", args.base);
+        let server = Server::start(args, &[])?;
+        rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_ids).await?);
+        let ids = Arc::new(seed(&server, args, 0, args.base).await?);
+        let name = format!("GET tenant ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::Read, &ids).await?);
+        let mix = Kind::Mix { read_percent: 90 };
+        rows.push(measure(args, &server, "90 % read / 10 % create", mix, &ids).await?);
+        server.stop();
+    }
+    if wanted("create") {
+        eprintln!("server: creates with group commit");
+        let server = Server::start(args, &[])?;
+        let name = "POST create (group commit)";
+        rows.push(measure(args, &server, name, Kind::Create, &no_ids).await?);
+        server.stop();
+    }
+    if wanted("create1") {
+        eprintln!("server: creates with --commit-batch-max 1");
+        let server = Server::start(args, &["--commit-batch-max", "1"])?;
+        let name = "POST create (--commit-batch-max 1)";
+        rows.push(measure(args, &server, name, Kind::Create, &no_ids).await?);
+        server.stop();
+    }
+    if wanted("scale") {
+        eprintln!("server: reads at {} tenants", args.scale);
+        let server = Server::start(args, &[])?;
+        let ids = Arc::new(seed(&server, args, 0, args.scale).await?);
+        db_bytes = server.db_bytes();
+        let name = format!("GET tenant ({} tenants)", args.scale);
+        rows.push(measure(args, &server, &name, Kind::Read, &ids).await?);
+        server.stop();
+    }
 
     let text = render(args, &rows, db_bytes);
     let errors = rows.iter().map(|r| r.tally.errors).sum();

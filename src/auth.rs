@@ -6,7 +6,7 @@ use hyper::header::{AUTHORIZATION, HeaderMap};
 use subtle::ConstantTimeEq;
 
 use crate::domain::TenantId;
-use crate::ids::{TENANT_TOKEN_PREFIX, sha256};
+use crate::ids::{TenantToken, sha256};
 use crate::problem::ApiError;
 use crate::router::Target;
 use crate::store::Store;
@@ -45,12 +45,11 @@ pub async fn authenticate(
     if bool::from(hash.ct_eq(&admin.0)) {
         return Ok(Principal::Admin);
     }
-    if !token.starts_with(TENANT_TOKEN_PREFIX) {
-        return Err(ApiError::Unauthorized);
-    }
-    match store.authenticate(hash).await? {
-        Some(id) => Ok(Principal::Tenant(id)),
-        None => Err(ApiError::Unauthorized),
+    let id = TenantToken::tenant_of(token).ok_or(ApiError::Unauthorized)?;
+    if store.token_matches(id.clone(), hash).await? {
+        Ok(Principal::Tenant(id))
+    } else {
+        Err(ApiError::Unauthorized)
     }
 }
 

@@ -12,6 +12,9 @@ use rusqlite::{Connection, OpenFlags};
 /// gives up (and the request gets `503`).
 pub const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// Bytes of WAL file kept after the log is reset; more is truncated.
+pub const WAL_BYTES_KEPT: i64 = 64 * 1024 * 1024;
+
 /// The migrations, in order: applying migration `i` takes the schema to version `i + 1`.
 /// A new version appends here; a released entry never changes.
 const MIGRATIONS: &[&str] = &[include_str!("../schema.sql")];
@@ -74,20 +77,35 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
          PRAGMA foreign_keys = ON;
          PRAGMA secure_delete = ON;",
     )?;
+    // A WAL emptied by a checkpoint is cut back to this size rather than kept at its peak.
+    conn.query_row(
+        &format!("PRAGMA journal_size_limit = {WAL_BYTES_KEPT}"),
+        [],
+        |_| Ok(()),
+    )?;
     migrate(&conn)?;
     Ok(conn)
 }
 
 /// Opens an existing database for reading only; it is never created here.
 pub fn open_reader(path: &Path) -> Result<Connection, OpenError> {
+    open_existing(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+}
+
+/// Opens an existing database for checkpoints: writable, never created.
+pub fn open_checkpointer(path: &Path) -> Result<Connection, OpenError> {
+    let conn = open_existing(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    Ok(conn)
+}
+
+fn open_existing(path: &Path, access: OpenFlags) -> Result<Connection, OpenError> {
     if !path.exists() {
         return Err(OpenError::Io(format!("{}: no such file", path.display())));
     }
     let conn = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI,
+        access | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let version = user_version(&conn)?;

@@ -19,6 +19,10 @@ const ULID_CHARS: usize = 26;
 const ULID_RANDOM_MASK: u128 = (1 << 80) - 1;
 
 /// The prefix of every tenant token, so a leaked one is recognisable (and greppable).
+///
+/// A tenant token is `tkn_<ULID of its tenant>_<64 hex>`: the first part says which tenant's
+/// stored hash to compare with (a primary-key lookup, no index on secrets), the second is
+/// 256 random bits. Only the SHA-256 of the whole token is stored.
 pub const TENANT_TOKEN_PREFIX: &str = "tkn_";
 
 /// Random bytes in a tenant token: 256 bits, twice the contract's minimum.
@@ -125,12 +129,26 @@ pub struct TenantToken {
 }
 
 impl TenantToken {
-    pub fn mint() -> Self {
+    pub fn mint(tenant: &TenantId) -> Self {
         let mut random = [0u8; TENANT_TOKEN_RANDOM_BYTES];
         random_bytes(&mut random);
-        let plaintext = format!("{TENANT_TOKEN_PREFIX}{}", hex(&random));
+        let ulid = &tenant.as_str()[TENANT_ID_PREFIX.len()..];
+        let plaintext = format!("{TENANT_TOKEN_PREFIX}{ulid}_{}", hex(&random));
         let hash = sha256(plaintext.as_bytes());
         Self { plaintext, hash }
+    }
+
+    /// The tenant a token claims to belong to, if it has a tenant token's shape. The claim is
+    /// proven only by comparing the token's hash with the one stored for that tenant.
+    pub fn tenant_of(token: &str) -> Option<TenantId> {
+        let (ulid, secret) = token.strip_prefix(TENANT_TOKEN_PREFIX)?.split_once('_')?;
+        let hex_digits = secret
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if secret.len() != 2 * TENANT_TOKEN_RANDOM_BYTES || !hex_digits {
+            return None;
+        }
+        TenantId::parse(&format!("{TENANT_ID_PREFIX}{ulid}"))
     }
 }
 
@@ -209,14 +227,36 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_random_and_hashed() {
-        let a = TenantToken::mint();
-        let b = TenantToken::mint();
+    fn tokens_are_random_hashed_and_name_their_tenant() {
+        let id = IdGenerator::default().next_id(1);
+        let a = TenantToken::mint(&id);
+        let b = TenantToken::mint(&id);
         assert_ne!(a.plaintext, b.plaintext);
         assert!(a.plaintext.starts_with(TENANT_TOKEN_PREFIX));
-        assert_eq!(a.plaintext.len(), TENANT_TOKEN_PREFIX.len() + 64);
+        assert_eq!(a.plaintext.len(), TENANT_TOKEN_PREFIX.len() + 26 + 1 + 64);
         assert_eq!(a.hash, sha256(a.plaintext.as_bytes()));
         assert!(!format!("{a:?}").contains(&a.plaintext));
+        assert_eq!(TenantToken::tenant_of(&a.plaintext), Some(id));
+    }
+
+    #[test]
+    fn malformed_tenant_tokens_name_no_tenant() {
+        let id = IdGenerator::default().next_id(1);
+        let good = TenantToken::mint(&id).plaintext;
+        let ulid = &id.as_str()[4..];
+        for bad in [
+            String::new(),
+            "tkn_".into(),
+            format!("tkn_{ulid}"),
+            format!("tkn_{ulid}_"),
+            format!("tkn_{ulid}_{}", "A".repeat(64)),
+            format!("tkn_{ulid}_{}", "a".repeat(63)),
+            format!("tkn_{}_{}", ulid.to_lowercase(), "a".repeat(64)),
+            good.replacen("tkn_", "tok_", 1),
+            format!("{good}0"),
+        ] {
+            assert_eq!(TenantToken::tenant_of(&bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! queue is refused at once ([`StoreError::QueueFull`], a `503` with `Retry-After`), never
 //! buffered without limit.
 
+mod checkpoint;
 mod queries;
 mod reader;
 mod writer;
@@ -243,8 +244,13 @@ impl Store {
         self.read(|reply| ReadCommand::Get(id, reply)).await
     }
 
-    pub async fn authenticate(&self, token_hash: [u8; 32]) -> Result<Option<TenantId>, StoreError> {
-        self.read(|reply| ReadCommand::Authenticate(token_hash, reply))
+    /// Whether `id` is an active tenant whose token has the SHA-256 `token_hash`.
+    pub async fn token_matches(
+        &self,
+        id: TenantId,
+        token_hash: [u8; 32],
+    ) -> Result<bool, StoreError> {
+        self.read(|reply| ReadCommand::TokenMatches(id, token_hash, reply))
             .await
     }
 }

@@ -1,6 +1,7 @@
 //! Queries shared by the writer and the readers.
 
 use rusqlite::{Connection, OptionalExtension};
+use subtle::ConstantTimeEq;
 
 use super::StoreError;
 use crate::domain::{Atomic, TenantId};
@@ -48,12 +49,16 @@ pub fn tenant(conn: &Connection, id: &TenantId) -> Result<Option<Tenant>, StoreE
     }))
 }
 
-/// The active tenant whose token has this SHA-256. The hash is the lookup key (a unique
-/// index), so no token is compared byte by byte here.
-pub fn tenant_by_token(conn: &Connection, hash: &[u8; 32]) -> Result<Option<TenantId>, StoreError> {
-    let id: Option<String> = conn
-        .prepare_cached("SELECT id FROM tenants WHERE token_hash = ?1 AND state = 'active'")?
-        .query_row([&hash[..]], |row| row.get(0))
+/// True when `id` is an active tenant whose stored token hash is `hash`, compared in
+/// constant time. A tombstoned tenant's token matches nothing: tombstoning revokes it.
+pub fn token_matches(
+    conn: &Connection,
+    id: &TenantId,
+    hash: &[u8; 32],
+) -> Result<bool, StoreError> {
+    let stored: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT token_hash FROM tenants WHERE id = ?1 AND state = 'active'")?
+        .query_row([id.as_str()], |row| row.get(0))
         .optional()?;
-    Ok(id.as_deref().and_then(TenantId::parse))
+    Ok(stored.is_some_and(|stored| bool::from(stored.as_slice().ct_eq(&hash[..]))))
 }

@@ -14,8 +14,8 @@ use crate::views::Tenant;
 
 pub(super) enum ReadCommand {
     Get(TenantId, Reply<Tenant>),
-    /// Finds the active tenant whose token has this SHA-256.
-    Authenticate([u8; 32], Reply<Option<TenantId>>),
+    /// Whether this tenant is active and its token has this SHA-256.
+    TokenMatches(TenantId, [u8; 32], Reply<bool>),
 }
 
 /// Answers read commands until every sender is gone.
@@ -34,8 +34,8 @@ pub(super) fn run(conn: Connection, queue: Arc<Mutex<Receiver<ReadCommand>>>, st
                     run_guarded(|| queries::tenant(&conn, &id)?.ok_or(StoreError::NotFound));
                 let _ = reply.send(result);
             }
-            ReadCommand::Authenticate(hash, reply) => {
-                let result = run_guarded(|| queries::tenant_by_token(&conn, &hash));
+            ReadCommand::TokenMatches(id, hash, reply) => {
+                let result = run_guarded(|| queries::token_matches(&conn, &id, &hash));
                 let _ = reply.send(result);
             }
         }

@@ -13,6 +13,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use super::checkpoint::Checkpointer;
 use super::{CreateRequest, Created, Reply, Stats, StoreConfig, StoreError, queries, run_guarded};
 use crate::audit::{self, Head};
 use crate::db;
@@ -71,10 +72,14 @@ pub(super) struct Writer {
     head: Head,
     ids: IdGenerator,
     delta: Delta,
+    checkpointer: Checkpointer,
 }
 
 impl Writer {
-    pub(super) fn new(conn: Connection, config: StoreConfig) -> Result<Self, db::OpenError> {
+    pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, db::OpenError> {
+        let checkpointer = Checkpointer::start(db::open_checkpointer(&config.path)?)
+            .map_err(|e| db::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
+        checkpointer.watch(&mut conn)?;
         let head = Head::load(&conn)?;
         let latest: Option<String> =
             conn.query_row("SELECT max(id) FROM tenants", [], |r| r.get(0))?;
@@ -105,6 +110,7 @@ impl Writer {
             head,
             ids: IdGenerator::after(latest.as_ref()),
             delta: Delta::default(),
+            checkpointer,
         })
     }
 
@@ -220,7 +226,7 @@ impl Writer {
         op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if savepoint {
-            self.conn.execute_batch("SAVEPOINT command")?;
+            self.conn.prepare_cached("SAVEPOINT command")?.execute([])?;
         }
         let head = self.head.clone();
         let result = run_guarded(|| op(self));
@@ -228,12 +234,12 @@ impl Writer {
             self.head = head;
         }
         if savepoint {
-            let end = if result.is_ok() {
-                "RELEASE command"
-            } else {
-                "ROLLBACK TO command; RELEASE command"
-            };
-            self.conn.execute_batch(end)?;
+            if result.is_err() {
+                self.conn
+                    .prepare_cached("ROLLBACK TO command")?
+                    .execute([])?;
+            }
+            self.conn.prepare_cached("RELEASE command")?.execute([])?;
         }
         result
     }
@@ -247,7 +253,7 @@ impl Writer {
             return Ok(replay);
         }
         let id = self.ids.next_id(now_ms);
-        let token = TenantToken::mint();
+        let token = TenantToken::mint(&id);
         let created_at = queries::now(&self.conn)?;
         let deposit = request.tenant.opening_deposit;
         let name = request.tenant.name.as_str();
@@ -411,7 +417,8 @@ impl Writer {
 
     /// Checkpoints the WAL into the main file so the database is one self-contained file
     /// after a clean stop.
-    fn close(self) {
+    fn close(mut self) {
+        self.checkpointer.stop();
         let checkpoint = self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {

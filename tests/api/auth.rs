@@ -238,3 +238,44 @@ fn paths_outside_v1_and_the_openapi_document_need_no_token() {
         );
     }
 }
+
+/// A tenant token names its tenant; naming a real tenant proves nothing without the secret.
+#[test]
+fn a_forged_token_naming_a_real_tenant_is_401() {
+    let app = spawn_app();
+    let victim = app.create_ok("forged-victim", "1");
+    let other = app.create_ok("forged-other", "1");
+    let (victim_id, other_id) = (tenant_id(&victim), tenant_id(&other));
+    let real = tenant_token(&victim);
+    let ulid = victim_id.strip_prefix("ten_").expect("a ten_ id");
+    let forged_secret = format!("tkn_{ulid}_{}", random_hex(32));
+    let (prefix, last) = real.split_at(real.len() - 1);
+    let flipped = format!("{prefix}{}", if last == "0" { "1" } else { "0" });
+    let other_ulid = other_id.strip_prefix("ten_").expect("a ten_ id");
+    let moved = real.replacen(ulid, other_ulid, 1);
+    for (what, token, target) in [
+        (
+            "a random secret for a real tenant",
+            &forged_secret,
+            &victim_id,
+        ),
+        (
+            "the real token with its last digit changed",
+            &flipped,
+            &victim_id,
+        ),
+        (
+            "the real secret under another tenant's id",
+            &moved,
+            &other_id,
+        ),
+    ] {
+        let response = app.get(target, Some(token));
+        assert_problem(&response, 401, "unauthorized", what);
+    }
+    assert_eq!(
+        app.get(&victim_id, Some(&real)).status,
+        200,
+        "the real token still reads its tenant"
+    );
+}

@@ -113,13 +113,16 @@ fn create_returns_201_with_the_documented_shape() {
         "TENANTD_TENANT_ID is the new id"
     );
     let token = tenant_token(&body);
-    let token_hex = token.strip_prefix("tkn_").unwrap_or_default();
+    let ulid = id.strip_prefix("ten_").unwrap_or_default();
+    let token_hex = token
+        .strip_prefix(&format!("tkn_{ulid}_"))
+        .unwrap_or_default();
     assert!(
         token_hex.len() == 64
             && token_hex
                 .chars()
                 .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)),
-        "the tenant token is tkn_ + 64 lowercase hex (256 random bits): {token:?}"
+        "the tenant token is tkn_ + the tenant's ULID + _ + 64 lowercase hex (256 random bits): {token:?}"
     );
     assert_ne!(
         token, app.admin_token,

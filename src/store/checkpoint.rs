@@ -1,0 +1,116 @@
+//! Checkpoints off the writer's path.
+//!
+//! SQLite's automatic checkpoint runs inside the `COMMIT` that crosses its threshold: it
+//! copies the WAL into the database file and fsyncs it while every queued write waits. Here
+//! the writer's WAL hook only signals, and this thread runs a PASSIVE checkpoint on its own
+//! connection, which never blocks the writer or the readers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use rusqlite::wal::CheckpointMode;
+
+/// WAL pages (of 4 KiB) after a commit that wake the checkpointer; SQLite's own default.
+pub const CHECKPOINT_PAGES: i32 = 1000;
+
+/// WAL pages beyond which the writer checkpoints by itself, should this thread fall behind:
+/// the bound on the WAL's size (256 MiB).
+pub const WAL_PAGES_MAX: i32 = 65_536;
+
+/// How often the thread checkpoints even without a signal, so a quiet database does not keep
+/// a WAL behind.
+const IDLE_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Signal {
+    pending: Mutex<bool>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// The checkpointer thread and the signal that wakes it.
+pub(super) struct Checkpointer {
+    signal: Arc<Signal>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    pub(super) fn start(conn: Connection) -> std::io::Result<Self> {
+        let signal = Arc::new(Signal::default());
+        let thread_signal = Arc::clone(&signal);
+        let handle = std::thread::Builder::new()
+            .name("tenantd-checkpoint".into())
+            .spawn(move || run(&conn, &thread_signal))?;
+        Ok(Self {
+            signal,
+            handle: Some(handle),
+        })
+    }
+
+    /// Installs the hook on the writer's connection. The hook runs after a commit has
+    /// happened, so it must never report an error (that would turn a committed write into a
+    /// failed one); a failed backstop checkpoint is only logged.
+    pub(super) fn watch(&self, writer: &mut Connection) -> rusqlite::Result<()> {
+        let signal = Arc::clone(&self.signal);
+        writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+            if pages >= WAL_PAGES_MAX {
+                if let Err(e) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
+                    log::warn!("backstop checkpoint of a {pages}-page WAL failed: {e}");
+                }
+            } else if pages >= CHECKPOINT_PAGES {
+                signal.notify();
+            }
+            Ok(())
+        }))
+    }
+
+    /// Stops the thread and waits for it, so that a final checkpoint does not race it.
+    pub(super) fn stop(&mut self) {
+        self.signal.stop.store(true, Ordering::Release);
+        self.signal.notify();
+        if let Some(handle) = self.handle.take()
+            && handle.join().is_err()
+        {
+            log::error!("the checkpoint thread panicked");
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Signal {
+    fn notify(&self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        *pending = true;
+        self.wake.notify_one();
+    }
+}
+
+fn run(conn: &Connection, signal: &Signal) {
+    loop {
+        {
+            let pending = signal.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut pending, _) = signal
+                .wake
+                .wait_timeout_while(pending, IDLE_CHECKPOINT_INTERVAL, |p| {
+                    !*p && !signal.stop.load(Ordering::Acquire)
+                })
+                .unwrap_or_else(|e| e.into_inner());
+            *pending = false;
+        }
+        if signal.stop.load(Ordering::Acquire) {
+            return;
+        }
+        match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+            Ok((frames, done)) => log::debug!("checkpointed {done} of {frames} WAL frames"),
+            Err(e) => log::warn!("checkpoint failed: {e}"),
+        }
+    }
+}
