@@ -7,8 +7,11 @@ CREATE TABLE tenants (
     id                     TEXT PRIMARY KEY,
     name                   TEXT NOT NULL,
     state                  TEXT NOT NULL CHECK (state IN ('active', 'tombstoned')),
-    opening_deposit_atomic TEXT NOT NULL CHECK (opening_deposit_atomic GLOB '[0-9]*'),
-    balance_atomic         TEXT NOT NULL CHECK (balance_atomic GLOB '[0-9]*'),
+    opening_deposit_atomic TEXT NOT NULL CHECK (
+        length(opening_deposit_atomic) BETWEEN 1 AND 39
+        AND opening_deposit_atomic NOT GLOB '*[^0-9]*'),
+    balance_atomic         TEXT NOT NULL CHECK (
+        length(balance_atomic) BETWEEN 1 AND 39 AND balance_atomic NOT GLOB '*[^0-9]*'),
     -- SHA-256 of the tenant token; the token itself is never stored here. The token names its
     -- tenant, so it is checked by a primary-key lookup and needs no index of its own.
     token_hash             BLOB NOT NULL CHECK (length(token_hash) = 32),
@@ -27,7 +30,8 @@ BEGIN
     SELECT RAISE(ABORT, 'tenants are tombstoned, never deleted');
 END;
 
--- What a tenant is does not change; only its state moves, and only forward.
+-- What a tenant is does not change; only its state moves, and only forward. A tombstoned
+-- tenant is frozen whole, its budget included.
 CREATE TRIGGER tenants_identity_immutable
 BEFORE UPDATE ON tenants
 WHEN NEW.id IS NOT OLD.id
@@ -35,7 +39,10 @@ WHEN NEW.id IS NOT OLD.id
   OR NEW.opening_deposit_atomic IS NOT OLD.opening_deposit_atomic
   OR NEW.token_hash IS NOT OLD.token_hash
   OR NEW.created_at IS NOT OLD.created_at
-  OR (OLD.state = 'tombstoned' AND NEW.state IS NOT 'tombstoned')
+  OR (OLD.state = 'tombstoned' AND (
+        NEW.state IS NOT OLD.state
+     OR NEW.tombstoned_at IS NOT OLD.tombstoned_at
+     OR NEW.balance_atomic IS NOT OLD.balance_atomic))
 BEGIN
     SELECT RAISE(ABORT, 'a tenant''s identity is immutable and a tombstone is final');
 END;

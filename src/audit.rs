@@ -138,16 +138,21 @@ pub fn verify(conn: &Connection) -> Result<Head, VerifyError> {
     let mut rows = stmt.query([]).map_err(sqlite)?;
     let mut head = Head::genesis();
     while let Some(row) = rows.next().map_err(sqlite)? {
-        let event = Event {
-            seq: row.get(0).map_err(sqlite)?,
-            occurred_at: row.get(1).map_err(sqlite)?,
-            actor: row.get(2).map_err(sqlite)?,
-            action: row.get(3).map_err(sqlite)?,
-            tenant_id: row.get(4).map_err(sqlite)?,
-            payload: row.get(5).map_err(sqlite)?,
+        // A row whose columns cannot be read as text (a tampered type, say) is broken too.
+        let unreadable = |e: rusqlite::Error| VerifyError::Broken {
+            seq: row.get::<_, i64>(0).unwrap_or(head.seq + 1),
+            reason: format!("a column cannot be read: {e}"),
         };
-        let prev_hash: String = row.get(6).map_err(sqlite)?;
-        let hash: String = row.get(7).map_err(sqlite)?;
+        let event = Event {
+            seq: row.get(0).map_err(unreadable)?,
+            occurred_at: row.get(1).map_err(unreadable)?,
+            actor: row.get(2).map_err(unreadable)?,
+            action: row.get(3).map_err(unreadable)?,
+            tenant_id: row.get(4).map_err(unreadable)?,
+            payload: row.get(5).map_err(unreadable)?,
+        };
+        let prev_hash: String = row.get(6).map_err(unreadable)?;
+        let hash: String = row.get(7).map_err(unreadable)?;
         let broken = |reason: String| VerifyError::Broken {
             seq: event.seq,
             reason,

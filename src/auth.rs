@@ -5,7 +5,7 @@ use hyper::Method;
 use hyper::header::{AUTHORIZATION, HeaderMap};
 use subtle::ConstantTimeEq;
 
-use crate::domain::TenantId;
+use crate::domain::{TenantId, is_visible_ascii};
 use crate::ids::{TenantToken, sha256};
 use crate::problem::ApiError;
 use crate::router::Target;
@@ -87,7 +87,7 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
         return None;
     }
     let token = token.trim_matches(' ');
-    let visible = !token.is_empty() && token.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    let visible = !token.is_empty() && token.bytes().all(is_visible_ascii);
     visible.then_some(token)
 }
 

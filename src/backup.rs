@@ -2,9 +2,11 @@
 //! server runs.
 //!
 //! `VACUUM INTO` copies one read snapshot (WAL lets the writer go on meanwhile) into a new
-//! file that needs no `-wal` beside it. The copy is written under a temporary name, checked
-//! (integrity and audit chain), fsynced, and only then linked to its final name, so a
-//! half-written backup never carries the name of a good one.
+//! file that needs no `-wal` beside it. The copy is written under a temporary name, stripped
+//! of the idempotency records (they hold tenant tokens in plain text, and a backup outlives
+//! their 24 hours), checked (integrity and audit chain), fsynced, and only then linked to its
+//! final name, so a half-written backup never carries the name of a good one. A restored
+//! backup therefore replays no earlier `Idempotency-Key`.
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -64,6 +66,7 @@ fn write_checked(
     source
         .execute("VACUUM INTO ?1", [target])
         .map_err(|e| at(&e))?;
+    scrub(partial).map_err(|e| at(&e))?;
     let summary = check(partial).map_err(|e| at(&e))?;
     fs::File::open(partial)
         .and_then(|f| f.sync_all())
@@ -73,6 +76,23 @@ fn write_checked(
     fs::remove_file(partial).map_err(|e| at(&e))?;
     db::sync_parent_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
     Ok(summary)
+}
+
+/// Erases the idempotency records from the copy, leaving no trace of them in the file: the
+/// copy is in rollback-journal mode, the rows are deleted with `secure_delete`, and `VACUUM`
+/// rebuilds the file without the freed pages.
+fn scrub(copy: &Path) -> Result<(), String> {
+    let conn =
+        rusqlite::Connection::open_with_flags(copy, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(|e| e.to_string())?;
+    conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+        .map_err(|e| e.to_string())?;
+    conn.execute_batch(
+        "PRAGMA secure_delete = ON;
+         DELETE FROM idempotency_keys;
+         VACUUM;",
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Opens the copy on its own and checks it as a restore would.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::auth::{AdminTokenHash, TOKEN_BYTES_MAX};
+use crate::domain::is_visible_ascii;
 use crate::ids::sha256;
 use crate::server::{self, Limits};
 use crate::store;
@@ -52,6 +53,7 @@ SERVE OPTIONS (a flag beats its environment variable):
     --readers N                threads answering reads, each with a read-only connection;
                                default one per core, at most 4 (1..=64)
     --header-read-timeout-ms N time to send a request head, and idle keep-alive limit; default 10000
+    --body-read-timeout-ms N   time to send a request body once the head is in (408 after); default 10000
     --shutdown-grace-ms N      time in-flight requests get after SIGTERM/SIGINT; default 10000
     --idempotency-ttl-s N      how long an Idempotency-Key replays its answer; default 86400 (1..=86400)
 
@@ -114,6 +116,7 @@ const SERVE_FLAGS: &[&str] = &[
     "store-queue-depth",
     "readers",
     "header-read-timeout-ms",
+    "body-read-timeout-ms",
     "shutdown-grace-ms",
     "idempotency-ttl-s",
 ];
@@ -281,6 +284,12 @@ fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command
             server::HEADER_READ_TIMEOUT_DEFAULT.as_millis() as u64,
             100..=600_000,
         )?),
+        body_read_timeout: ms(number(
+            flags,
+            "body-read-timeout-ms",
+            server::BODY_READ_TIMEOUT_DEFAULT.as_millis() as u64,
+            100..=600_000,
+        )?),
         shutdown_grace: ms(number(
             flags,
             "shutdown-grace-ms",
@@ -319,9 +328,11 @@ fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command
 /// The URL goes unchanged into every sidecar's environment, so it must be one line of
 /// visible characters.
 fn check_public_url(url: &str) -> Result<(), ConfigError> {
-    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
-    let visible = url.bytes().all(|b| (0x21..=0x7e).contains(&b));
-    if scheme_ok && visible && url.len() > "https://".len() {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let has_host = rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'));
+    if has_host && url.bytes().all(is_visible_ascii) {
         Ok(())
     } else {
         Err(error(format!(
@@ -370,7 +381,7 @@ fn check_admin_token(token: &str) -> Result<(), ConfigError> {
             "the admin token has {chars} characters; it needs at least {ADMIN_TOKEN_CHARS_MIN}; {MAKE_A_TOKEN}"
         )));
     }
-    if token.len() > TOKEN_BYTES_MAX || !token.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+    if token.len() > TOKEN_BYTES_MAX || !token.bytes().all(is_visible_ascii) {
         return Err(error(format!(
             "the admin token must be at most {TOKEN_BYTES_MAX} visible ASCII characters, \
              without spaces; {MAKE_A_TOKEN}"
@@ -514,6 +525,12 @@ mod tests {
                 Ok(other) => panic!("{args:?} {env:?}: expected an error, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn short_public_urls_are_fine() {
+        let config = serve_config(&["--public-url", "http://x"], &[("ADMIN_TOKEN", TOKEN)]);
+        assert_eq!(config.public_url.as_deref(), Some("http://x"));
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl fmt::Display for TenantId {
 }
 
 /// True for the bytes RFC 9110 calls visible ASCII (`VCHAR`): `!` to `~`.
-fn is_visible_ascii(b: u8) -> bool {
+pub fn is_visible_ascii(b: u8) -> bool {
     (0x21..=0x7e).contains(&b)
 }
 

@@ -20,10 +20,6 @@ use crate::views;
 /// The largest request body read, in bytes; a larger one is `413` and is not read to its end.
 pub const BODY_BYTES_MAX: usize = 65_536;
 
-/// How long a client may take to send a body once its headers are in. A body that trickles
-/// slower is cut off with the connection, so it cannot hold a connection slot forever.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long `/readyz` waits for the database.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -100,7 +96,7 @@ pub async fn create_tenant(
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, ApiError> {
     let (parts, body) = request.into_parts();
-    let body = read_body(&parts.headers, body).await?;
+    let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
     if !is_json(&parts.headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -127,8 +123,13 @@ pub async fn create_tenant(
 }
 
 /// Reads at most [`BODY_BYTES_MAX`] bytes: a declared length over it is refused before a
-/// byte is read, and a chunked body is cut off as soon as it passes it.
-async fn read_body(headers: &HeaderMap, body: Incoming) -> Result<Bytes, ApiError> {
+/// byte is read, and a chunked body is cut off as soon as it passes it. A body that trickles
+/// in slower than `timeout` is refused too, so it cannot hold a connection forever.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Incoming,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -136,12 +137,9 @@ async fn read_body(headers: &HeaderMap, body: Incoming) -> Result<Bytes, ApiErro
     if declared.is_some_and(|len| len > BODY_BYTES_MAX as u64) {
         return Err(ApiError::PayloadTooLarge);
     }
-    let collected = tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        Limited::new(body, BODY_BYTES_MAX).collect(),
-    )
-    .await
-    .map_err(|_| ApiError::BodyTimeout)?;
+    let collected = tokio::time::timeout(timeout, Limited::new(body, BODY_BYTES_MAX).collect())
+        .await
+        .map_err(|_| ApiError::BodyTimeout)?;
     match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Err(ApiError::PayloadTooLarge),
@@ -223,8 +221,9 @@ fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
         ApiError::MalformedJson(why)
     })?;
     let mut errors = Vec::new();
+    let mut reported = std::collections::HashSet::new();
     let mut field_error = |field: &str, message: &str| {
-        if !errors.iter().any(|e: &FieldError| e.field == field) {
+        if reported.insert(field.to_owned()) {
             errors.push(FieldError {
                 field: field.to_owned(),
                 message: message.to_owned(),

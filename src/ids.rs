@@ -87,7 +87,8 @@ pub fn ulid_decode(text: &str) -> Option<u128> {
 }
 
 /// Makes tenant ids that never sort before an earlier one, even within a millisecond or when
-/// the clock steps back: then the time part stays and the random part counts up.
+/// the clock steps back: then the time part stays and the random part grows by a random
+/// step of 1 to 2^32, so a neighbour's id cannot be guessed from one's own.
 #[derive(Debug, Default)]
 pub struct IdGenerator {
     last: u128,
@@ -109,13 +110,16 @@ impl IdGenerator {
         let mut random = [0u8; 16];
         random_bytes(&mut random[6..]);
         let fresh = u128::from_be_bytes(random) & ULID_RANDOM_MASK;
+        let step = u128::from(u32::from_be_bytes([
+            random[6], random[7], random[8], random[9],
+        ])) + 1;
         let now_ms = u128::from(now_ms.min((1 << 48) - 1));
         self.last = if now_ms > u128::from(last_ms) {
             (now_ms << 80) | fresh
-        } else if self.last & ULID_RANDOM_MASK != ULID_RANDOM_MASK {
-            self.last + 1
+        } else if (self.last & ULID_RANDOM_MASK) + step <= ULID_RANDOM_MASK {
+            self.last + step
         } else {
-            // 2^80 ids in one millisecond: borrow the next millisecond.
+            // The random part is used up within this millisecond: borrow the next one.
             ((u128::from(last_ms) + 1) << 80) | fresh
         };
         TenantId::from_generated(format!("{TENANT_ID_PREFIX}{}", ulid_encode(self.last)))

@@ -55,6 +55,7 @@ pub const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 /// What every request handler shares.
 pub struct App {
     pub store: Store,
+    pub limits: server::Limits,
     pub admin_token: AdminTokenHash,
     pub metrics: Metrics,
     pub request_ids: RequestIds,
@@ -85,6 +86,7 @@ pub async fn run(
     .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?;
     let app = Arc::new(App {
         store,
+        limits: config.limits,
         admin_token: config.admin_token,
         metrics: Metrics::default(),
         request_ids: RequestIds::new(),
@@ -96,8 +98,7 @@ pub async fn run(
     );
     server::serve(listener, Arc::clone(&app), config.limits, shutdown).await;
     purger.abort();
-    store_thread.shutdown().await;
-    Ok(())
+    store_thread.shutdown().await
 }
 
 /// Erases idempotency records (which hold tenant tokens) once their window is over: at

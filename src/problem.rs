@@ -1,6 +1,8 @@
 //! The one error type of the HTTP boundary, rendered as RFC 9457 `application/problem+json`.
 //!
-//! Every row of the contract's error table is a variant here, and [`ApiError::status`] and
+//! Every row of the contract's error table is a variant here (but `409
+//! idempotency_key_in_flight`, which this server never needs: one writer runs requests with
+//! the same key one after the other, so a waiting request always gets its replay), and [`ApiError::status`] and
 //! [`ApiError::code`] map each to its status and stable code in one place. A `500` says
 //! nothing of its cause to the client; the cause goes to the log with the request id.
 
@@ -47,7 +49,6 @@ pub enum ApiError {
         allow: &'static str,
     },
     TenantNameTaken,
-    IdempotencyKeyInFlight,
     PayloadTooLarge,
     /// The body did not arrive within the body read timeout.
     BodyTimeout,
@@ -68,7 +69,7 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::RouteNotFound | Self::TenantNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::TenantNameTaken | Self::IdempotencyKeyInFlight => StatusCode::CONFLICT,
+            Self::TenantNameTaken => StatusCode::CONFLICT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -90,7 +91,6 @@ impl ApiError {
             Self::TenantNotFound => "tenant_not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::TenantNameTaken => "tenant_name_taken",
-            Self::IdempotencyKeyInFlight => "idempotency_key_in_flight",
             Self::PayloadTooLarge => "payload_too_large",
             Self::BodyTimeout => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -116,17 +116,11 @@ impl ApiError {
                 format!("this resource allows only {allow}")
             }
             Self::TenantNameTaken => "an active tenant already has this name".into(),
-            Self::IdempotencyKeyInFlight => {
-                "a request with this Idempotency-Key is being processed; retry shortly".into()
-            }
             Self::PayloadTooLarge => format!(
                 "the request body exceeds {} bytes",
                 crate::handlers::BODY_BYTES_MAX
             ),
-            Self::BodyTimeout => format!(
-                "the request body did not arrive within {} s",
-                crate::handlers::BODY_READ_TIMEOUT.as_secs()
-            ),
+            Self::BodyTimeout => "the request body did not arrive in time".into(),
             Self::UnsupportedMediaType => "the request body must be application/json".into(),
             Self::ValidationFailed(errors) => match errors.len() {
                 1 => "the request body has 1 invalid field".into(),
@@ -192,7 +186,7 @@ impl ApiError {
             Self::MethodNotAllowed { allow } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            Self::Unavailable(_) | Self::IdempotencyKeyInFlight => {
+            Self::Unavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
             }
             // The rest of an oversized body was not read, so the connection cannot carry

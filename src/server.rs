@@ -21,6 +21,9 @@ pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 /// Default for [`Limits::header_read_timeout`].
 pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
+/// Default for [`Limits::body_read_timeout`].
+pub const BODY_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
 /// Default for [`Limits::shutdown_grace`].
 pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
 
@@ -39,6 +42,8 @@ pub struct Limits {
     /// Time a client has to send a request's head; it also closes idle keep-alive
     /// connections, as hyper starts the timer whenever it waits for a head.
     pub header_read_timeout: Duration,
+    /// Time a client has, once its head is in, to send the whole body (`408` after it).
+    pub body_read_timeout: Duration,
     /// Time in-flight requests get to finish after a shutdown signal.
     pub shutdown_grace: Duration,
 }
@@ -100,7 +105,8 @@ pub async fn serve(
     tokio::select! {
         () = graceful.shutdown() => log::info!("every connection is closed"),
         () = tokio::time::sleep(limits.shutdown_grace) => {
-            log::warn!("the grace period is over; closing the remaining connections");
+            let open = app.metrics.connections_open.load(Ordering::Relaxed);
+            log::warn!("the grace period is over; {open} connections are cut off");
         }
     }
 }

@@ -29,6 +29,9 @@ struct Signal {
     pending: Mutex<bool>,
     wake: Condvar,
     stop: AtomicBool,
+    /// The next checkpoint must empty the WAL file: something was erased whose old versions
+    /// the WAL still holds.
+    truncate: AtomicBool,
 }
 
 /// The checkpointer thread and the signal that wakes it.
@@ -65,6 +68,14 @@ impl Checkpointer {
             }
             Ok(())
         }))
+    }
+
+    /// Asks for a checkpoint that empties the WAL, so that deleted content (with
+    /// `secure_delete`, already zeroed in the current page versions) survives in no older
+    /// frame. It is retried until it succeeds.
+    pub(super) fn request_truncate(&self) {
+        self.signal.truncate.store(true, Ordering::Release);
+        self.signal.notify();
     }
 
     /// Stops the thread and waits for it, so that a final checkpoint does not race it.
@@ -108,9 +119,21 @@ fn run(conn: &Connection, signal: &Signal) {
         if signal.stop.load(Ordering::Acquire) {
             return;
         }
-        match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+        let truncate = signal.truncate.swap(false, Ordering::AcqRel);
+        let mode = if truncate {
+            CheckpointMode::TRUNCATE
+        } else {
+            CheckpointMode::PASSIVE
+        };
+        match conn.wal_checkpoint_v2(None::<&str>, mode) {
             Ok((frames, done)) => log::debug!("checkpointed {done} of {frames} WAL frames"),
-            Err(e) => log::warn!("checkpoint failed: {e}"),
+            Err(e) => {
+                if truncate {
+                    // Readers or the writer were in the way; try again at the next wake-up.
+                    signal.truncate.store(true, Ordering::Release);
+                }
+                log::warn!("checkpoint failed: {e}");
+            }
         }
     }
 }

@@ -140,6 +140,7 @@ pub struct StoreThreads {
     writer: JoinHandle<()>,
     writes: mpsc::Sender<WriteCommand>,
     readers: Vec<JoinHandle<()>>,
+    reads: SyncSender<ReadCommand>,
 }
 
 impl Store {
@@ -175,6 +176,7 @@ impl Store {
             writer: handle,
             writes: write_tx.clone(),
             readers,
+            reads: read_tx.clone(),
         };
         let store = Store {
             writes: write_tx,
@@ -259,25 +261,36 @@ fn closed() -> StoreError {
     StoreError::Unavailable("the store is shut down".into())
 }
 
+/// A command queued behind the store's shutdown is dropped unanswered.
 fn dropped() -> StoreError {
-    StoreError::Internal("the store dropped a command without an answer".into())
+    StoreError::Unavailable("the store stopped before answering".into())
 }
 
 impl StoreThreads {
-    /// Lets the writer finish every queued command, checkpoint the WAL and exit, and waits for
-    /// it. The readers end once the last [`Store`] handle is gone; they hold no lock between
-    /// reads, so they do not stand in the checkpoint's way.
-    pub async fn shutdown(self) {
+    /// Stops the readers, then lets the writer finish every queued command, checkpoint the
+    /// WAL (with no reader in its way) and exit. Fails if a thread had died.
+    pub async fn shutdown(self) -> Result<(), String> {
+        let (reads, readers) = (self.reads, self.readers);
+        let readers_stopped = tokio::task::spawn_blocking(move || {
+            // Each reader ends at the first marker it takes, after the reads queued before it.
+            for _ in 0..readers.len() {
+                let _ = reads.send(ReadCommand::Shutdown);
+            }
+            readers.into_iter().all(|reader| reader.join().is_ok())
+        });
+        let readers_ok = readers_stopped.await.unwrap_or(false);
         // `send` waits for room, so the marker queues behind every accepted command.
-        if self.writes.send(WriteCommand::Shutdown).await.is_err() {
-            log::warn!("the writer had already stopped");
-        }
+        let writer_reached = self.writes.send(WriteCommand::Shutdown).await.is_ok();
         let writer = self.writer;
-        match tokio::task::spawn_blocking(move || writer.join()).await {
-            Ok(Ok(())) => {}
-            _ => log::error!("the writer ended abnormally"),
+        let writer_ok = matches!(
+            tokio::task::spawn_blocking(move || writer.join()).await,
+            Ok(Ok(()))
+        );
+        if readers_ok && writer_reached && writer_ok {
+            Ok(())
+        } else {
+            Err("a store thread had stopped abnormally".into())
         }
-        drop(self.readers);
     }
 }
 

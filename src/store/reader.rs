@@ -16,9 +16,11 @@ pub(super) enum ReadCommand {
     Get(TenantId, Reply<Tenant>),
     /// Whether this tenant is active and its token has this SHA-256.
     TokenMatches(TenantId, [u8; 32], Reply<bool>),
+    /// Ends the reader that takes it.
+    Shutdown,
 }
 
-/// Answers read commands until every sender is gone.
+/// Answers read commands until it takes a `Shutdown` or every sender is gone.
 pub(super) fn run(conn: Connection, queue: Arc<Mutex<Receiver<ReadCommand>>>, stats: Arc<Stats>) {
     loop {
         // One reader waits on the queue at a time; the others wait for the lock. Either way a
@@ -38,6 +40,7 @@ pub(super) fn run(conn: Connection, queue: Arc<Mutex<Receiver<ReadCommand>>>, st
                 let result = run_guarded(|| queries::token_matches(&conn, &id, &hash));
                 let _ = reply.send(result);
             }
+            ReadCommand::Shutdown => return,
         }
     }
 }

@@ -48,6 +48,8 @@ struct Delta {
     created: u64,
     tombstoned: u64,
     audit_events: u64,
+    /// Idempotency records erased; their tokens must leave the WAL too.
+    purged: usize,
 }
 
 /// A finished command, waiting for its batch's commit to decide its answer.
@@ -72,6 +74,8 @@ pub(super) struct Writer {
     head: Head,
     ids: IdGenerator,
     delta: Delta,
+    /// Set when a command left the transaction in a state the batch must not commit.
+    poisoned: Option<StoreError>,
     checkpointer: Checkpointer,
 }
 
@@ -85,21 +89,7 @@ impl Writer {
             conn.query_row("SELECT max(id) FROM tenants", [], |r| r.get(0))?;
         let latest = latest.as_deref().and_then(TenantId::parse);
         let stats = Stats::default();
-        {
-            let mut stmt = conn.prepare("SELECT state, count(*) FROM tenants GROUP BY state")?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let state: String = row.get(0)?;
-                let count = row.get::<_, i64>(1)?.unsigned_abs();
-                match TenantState::parse(&state) {
-                    Some(TenantState::Active) => stats.active.store(count, Ordering::Relaxed),
-                    Some(TenantState::Tombstoned) => {
-                        stats.tombstoned.store(count, Ordering::Relaxed)
-                    }
-                    None => {}
-                }
-            }
-        }
+        load_counts(&conn, &stats)?;
         stats
             .audit_events
             .store(u64::try_from(head.seq).unwrap_or(0), Ordering::Relaxed);
@@ -110,6 +100,7 @@ impl Writer {
             head,
             ids: IdGenerator::after(latest.as_ref()),
             delta: Delta::default(),
+            poisoned: None,
             checkpointer,
         })
     }
@@ -137,45 +128,83 @@ impl Writer {
         self.close();
     }
 
+    /// Runs a batch in one transaction and answers every command once it is settled. When
+    /// the transaction cannot begin, is rolled back by SQLite itself (disk full, I/O error), or
+    /// a savepoint cannot be closed cleanly, no further command of the batch runs and every
+    /// command is answered with the error: nothing runs outside the transaction.
     fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        let writes = batch.iter().any(WriteCommand::writes);
-        let head_before = self.head.clone();
-        if writes && let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
-            let error = StoreError::from(e);
-            log::warn!("cannot begin a transaction: {error:?}");
-            for command in batch.drain(..) {
-                self.execute(command, false)(Some(&error));
+        let writes = batch.iter().filter(|c| c.writes()).count();
+        let mut failed = if writes > 0 {
+            self.sql("BEGIN IMMEDIATE").err()
+        } else {
+            None
+        };
+        let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+        for command in batch.drain(..) {
+            if failed.is_some() {
+                finished.push(unanswered(command));
+                continue;
             }
-            return;
+            finished.push(self.execute(command, writes > 0));
+            if let Some(error) = self.poisoned.take() {
+                failed = Some(error);
+            } else if writes > 0 && self.conn.is_autocommit() {
+                failed = Some(StoreError::Unavailable(
+                    "SQLite rolled the transaction back".into(),
+                ));
+            }
         }
-        let finished: Vec<Finish> = batch
-            .drain(..)
-            .map(|command| self.execute(command, writes))
-            .collect();
-        let committed = if writes { self.commit() } else { Ok(()) };
+        let outcome = match failed {
+            Some(error) => {
+                if !self.conn.is_autocommit() {
+                    let _ = self.sql("ROLLBACK");
+                }
+                Err(error)
+            }
+            None if writes > 0 => self.commit(),
+            None => Ok(()),
+        };
         let delta = std::mem::take(&mut self.delta);
-        match &committed {
-            Ok(()) => self.apply(delta, finished.len()),
+        match &outcome {
+            Ok(()) if writes > 0 => self.apply(delta, writes),
+            Ok(()) => {}
             Err(e) => {
                 log::warn!(
                     "a batch of {} commands did not commit: {e:?}",
                     finished.len()
                 );
-                self.head = head_before;
+                self.resync();
             }
         }
         for done in finished {
-            done(committed.as_ref().err());
+            done(outcome.as_ref().err());
         }
     }
 
+    fn sql(&self, statement: &str) -> Result<(), StoreError> {
+        self.conn.prepare_cached(statement)?.execute([])?;
+        Ok(())
+    }
+
     fn commit(&mut self) -> Result<(), StoreError> {
-        self.conn.execute_batch("COMMIT").map_err(|e| {
+        self.sql("COMMIT").inspect_err(|_| {
             if !self.conn.is_autocommit() {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.sql("ROLLBACK");
             }
-            StoreError::from(e)
         })
+    }
+
+    /// After a failed batch, takes the audit head and the counts from the database again
+    /// rather than trusting what was in memory: a failed `COMMIT` may still have made its
+    /// data durable.
+    fn resync(&mut self) {
+        match Head::load(&self.conn) {
+            Ok(head) => self.head = head,
+            Err(e) => log::error!("cannot reload the audit head: {e}"),
+        }
+        if let Err(e) = load_counts(&self.conn, &self.stats) {
+            log::warn!("cannot reload the tenant counts: {e}");
+        }
     }
 
     fn apply(&self, delta: Delta, commands: usize) {
@@ -190,6 +219,9 @@ impl Writer {
             .fetch_add(delta.audit_events, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.commands.fetch_add(commands as u64, Ordering::Relaxed);
+        if delta.purged > 0 {
+            self.checkpointer.request_truncate();
+        }
     }
 
     /// Runs one command and returns what will answer it once the batch is settled.
@@ -226,20 +258,29 @@ impl Writer {
         op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if savepoint {
-            self.conn.prepare_cached("SAVEPOINT command")?.execute([])?;
+            self.sql("SAVEPOINT command")?;
         }
         let head = self.head.clone();
         let result = run_guarded(|| op(self));
         if result.is_err() {
-            self.head = head;
+            self.head = head.clone();
         }
         if savepoint {
-            if result.is_err() {
-                self.conn
-                    .prepare_cached("ROLLBACK TO command")?
-                    .execute([])?;
+            let ended = if result.is_ok() {
+                self.sql("RELEASE command")
+            } else {
+                self.sql("ROLLBACK TO command")
+                    .and_then(|()| self.sql("RELEASE command"))
+            };
+            if let Err(error) = ended {
+                // The command's changes cannot be told apart from the batch's any more: the
+                // whole batch must fail rather than commit them behind an error answer.
+                self.poisoned = Some(error.clone());
+                if result.is_ok() {
+                    self.head = head;
+                    return Err(error);
+                }
             }
-            self.conn.prepare_cached("RELEASE command")?.execute([])?;
         }
         result
     }
@@ -380,6 +421,7 @@ impl Writer {
             .conn
             .prepare_cached("DELETE FROM idempotency_keys WHERE created_ms <= ?1")?
             .execute([cutoff])?;
+        self.delta.purged += purged;
         Ok(purged)
     }
 
@@ -429,6 +471,37 @@ impl Writer {
             Ok(_) => log::warn!("store closed; the checkpoint was blocked by a reader"),
             Err(e) => log::warn!("store closed without a checkpoint: {e}"),
         }
+    }
+}
+
+/// Counts tenants by state into `stats`.
+fn load_counts(conn: &Connection, stats: &Stats) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM tenants GROUP BY state")?;
+    let mut rows = stmt.query([])?;
+    let (mut active, mut tombstoned) = (0, 0);
+    while let Some(row) = rows.next()? {
+        let count = row.get::<_, i64>(1)?.unsigned_abs();
+        match TenantState::parse(&row.get::<_, String>(0)?) {
+            Some(TenantState::Active) => active = count,
+            Some(TenantState::Tombstoned) => tombstoned = count,
+            None => {}
+        }
+    }
+    stats.active.store(active, Ordering::Relaxed);
+    stats.tombstoned.store(tombstoned, Ordering::Relaxed);
+    Ok(())
+}
+
+/// An answer for a command that was not run because its batch had already failed; the
+/// batch's error is what it receives.
+fn unanswered(command: WriteCommand) -> Finish {
+    let not_run = || StoreError::Internal("not run".into());
+    match command {
+        WriteCommand::Create(_, reply) => finish(reply, Err(not_run())),
+        WriteCommand::Tombstone(_, reply) => finish(reply, Err(not_run())),
+        WriteCommand::Ping(reply) => finish(reply, Err(not_run())),
+        WriteCommand::PurgeExpired(reply) => finish(reply, Err(not_run())),
+        WriteCommand::Shutdown => Box::new(|_| {}),
     }
 }
 
