@@ -63,6 +63,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(HEAD_BYTES_MAX)
+        .max_header_size(HEAD_BYTES_MAX)
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {
