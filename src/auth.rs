@@ -71,7 +71,7 @@ pub fn authorize(
 
 /// The token of a single `Authorization: Bearer <token>` header; the scheme's case does not
 /// matter. Two `Authorization` headers are ambiguous and refused.
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let value = values.next()?;
     if values.next().is_some() {

@@ -97,17 +97,9 @@ pub async fn create_tenant(
 ) -> Result<Response<Full<Bytes>>, ApiError> {
     let (parts, body) = request.into_parts();
     let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
-    if !is_json(&parts.headers) {
-        return Err(ApiError::UnsupportedMediaType);
-    }
-    let idempotency_key = idempotency_key(&parts.headers)?;
-    let tenant = parse_create(&body)?;
     let created = app
         .store
-        .create(CreateRequest {
-            tenant,
-            idempotency_key,
-        })
+        .create(create_request(&parts.headers, &body)?)
         .await?;
     let mut response = no_store(json_response(StatusCode::CREATED, created.body));
     let headers = response.headers_mut();
@@ -120,6 +112,21 @@ pub async fn create_tenant(
         headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
+}
+
+/// Turns a create's headers and whole body into a store command: `415`, then `400` (the
+/// `Idempotency-Key`, then the JSON), then `422`. Everything below the socket and above the
+/// store, so the fuzzer drives exactly what a client can reach.
+pub fn create_request(headers: &HeaderMap, body: &[u8]) -> Result<CreateRequest, ApiError> {
+    if !is_json(headers) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let idempotency_key = idempotency_key(headers)?;
+    let tenant = parse_create(body)?;
+    Ok(CreateRequest {
+        tenant,
+        idempotency_key,
+    })
 }
 
 /// Reads at most [`BODY_BYTES_MAX`] bytes: a declared length over it is refused before a
