@@ -114,3 +114,95 @@ async fn purge_expired(store: Store) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::ServeConfig;
+    use crate::ids::sha256;
+
+    const TOKEN: &str = "an-admin-token-for-the-fault-tests-0123456789";
+
+    /// One request on a fresh connection; returns the status and the body.
+    fn request(addr: std::net::SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let body = body.unwrap_or("");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        let status = answer[9..12].parse().expect("status");
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
+    }
+
+    /// A panic inside a store command answers that request `500` and nothing else: the
+    /// writer lives on, the next request succeeds, and the chain has no gap.
+    #[test]
+    fn a_panic_in_the_writer_fails_one_request_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("t.db");
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let config = ServeConfig {
+            listen: addr,
+            db: db.clone(),
+            public_url: None,
+            admin_token: AdminTokenHash(sha256(TOKEN.as_bytes())),
+            limits: server::Limits {
+                max_connections: 16,
+                header_read_timeout: Duration::from_secs(5),
+                body_read_timeout: Duration::from_secs(5),
+                shutdown_grace: Duration::from_secs(5),
+            },
+            commit_batch_max: 8,
+            store_queue_depth: 16,
+            readers: 1,
+            idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = runtime.spawn(run(listener, config, async {
+            let _ = stopped.await;
+        }));
+
+        let body = |name: &str| format!(r#"{{"name":"{name}","opening_deposit_atomic":"1"}}"#);
+        let (status, problem) =
+            request(addr, "POST", "/v1/tenants", Some(&body(store::FAULT_PANIC_NAME)));
+        assert_eq!(status, 500, "the faulty create: {problem}");
+        assert!(problem.contains("\"code\":\"internal\""), "{problem}");
+        assert!(!problem.contains("injected"), "a 500 says nothing of its cause: {problem}");
+
+        let (status, created) = request(addr, "POST", "/v1/tenants", Some(&body("after")));
+        assert_eq!(status, 201, "the next create: {created}");
+        let id = created
+            .split("\"id\":\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("an id");
+        let (status, read) = request(addr, "GET", &format!("/v1/tenants/{id}"), None);
+        assert_eq!(status, 200, "{read}");
+
+        let _ = stop.send(());
+        runtime
+            .block_on(server)
+            .expect("the server task")
+            .expect("a clean stop");
+        let conn = db::open_reader(&db).expect("open");
+        let head = audit::verify(&conn).expect("the chain verifies");
+        assert_eq!(head.seq, 1, "one event: the faulty create left nothing behind");
+    }
+}

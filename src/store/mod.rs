@@ -40,6 +40,11 @@ pub const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
 /// The most reader threads by default; more do not help on a small machine.
 pub const READERS_DEFAULT_MAX: usize = 4;
 
+/// A create with this name panics inside the writer: the fault hook of the tests, compiled
+/// into test builds only.
+#[cfg(test)]
+pub const FAULT_PANIC_NAME: &str = "fault: panic in the writer";
+
 /// How long an idempotent create's response is kept for replay, at most (the contract's 24 h).
 pub const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 60);
 

@@ -286,6 +286,10 @@ impl Writer {
     }
 
     fn create(&mut self, request: &CreateRequest) -> Result<Created, StoreError> {
+        #[cfg(test)]
+        if request.tenant.name.as_str() == super::FAULT_PANIC_NAME {
+            panic!("an injected fault");
+        }
         let now_ms = ids::now_unix_ms();
         let fingerprint = request.tenant.fingerprint();
         if let Some(key) = &request.idempotency_key
