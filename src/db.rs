@@ -55,6 +55,19 @@ impl From<rusqlite::Error> for OpenError {
 /// Opens (creating if need be) the database for writing, and migrates it.
 pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
     create_private(path)?;
+    align_journal_modes(path);
+    open_writer_connection(path).map_err(|e| match e {
+        OpenError::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) => {
+            OpenError::Io(format!(
+                "{e}: its directory must be writable for the -wal and -shm files \
+                 (is the file system read-only or full?)"
+            ))
+        }
+        other => other,
+    })
+}
+
+fn open_writer_connection(path: &Path) -> Result<Connection, OpenError> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -176,6 +189,28 @@ fn create_private(path: &Path) -> Result<(), OpenError> {
         Err(e) => return Err(io_error(e)),
     }
     Ok(())
+}
+
+/// Gives leftover `-wal` and `-shm` files the database file's mode. SQLite creates them with
+/// the database's mode, so a run on a read-only database file leaves read-only ones behind,
+/// and they would keep the database read-only after its own write permission is back.
+fn align_journal_modes(path: &Path) {
+    let Ok(mode) = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777) else {
+        return;
+    };
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = Path::new(&side);
+        let Ok(meta) = std::fs::metadata(side) else {
+            continue;
+        };
+        if meta.permissions().mode() & 0o777 != mode
+            && let Err(e) = std::fs::set_permissions(side, std::fs::Permissions::from_mode(mode))
+        {
+            log::warn!("{}: cannot set mode {mode:o}: {e}", side.display());
+        }
+    }
 }
 
 /// Fsyncs the directory holding `path`, so a new file's name survives a crash.

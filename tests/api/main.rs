@@ -6,6 +6,7 @@ mod config;
 mod crash;
 mod create;
 mod errors;
+mod faults;
 mod health;
 mod helpers;
 mod idempotency;
