@@ -7,11 +7,12 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test bench static clean help
+.PHONY: run build test bench crash-test static clean help
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
 	@echo "make test    formatting, lints and every test"
+	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make static  a statically linked binary in target/$(STATIC_TARGET)/release/"
 
@@ -39,6 +40,11 @@ test:
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked
 	$(CARGO) bench --locked --bench load -- --smoke
+
+# kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).
+CRASH_CYCLES ?= 200
+crash-test:
+	CRASH_CYCLES=$(CRASH_CYCLES) $(CARGO) test --release --locked --test api crash -- --nocapture
 
 # The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
 bench:
