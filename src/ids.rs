@@ -119,8 +119,12 @@ impl IdGenerator {
         } else if (self.last & ULID_RANDOM_MASK) + step <= ULID_RANDOM_MASK {
             self.last + step
         } else {
-            // The random part is used up within this millisecond: borrow the next one.
-            ((u128::from(last_ms) + 1) << 80) | fresh
+            // The random part is used up within this millisecond: borrow the next one. At the
+            // very top of the 48-bit time range there is none; refuse rather than wrap to an
+            // id that sorts first (a panic in the store is a 500, and the thread lives on).
+            let next_ms = u128::from(last_ms) + 1;
+            assert!(next_ms < 1 << 48, "the ULID space is exhausted");
+            (next_ms << 80) | fresh
         };
         TenantId::from_generated(format!("{TENANT_ID_PREFIX}{}", ulid_encode(self.last)))
     }

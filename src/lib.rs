@@ -37,6 +37,9 @@ pub mod server;
 pub mod store;
 pub mod views;
 
+#[cfg(test)]
+mod proptests;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +94,7 @@ pub async fn run(
         metrics: Metrics::default(),
         request_ids: RequestIds::new(),
     });
+    server::ensure_fd_limit(config.limits.max_connections);
     let purger = tokio::spawn(purge_expired(app.store.clone()));
     log::info!(
         "listening on http://{bound} (database {})",
@@ -127,7 +131,12 @@ mod tests {
     const TOKEN: &str = "an-admin-token-for-the-fault-tests-0123456789";
 
     /// One request on a fresh connection; returns the status and the body.
-    fn request(addr: std::net::SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    fn request(
+        addr: std::net::SocketAddr,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, String) {
         let mut stream = std::net::TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -143,7 +152,10 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).expect("read");
         let status = answer[9..12].parse().expect("status");
-        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
         (status, body)
     }
 
@@ -180,11 +192,18 @@ mod tests {
         }));
 
         let body = |name: &str| format!(r#"{{"name":"{name}","opening_deposit_atomic":"1"}}"#);
-        let (status, problem) =
-            request(addr, "POST", "/v1/tenants", Some(&body(store::FAULT_PANIC_NAME)));
+        let (status, problem) = request(
+            addr,
+            "POST",
+            "/v1/tenants",
+            Some(&body(store::FAULT_PANIC_NAME)),
+        );
         assert_eq!(status, 500, "the faulty create: {problem}");
         assert!(problem.contains("\"code\":\"internal\""), "{problem}");
-        assert!(!problem.contains("injected"), "a 500 says nothing of its cause: {problem}");
+        assert!(
+            !problem.contains("injected"),
+            "a 500 says nothing of its cause: {problem}"
+        );
 
         let (status, created) = request(addr, "POST", "/v1/tenants", Some(&body("after")));
         assert_eq!(status, 201, "the next create: {created}");
@@ -203,6 +222,9 @@ mod tests {
             .expect("a clean stop");
         let conn = db::open_reader(&db).expect("open");
         let head = audit::verify(&conn).expect("the chain verifies");
-        assert_eq!(head.seq, 1, "one event: the faulty create left nothing behind");
+        assert_eq!(
+            head.seq, 1,
+            "one event: the faulty create left nothing behind"
+        );
     }
 }

@@ -48,6 +48,53 @@ pub struct Limits {
     pub shutdown_grace: Duration,
 }
 
+/// File descriptors the process needs besides its connections: the database, its WAL and
+/// shared memory (once per connection to SQLite), the listener, stdio.
+const FDS_BESIDES_CONNECTIONS: u64 = 64;
+
+/// Raises the soft limit on open files to what `max_connections` needs (up to the hard
+/// limit), so that a default soft limit of 1024 does not quietly cap the connections.
+pub fn ensure_fd_limit(max_connections: usize) {
+    let needed = max_connections as u64 + FDS_BESIDES_CONNECTIONS;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own; setrlimit reads it.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        log::warn!(
+            "cannot read the open-file limit: {}",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    if limit.rlim_cur >= needed {
+        return;
+    }
+    let raised = needed.min(limit.rlim_max);
+    let wanted = libc::rlimit {
+        rlim_cur: raised,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) } != 0 {
+        log::warn!(
+            "cannot raise the open-file limit: {}",
+            std::io::Error::last_os_error()
+        );
+    } else if raised < needed {
+        log::warn!(
+            "the open-file limit is {raised}, below the {needed} that --max-connections {max_connections} needs; \
+             raise it (LimitNOFILE= in systemd) or lower --max-connections"
+        );
+    } else {
+        log::info!(
+            "raised the open-file limit from {} to {raised}",
+            limit.rlim_cur
+        );
+    }
+}
+
 /// Serves until `shutdown` resolves, then stops accepting and lets open connections finish
 /// within the grace period.
 pub async fn serve(

@@ -362,6 +362,7 @@ fn help_lists_every_flag_and_version_prints_the_version() {
             "--commit-batch-max",
             "--store-queue-depth",
             "--header-read-timeout-ms",
+            "--body-read-timeout-ms",
             "--shutdown-grace-ms",
             "--idempotency-ttl-s",
             "--help",
@@ -417,6 +418,10 @@ fn bad_command_lines_exit_2() {
         (
             "an idempotency TTL over a day",
             vec!["--admin-token-file", t, "--idempotency-ttl-s", "86401"],
+        ),
+        (
+            "a body read timeout under its 100 ms minimum",
+            vec!["--admin-token-file", t, "--body-read-timeout-ms", "99"],
         ),
     ];
     for (msg, extra) in cases {

@@ -52,7 +52,7 @@ fn client(
     let mut i = 0usize;
     while !stop.load(Ordering::Relaxed) {
         i += 1;
-        let tombstone = !mine.is_empty() && i % TOMBSTONE_EVERY == 0;
+        let tombstone = !mine.is_empty() && i.is_multiple_of(TOMBSTONE_EVERY);
         if tombstone {
             let id = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
             let headers = [("Authorization", auth.as_str())];

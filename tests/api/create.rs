@@ -1,6 +1,10 @@
 //! Create and read: the exact response shape, ids, timestamps, the sidecar block and how
 //! the tenant token is kept.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+
 use serde_json::Value;
 
 use crate::helpers::*;
@@ -241,6 +245,101 @@ fn ids_of_sequential_creates_sort_ascending() {
             pair[1]
         );
     }
+}
+
+#[test]
+fn concurrent_creates_get_distinct_ids_in_creation_order() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 50;
+    let app = spawn_app();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let barrier = Arc::clone(&barrier);
+            let addr = app.addr.clone();
+            let auth = app.admin();
+            thread::spawn(move || {
+                barrier.wait();
+                (0..PER_THREAD)
+                    .map(|i| {
+                        let body = tenant_body(&format!("burst-{t}-{i}"), "1");
+                        let resp = request(
+                            &addr,
+                            "POST",
+                            "/v1/tenants",
+                            &[
+                                ("Authorization", auth.as_str()),
+                                ("Content-Type", "application/json"),
+                            ],
+                            Some(body.as_bytes()),
+                        );
+                        assert_eq!(
+                            resp.status,
+                            201,
+                            "create burst-{t}-{i}: {}",
+                            resp.describe()
+                        );
+                        tenant_id(&resp.json())
+                    })
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    let answered: Vec<String> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("a creating client panicked"))
+        .collect();
+    let total = THREADS * PER_THREAD;
+    assert_eq!(answered.len(), total, "every create was answered");
+    let distinct: BTreeSet<&str> = answered.iter().map(String::as_str).collect();
+    assert_eq!(
+        distinct.len(),
+        total,
+        "{} of {total} answered ids are duplicates",
+        total - distinct.len()
+    );
+    for id in &answered {
+        assert!(is_tenant_id(id), "a well-formed id: {id:?}");
+    }
+
+    // The audit chain is the truth of creation order: seq increases with each commit.
+    let db = app.db();
+    let in_order: Vec<(i64, String, String)> = {
+        let mut stmt = db
+            .prepare(
+                "SELECT a.seq, a.tenant_id, t.created_at FROM audit_events a \
+                 JOIN tenants t ON t.id = a.tenant_id \
+                 WHERE a.action = 'tenant.created' ORDER BY a.seq",
+            )
+            .expect("preparing the creation-order query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("querying the creation order")
+            .collect::<Result<_, _>>()
+            .expect("reading the creation order")
+    };
+    let recorded: BTreeSet<&str> = in_order.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(
+        recorded, distinct,
+        "the audit chain records exactly the answered ids, once each"
+    );
+    assert_eq!(in_order.len(), total, "one tenant.created event per create");
+    for pair in in_order.windows(2) {
+        let ((seq_a, id_a, at_a), (seq_b, id_b, at_b)) = (&pair[0], &pair[1]);
+        assert!(
+            id_a.as_bytes() < id_b.as_bytes(),
+            "an id created later sorts byte-wise after an earlier one: seq {seq_a} {id_a} \
+             ({at_a}), then seq {seq_b} {id_b} ({at_b})"
+        );
+    }
+    let same_ms = in_order
+        .windows(2)
+        .filter(|pair| ulid_ms(&pair[0].1) == ulid_ms(&pair[1].1))
+        .count();
+    assert!(
+        same_ms > 0,
+        "some consecutive creates share a millisecond, so the order within one millisecond \
+         was checked too (none of {total} did)"
+    );
 }
 
 #[test]

@@ -1,6 +1,10 @@
 //! The error table of the contract row by row, the precedence of the rules, body limits,
 //! media types, methods, request ids and the `503` of a locked database.
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::helpers::*;
@@ -887,40 +891,273 @@ fn an_invalid_client_request_id_is_replaced_silently() {
 
 #[test]
 fn a_locked_database_gives_503_with_retry_after() {
+    /// How long the test's own connection holds the write lock: past the server's 1 s busy
+    /// timeout, so a server that waited longer would succeed and fail this test.
+    const LOCK_HELD: Duration = Duration::from_millis(1300);
+
     let app = spawn_app();
     app.create_ok("before-the-lock", "1");
-    let locker = open_rw(&app.db_path);
-    locker
-        .execute_batch("BEGIN EXCLUSIVE")
-        .expect("taking the write lock from the test");
+    let events_before = app.audit_count();
+    let tenants_before = app.tenant_count();
+
+    // Another process (here: the test) takes the write lock and drops it from its own
+    // thread after LOCK_HELD, while the create below is waiting for it.
+    let (locked_tx, locked_rx) = mpsc::channel::<()>();
+    let (released_tx, released_rx) = mpsc::channel::<()>();
+    let db_path = app.db_path.clone();
+    let holder = thread::spawn(move || {
+        let locker = open_rw(&db_path);
+        locker
+            .execute_batch("BEGIN EXCLUSIVE")
+            .expect("taking the write lock from the test");
+        locked_tx
+            .send(())
+            .expect("telling the test the lock is held");
+        thread::sleep(LOCK_HELD);
+        locker
+            .execute_batch("ROLLBACK")
+            .expect("releasing the lock");
+        drop(locker);
+        let _ = released_tx.send(());
+    });
+    locked_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the test's connection took the write lock within 10 s");
+
+    let key = format!("locked-key-{}", random_hex(4));
     let started = Instant::now();
-    let resp = app.create("during-the-lock", "1");
-    let waited = started.elapsed();
-    locker
-        .execute_batch("ROLLBACK")
-        .expect("releasing the lock");
-    drop(locker);
+    let resp = app.create_with_key("during-the-lock", "1", &key);
+    let answered = Instant::now();
+
+    released_rx
+        .recv_timeout(LOCK_HELD + Duration::from_secs(10))
+        .expect("the holding thread released the lock");
+    holder.join().expect("the lock-holding thread");
 
     assert_problem(
         &resp,
         503,
         "unavailable",
-        "a create while another process holds the lock",
+        "a keyed create while another process holds the write lock for 1.3 s",
     );
+    assert_eq!(
+        resp.header("retry-after"),
+        Some("1"),
+        "the 503 says when to retry: {}",
+        resp.describe()
+    );
+    let waited = answered - started;
     assert!(
         waited >= Duration::from_millis(900),
         "the server waits about 1 s for the lock before giving up (waited {waited:?})"
     );
-    let after = app.create("during-the-lock", "1");
+    let db = app.db();
     assert_eq!(
-        after.status,
+        count(
+            &db,
+            "SELECT count(*) FROM tenants WHERE name = 'during-the-lock'"
+        ),
+        0,
+        "the refused create wrote no tenant row"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM tenants"),
+        tenants_before,
+        "the refused create wrote no row at all"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit_events"),
+        events_before,
+        "the refused create appended no audit event"
+    );
+    assert_eq!(
+        db.query_row(
+            "SELECT count(*) FROM idempotency_keys WHERE key = ?1",
+            [&key],
+            |r| r.get::<_, i64>(0)
+        )
+        .expect("counting the key's records"),
+        0,
+        "the refused create bound its Idempotency-Key to nothing"
+    );
+    drop(db);
+
+    let retry = app.create_with_key("during-the-lock", "1", &key);
+    assert_eq!(
+        retry.status,
         201,
-        "the failed create bound nothing, and the server recovers: {}",
-        after.describe()
+        "a retry with the same key and body once the lock is gone creates: {}",
+        retry.describe()
+    );
+    assert_eq!(
+        retry.header("idempotent-replayed"),
+        None,
+        "the retry is a first create, not a replay of the 503: {}",
+        retry.describe()
     );
     assert_eq!(
         app.tenant_count(),
-        2,
-        "only the two successful creates exist"
+        tenants_before + 1,
+        "the retry made exactly one tenant"
+    );
+    assert_eq!(
+        app.audit_count(),
+        events_before + 1,
+        "the retry appended exactly one audit event"
+    );
+}
+
+/// The body-read limit of the `408` tests, in milliseconds.
+const BODY_READ_TIMEOUT_MS: u64 = 300;
+
+fn slow_body_app() -> TestApp {
+    AppBuilder::new()
+        .arg("--body-read-timeout-ms")
+        .arg(&BODY_READ_TIMEOUT_MS.to_string())
+        .spawn()
+}
+
+/// Sends the head of an admin create announcing `body.len()` bytes, then `body` in `pieces`
+/// with `gap` between them (stopping early if the server answers), then waits for the answer.
+/// Returns the answer and the time from the end of the head to the answer's end.
+fn trickled_post(
+    app: &TestApp,
+    content_length: usize,
+    pieces: &[&[u8]],
+    gap: Duration,
+) -> (Response, Duration) {
+    let mut stream = TcpStream::connect(&app.addr).expect("connecting");
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .expect("a write timeout");
+    let head = format!(
+        "POST /v1/tenants HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n",
+        app.addr,
+        app.admin()
+    );
+    stream.write_all(head.as_bytes()).expect("sending the head");
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut closed = false;
+    for (i, piece) in pieces.iter().enumerate() {
+        if i > 0 {
+            // The pause between pieces is spent listening, so an early answer stops the
+            // sending rather than racing it.
+            stream.set_read_timeout(Some(gap)).expect("a read timeout");
+            match stream.read(&mut chunk) {
+                Ok(0) => closed = true,
+                Ok(n) => received.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("reading during the trickle: {e}"),
+            }
+            if closed || !received.is_empty() {
+                break;
+            }
+        }
+        if stream.write_all(piece).is_err() {
+            break;
+        }
+    }
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .expect("a read timeout");
+    while !closed {
+        match stream.read(&mut chunk) {
+            Ok(0) => closed = true,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // A reset after the answer still leaves the answer usable.
+            Err(_) if !received.is_empty() => closed = true,
+            Err(e) => panic!(
+                "no answer within {IO_TIMEOUT:?} of the end of the body ({e}); sent {} of {content_length} bytes",
+                pieces.iter().map(|p| p.len()).sum::<usize>()
+            ),
+        }
+    }
+    let took = started.elapsed();
+    let resp = parse_response(&received, false).unwrap_or_else(|e| {
+        panic!(
+            "no complete answer to a slow POST ({e}): {:?}",
+            String::from_utf8_lossy(&received)
+        )
+    });
+    (resp, took)
+}
+
+#[test]
+fn a_body_that_stops_arriving_is_408_request_timeout() {
+    let app = slow_body_app();
+    let body = padded_body("unfinished", 50);
+    let (resp, took) = trickled_post(&app, 50, &[&body[..20]], Duration::ZERO);
+    assert_problem(
+        &resp,
+        408,
+        "request_timeout",
+        "Content-Length: 50 with only 20 bytes of the body sent",
+    );
+    let limit = Duration::from_millis(BODY_READ_TIMEOUT_MS);
+    assert!(
+        took >= limit - Duration::from_millis(50),
+        "the 408 waits for --body-read-timeout-ms ({limit:?}) first (took {took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the 408 comes soon after --body-read-timeout-ms ({limit:?}), not after the default \
+         10 s (took {took:?})"
+    );
+    assert_eq!(app.tenant_count(), 0, "the unfinished body created nothing");
+    let ok = app.create("after-the-timeout", "1");
+    assert_eq!(
+        ok.status,
+        201,
+        "the server still serves others: {}",
+        ok.describe()
+    );
+}
+
+#[test]
+fn the_body_read_timeout_bounds_the_whole_body_not_each_pause() {
+    let app = slow_body_app();
+    let limit = Duration::from_millis(BODY_READ_TIMEOUT_MS);
+
+    // Five pieces 40 ms apart: slow, but complete well within the limit.
+    let body = padded_body("slow-but-complete", 100);
+    let pieces: Vec<&[u8]> = body.chunks(20).collect();
+    let (resp, took) = trickled_post(&app, body.len(), &pieces, Duration::from_millis(40));
+    assert_eq!(
+        resp.status,
+        201,
+        "a body sent in 5 pieces over {took:?}, within the {limit:?} limit: {}",
+        resp.describe()
+    );
+    assert_eq!(
+        resp.json()["name"],
+        "slow-but-complete",
+        "the trickled body"
+    );
+
+    // Ten pieces 100 ms apart: no pause reaches the limit, the whole body does.
+    let body = padded_body("too-slow-overall", 100);
+    let pieces: Vec<&[u8]> = body.chunks(10).collect();
+    let (resp, took) = trickled_post(&app, body.len(), &pieces, Duration::from_millis(100));
+    assert_problem(
+        &resp,
+        408,
+        "request_timeout",
+        "a body in 10 pieces 100 ms apart, over a 300 ms limit",
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the 408 comes soon after the limit (took {took:?})"
+    );
+    assert_eq!(
+        count(
+            &app.db(),
+            "SELECT count(*) FROM tenants WHERE name = 'too-slow-overall'"
+        ),
+        0,
+        "the timed-out body created nothing"
     );
 }

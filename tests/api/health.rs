@@ -1,5 +1,7 @@
 //! `/healthz`, `/readyz` and the OpenAPI document.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -72,37 +74,49 @@ fn the_openapi_document_describes_the_api() {
         "an HTTP bearer security scheme is declared: {schemes:?}"
     );
 
-    let operations = [
+    let operations: [(&str, &str, &[&str], bool); 4] = [
         (
             "/v1/tenants",
             "post",
-            vec![
-                "201", "400", "401", "403", "409", "413", "415", "422", "503",
+            &[
+                "201", "400", "401", "403", "408", "409", "413", "415", "422", "500", "503",
             ],
+            true,
         ),
-        ("/v1/tenants/{id}", "get", vec!["200", "401", "403", "404"]),
+        (
+            "/v1/tenants/{id}",
+            "get",
+            &["200", "401", "403", "404", "500", "503"],
+            true,
+        ),
         (
             "/v1/tenants/{id}",
             "delete",
-            vec!["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "500", "503"],
+            true,
         ),
+        ("/readyz", "get", &["200", "503"], false),
     ];
-    for (path, method, statuses) in operations {
+    for (path, method, statuses, needs_token) in operations {
         let op = &doc["paths"][path][method];
         let responses = op["responses"]
             .as_object()
             .unwrap_or_else(|| panic!("{method} {path} documents its responses: {op}"));
-        for status in statuses {
-            assert!(
-                responses.contains_key(status),
-                "{method} {path} documents status {status}: {:?}",
-                responses.keys().collect::<Vec<_>>()
-            );
-        }
-        let secured = op.get("security").or(doc.get("security"));
-        assert!(
-            secured.is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty())),
-            "{method} {path} requires the bearer scheme"
+        let documented: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
+        let expected: BTreeSet<&str> = statuses.iter().copied().collect();
+        assert_eq!(
+            documented,
+            expected,
+            "{method} {path} documents exactly the status codes it can return; missing {:?}, \
+             not returned {:?}",
+            expected.difference(&documented).collect::<Vec<_>>(),
+            documented.difference(&expected).collect::<Vec<_>>()
+        );
+        let security = op.get("security").or(doc.get("security"));
+        let secured = security.is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty()));
+        assert_eq!(
+            secured, needs_token,
+            "{method} {path} requires the bearer scheme: {needs_token}; security {security:?}"
         );
     }
     let post_body =

@@ -5,8 +5,6 @@
 //! exact bytes the server sends), and checks the SQLite file on its own, without trusting
 //! the service.
 
-#![allow(dead_code)]
-
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::OpenOptionsExt;
@@ -221,6 +219,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         409 => "Conflict",
         413 => "Content Too Large",
         415 => "Unsupported Media Type",
@@ -250,15 +249,6 @@ impl Response {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
-    }
-
-    /// Every header of that name.
-    pub fn headers_named(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
     }
 
     /// The body as text (lossy).
@@ -552,6 +542,14 @@ pub fn assert_problem(resp: &Response, status: u16, code: &str, ctx: &str) -> Va
         assert!(
             resp.header("allow").is_some(),
             "{ctx}: 405 carries Allow; {}",
+            resp.describe()
+        );
+    }
+    if status == 408 {
+        assert!(
+            resp.header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close")),
+            "{ctx}: 408 carries Connection: close; {}",
             resp.describe()
         );
     }
@@ -906,6 +904,25 @@ pub fn db_bytes(db: &Path) -> Vec<u8> {
     bytes
 }
 
+/// The names of the files in `dir` whose bytes contain `needle`; with a database there,
+/// that covers the file, its `-wal` and its `-shm`.
+pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut holding: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.is_file())
+        .filter(|path| contains_bytes(&std::fs::read(path).unwrap_or_default(), needle))
+        .map(|path| {
+            path.file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    holding.sort();
+    holding
+}
+
 /// Whether `needle` occurs in `haystack`.
 pub fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && find(haystack, needle).is_some()
@@ -960,7 +977,6 @@ impl AppBuilder {
             addr: String::new(),
             admin_token,
             db_path,
-            token_path,
             log: Arc::new(Mutex::new(Vec::new())),
             child: None,
             args,
@@ -983,7 +999,6 @@ pub struct TestApp {
     pub addr: String,
     pub admin_token: String,
     pub db_path: PathBuf,
-    pub token_path: PathBuf,
     /// Every stderr line of every run of this app.
     pub log: LogBuffer,
     pub child: Option<Child>,
@@ -1065,12 +1080,33 @@ impl TestApp {
         self.log_lines().join("\n")
     }
 
+    /// How many log lines were captured so far; with [`TestApp::wait_for_log_since`] it
+    /// looks only at what a later run printed.
+    pub fn log_len(&self) -> usize {
+        self.log.lock().expect("log lock").len()
+    }
+
     /// Waits up to `timeout` for a log line matching `pred`.
     pub fn wait_for_log(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+        self.wait_for_log_since(0, timeout, pred)
+    }
+
+    /// Waits up to `timeout` for a log line matching `pred` among the lines from index
+    /// `first` on.
+    pub fn wait_for_log_since(
+        &self,
+        first: usize,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(line) = self.log_lines().into_iter().find(|l| pred(l)) {
-                return Some(line);
+            let found = self.log.lock().expect("log lock")[first..]
+                .iter()
+                .find(|l| pred(l))
+                .cloned();
+            if found.is_some() {
+                return found;
             }
             if Instant::now() >= deadline {
                 return None;
@@ -1092,16 +1128,6 @@ impl TestApp {
         body: Option<&[u8]>,
     ) -> Response {
         request(&self.addr, method, path, headers, body)
-    }
-
-    pub fn try_request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> io::Result<Response> {
-        try_request(&self.addr, method, path, headers, body)
     }
 
     /// Raw bytes in, raw bytes out.

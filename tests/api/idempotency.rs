@@ -2,7 +2,7 @@
 //! expiry.
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::helpers::*;
 
@@ -216,6 +216,41 @@ fn malformed_keys_are_400_invalid_header() {
     }
 }
 
+/// How long a purge may take to be logged after a start-up.
+const PURGE_LOG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for the `erased N expired idempotency records` line among the log lines from
+/// index `first` on, and returns N.
+fn wait_for_purge(app: &TestApp, first: usize) -> u64 {
+    let line = app
+        .wait_for_log_since(first, PURGE_LOG_TIMEOUT, |l| {
+            l.contains("expired idempotency records")
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no `erased N expired idempotency records` line within {PURGE_LOG_TIMEOUT:?} \
+                 of the start-up; log:\n{}",
+                app.log_text()
+            )
+        });
+    line.split("erased ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the purge line names how many it erased: {line:?}"))
+}
+
+/// How many stored responses hold `token` in their body.
+fn responses_holding(app: &TestApp, token: &str) -> i64 {
+    app.db()
+        .query_row(
+            "SELECT count(*) FROM idempotency_keys WHERE instr(response_body, ?1) > 0",
+            [token],
+            |r| r.get(0),
+        )
+        .expect("searching the stored responses")
+}
+
 #[test]
 fn an_expired_key_creates_anew_and_its_stored_response_is_purged() {
     let app_builder = AppBuilder::new().arg("--idempotency-ttl-s").arg("1");
@@ -229,6 +264,12 @@ fn an_expired_key_creates_anew_and_its_stored_response_is_purged() {
         count(&app.db(), "SELECT count(*) FROM idempotency_keys"),
         2,
         "both keys are stored during the window"
+    );
+    assert_eq!(
+        responses_holding(&app, &first_token),
+        1,
+        "during the window the first stored response holds the first token (the search can \
+         find it)"
     );
 
     thread::sleep(Duration::from_millis(2100));
@@ -248,25 +289,137 @@ fn an_expired_key_creates_anew_and_its_stored_response_is_purged() {
         anew.describe()
     );
     assert_eq!(anew.header("idempotent-replayed"), None, "not a replay");
+    let anew_token = tenant_token(&anew.json());
+    assert_eq!(
+        responses_holding(&app, &first_token),
+        1,
+        "the expired record waits for the next purge (only a lookup ignores it)"
+    );
+    assert_eq!(
+        responses_holding(&app, &anew_token),
+        1,
+        "the new binding of the second key stores its response"
+    );
 
     thread::sleep(Duration::from_millis(1100));
+    let first_line = app.log_len();
     app.restart();
+    let erased = wait_for_purge(&app, first_line);
+    assert_eq!(
+        erased, 2,
+        "the purge at start-up erased both expired records (the first key's and the second \
+         key's new one)"
+    );
+    assert_eq!(
+        count(&app.db(), "SELECT count(*) FROM idempotency_keys"),
+        0,
+        "the purge at start-up erased every expired stored response"
+    );
+    for (what, token) in [("first", &first_token), ("new", &anew_token)] {
+        assert_eq!(
+            responses_holding(&app, token),
+            0,
+            "no stored response holds the {what} token any more"
+        );
+    }
+}
+
+/// How the server is restarted so that its start-up purge runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Restart {
+    /// SIGTERM: the clean stop checkpoints the WAL, so the token is in the database file.
+    Graceful,
+    /// SIGKILL: the token's page stays in the WAL, where only a truncating checkpoint
+    /// (not a passive one) erases it.
+    Crash,
+}
+
+/// Creates with a key under a 1 s window, restarts after expiry, and checks that the purged
+/// token leaves the files within a bound while the server runs, and is still gone after a
+/// SIGKILL right after that.
+fn purged_token_leaves_the_files(restart: Restart) {
+    /// How long the truncating checkpoint after a purge may take.
+    const ERASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    let mut app = AppBuilder::new()
+        .arg("--idempotency-ttl-s")
+        .arg("1")
+        .spawn();
+    let created = app.create_with_key("erased-while-serving", "1", "erased-serving-key");
+    assert_eq!(created.status, 201, "create: {}", created.describe());
+    let id = tenant_id(&created.json());
+    let token = tenant_token(&created.json());
+    assert!(
+        !files_holding(app.dir.path(), token.as_bytes()).is_empty(),
+        "during the window the stored response holds the token in the files (the search \
+         below can find it)"
+    );
+
+    thread::sleep(Duration::from_millis(1100));
+    let first_line = app.log_len();
+    match restart {
+        Restart::Graceful => {
+            app.restart();
+        }
+        Restart::Crash => {
+            app.kill();
+            let holding = files_holding(app.dir.path(), token.as_bytes());
+            assert!(
+                holding.iter().any(|f| f.ends_with("-wal")),
+                "after kill -9 the WAL holds the stored response's token (so the search below \
+                 can find it there); files holding it: {holding:?}"
+            );
+            app.start();
+        }
+    }
+    assert_eq!(
+        wait_for_purge(&app, first_line),
+        1,
+        "{restart:?} restart: the purge at start-up erased the expired record"
+    );
+
+    let deadline = Instant::now() + ERASE_TIMEOUT;
+    while contains_bytes(&db_bytes(&app.db_path), token.as_bytes()) {
+        assert!(
+            Instant::now() < deadline,
+            "{restart:?} restart: {ERASE_TIMEOUT:?} after the purge the running server's files \
+             still hold the plaintext token: {:?}",
+            files_holding(app.dir.path(), token.as_bytes())
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+
+    app.kill();
+    assert_eq!(
+        files_holding(app.dir.path(), token.as_bytes()),
+        Vec::<String>::new(),
+        "{restart:?} restart: after kill -9 no file of the data directory (database, -wal, \
+         -shm) holds the token"
+    );
     let db = app.db();
     assert_eq!(
         count(&db, "SELECT count(*) FROM idempotency_keys"),
         0,
-        "the purge at start-up erased every expired stored response"
-    );
-    let holding_token = count(
-        &db,
-        &format!(
-            "SELECT count(*) FROM idempotency_keys WHERE instr(response_body, '{first_token}') > 0"
-        ),
+        "{restart:?} restart: the purge is durable"
     );
     assert_eq!(
-        holding_token, 0,
-        "no stored response holds the first token any more"
+        db.query_row("SELECT state FROM tenants WHERE id = ?1", [&id], |r| {
+            r.get::<_, String>(0)
+        })
+        .expect("the tenant survives the purge and the kill"),
+        "active",
+        "{restart:?} restart: the purge erased only the stored response, not the tenant"
     );
+}
+
+#[test]
+fn a_purged_token_leaves_the_files_while_serving_and_after_kill_9() {
+    purged_token_leaves_the_files(Restart::Graceful);
+}
+
+#[test]
+fn a_purged_token_leaves_the_wal_after_a_crash_restart() {
+    purged_token_leaves_the_files(Restart::Crash);
 }
 
 #[test]

@@ -36,6 +36,11 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 fn metrics_expose_the_named_families() {
     let app = spawn_app();
     app.get_path("/healthz");
+    // Traffic through both store queues, all of it answered before the scrape.
+    let created = app.create_ok("metered", "1");
+    let read = app.get(&tenant_id(&created), Some(&tenant_token(&created)));
+    assert_eq!(read.status, 200, "a tenant read: {}", read.describe());
+    assert_eq!(app.get_path("/readyz").status, 200, "a readiness ping");
     let resp = app.get_path("/metrics");
     assert_eq!(resp.status, 200, "GET /metrics: {}", resp.describe());
     let content_type = resp.header("content-type").unwrap_or_default();
@@ -53,21 +58,24 @@ fn metrics_expose_the_named_families() {
         ("tenantd_http_connections_open", "gauge"),
     ];
     for (family, kind) in families {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with(&format!("# TYPE {family} "))),
-            "a # TYPE line for {family}:\n{text}"
-        );
-        let declared = text
+        let declared: Vec<&str> = text
             .lines()
-            .find(|l| l.starts_with(&format!("# TYPE {family} ")))
-            .unwrap_or_default();
-        if kind == "histogram" {
-            assert!(
-                declared.ends_with(" histogram"),
-                "{family} is a histogram: {declared}"
-            );
-        }
+            .filter(|l| l.starts_with(&format!("# TYPE {family} ")))
+            .collect();
+        assert_eq!(
+            declared,
+            [format!("# TYPE {family} {kind}")],
+            "{family} is declared once, as a {kind}:\n{text}"
+        );
+        let samples = if kind == "histogram" {
+            format!("{family}_bucket")
+        } else {
+            family.to_owned()
+        };
+        assert!(
+            sample(&text, &samples, &[]).is_some(),
+            "{family} has at least one sample:\n{text}"
+        );
     }
     for suffix in ["_bucket", "_sum", "_count"] {
         let name = format!("tenantd_http_request_duration_seconds{suffix}");
@@ -89,10 +97,15 @@ fn metrics_expose_the_named_families() {
         sample(&text, "tenantd_http_connections_open", &[]).is_some_and(|v| v >= 1.0),
         "at least this connection is open:\n{text}"
     );
-    assert!(
-        sample(&text, "tenantd_store_queue_depth", &[]).is_some_and(|v| v >= 0.0),
-        "the queue depth is a sample:\n{text}"
-    );
+    for queue in ["write", "read"] {
+        let depth = sample(&text, "tenantd_store_queue_depth", &[("queue", queue)]);
+        assert_eq!(
+            depth,
+            Some(0.0),
+            "tenantd_store_queue_depth{{queue=\"{queue}\"}} is a series, and 0 while nothing \
+             waits for the store:\n{text}"
+        );
+    }
 }
 
 #[test]
