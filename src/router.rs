@@ -126,17 +126,22 @@ pub async fn handle(
         .and_then(|v| valid_request_id(v.as_bytes()))
         .map_or_else(|| app.request_ids.next_id(), str::to_owned);
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let target = Target::parse(&path);
-    let mut response = match dispatch(&app, target, &path, request).await {
+    // A `Uri` shares its bytes: this clone copies no path.
+    let uri = request.uri().clone();
+    let path = uri.path();
+    let target = Target::parse(path);
+    let mut response = match dispatch(&app, target, path, request).await {
         Ok(response) => response,
         Err(error) => {
             if let Some(cause) = error.log_cause() {
-                log::error!(
-                    "{request_id}: {} {}: {cause}",
-                    error.status().as_u16(),
-                    error.code()
-                );
+                // A 500 is a bug; a 503 is the database's state, to be watched, not paged on.
+                let level = if error.status().is_server_error() && error.code() == "internal" {
+                    log::Level::Error
+                } else {
+                    log::Level::Warn
+                };
+                let status = error.status().as_u16();
+                log::log!(level, "{request_id}: {status} {}: {cause}", error.code());
             }
             error.into_response(&request_id)
         }
