@@ -135,7 +135,7 @@ pub async fn handle(
         Err(error) => {
             if let Some(cause) = error.log_cause() {
                 // A 500 is a bug; a 503 is the database's state, to be watched, not paged on.
-                let level = if error.status().is_server_error() && error.code() == "internal" {
+                let level = if matches!(error, ApiError::Internal(_)) {
                     log::Level::Error
                 } else {
                     log::Level::Warn
