@@ -90,12 +90,14 @@ pub async fn tombstone_tenant(app: &App, id: &str) -> Result<Response<Full<Bytes
     )))
 }
 
-/// Checks in the contract's order: `413`, `415`, `400` (headers, then JSON), `422`, `409`.
+/// Checks in the contract's order: `413`, `415`, `400` (headers, then JSON), `422`, `409`;
+/// before them all, a body framed in a way that cannot be read (`501`).
 pub async fn create_tenant(
     app: &App,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, ApiError> {
     let (parts, body) = request.into_parts();
+    check_transfer_coding(&parts.headers)?;
     let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
     let created = app
         .store
@@ -118,7 +120,7 @@ pub async fn create_tenant(
 /// `Idempotency-Key`, then the JSON), then `422`. Everything below the socket and above the
 /// store, so the fuzzer drives exactly what a client can reach.
 pub fn create_request(headers: &HeaderMap, body: &[u8]) -> Result<CreateRequest, ApiError> {
-    if !is_json(headers) {
+    if !is_json(headers) || has_content_coding(headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
     let idempotency_key = idempotency_key(headers)?;
@@ -177,6 +179,38 @@ fn is_json(headers: &HeaderMap) -> bool {
         }
         _ => true,
     })
+}
+
+/// The HTTP layer decodes `chunked` and nothing else; it lets `gzip, chunked` through with
+/// the body still gzipped. Any coding but a lone `chunked` is refused (RFC 9112 §6.1: 501).
+fn check_transfer_coding(headers: &HeaderMap) -> Result<(), ApiError> {
+    for value in headers.get_all(header::TRANSFER_ENCODING) {
+        let codings = value
+            .to_str()
+            .map_err(|_| ApiError::UnsupportedTransferCoding)?;
+        for coding in codings.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            if !coding.eq_ignore_ascii_case("chunked") {
+                return Err(ApiError::UnsupportedTransferCoding);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `Content-Encoding` other than `identity`: the body is not the JSON it claims to be
+/// (RFC 9110 §15.5.16 answers it with 415).
+fn has_content_coding(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .any(|value| {
+            !value.to_str().is_ok_and(|codings| {
+                codings
+                    .split(',')
+                    .map(str::trim)
+                    .all(|c| c.is_empty() || c.eq_ignore_ascii_case("identity"))
+            })
+        })
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiError> {
@@ -363,6 +397,46 @@ mod tests {
             parse_create(deep.as_bytes()),
             Err(ApiError::MalformedJson(_))
         ));
+    }
+
+    #[test]
+    fn only_plain_chunked_framing_is_read() {
+        let cases = [
+            ("chunked", true),
+            ("Chunked", true),
+            ("gzip, chunked", false),
+            ("chunked, gzip", false),
+            ("identity", false),
+            ("x-custom, chunked", false),
+        ];
+        for (value, readable) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static(value));
+            assert_eq!(check_transfer_coding(&headers).is_ok(), readable, "{value}");
+        }
+        assert!(check_transfer_coding(&HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn a_content_coding_is_refused_but_identity() {
+        for (value, coded) in [("gzip", true), ("identity", false), ("identity, br", true)] {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(value));
+            assert_eq!(has_content_coding(&headers), coded, "{value}");
+            let body = br#"{"name":"a","opening_deposit_atomic":"1"}"#;
+            assert_eq!(
+                matches!(
+                    create_request(&headers, body),
+                    Err(ApiError::UnsupportedMediaType)
+                ),
+                coded,
+                "{value}"
+            );
+        }
     }
 
     #[test]

@@ -56,8 +56,7 @@ fn serve(config: ServeConfig) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
+        let listener = listen(config.listen)
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         tenantd::run(listener, config, shutdown_signal()).await
     });
@@ -72,6 +71,21 @@ fn serve(config: ServeConfig) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Connections the kernel queues for `accept`: a burst beyond the connections being served
+/// waits here instead of being dropped (the kernel caps it at `net.core.somaxconn`).
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -15,8 +15,8 @@ use crate::store::Store;
 const ROUTE_SLOTS: usize = ROUTES.len() + 1;
 
 /// The statuses this service answers with; anything else is counted as `other`.
-const STATUSES: [u16; 15] = [
-    200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503, 0,
+const STATUSES: [u16; 16] = [
+    200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 501, 503, 0,
 ];
 
 /// Upper bounds of the request-duration histogram, in seconds.

@@ -53,6 +53,8 @@ pub enum ApiError {
     /// The body did not arrive within the body read timeout.
     BodyTimeout,
     UnsupportedMediaType,
+    /// A transfer coding other than `chunked`: the body cannot be read as sent.
+    UnsupportedTransferCoding,
     ValidationFailed(Vec<FieldError>),
     IdempotencyKeyMismatch,
     /// A bug. The string is for the log only.
@@ -73,6 +75,7 @@ impl ApiError {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             Self::ValidationFailed(_) | Self::IdempotencyKeyMismatch => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -94,6 +97,7 @@ impl ApiError {
             Self::PayloadTooLarge => "payload_too_large",
             Self::BodyTimeout => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::UnsupportedTransferCoding => "unsupported_transfer_coding",
             Self::ValidationFailed(_) => "validation_failed",
             Self::IdempotencyKeyMismatch => "idempotency_key_mismatch",
             Self::Internal(_) => "internal",
@@ -121,7 +125,12 @@ impl ApiError {
                 crate::handlers::BODY_BYTES_MAX
             ),
             Self::BodyTimeout => "the request body did not arrive in time".into(),
-            Self::UnsupportedMediaType => "the request body must be application/json".into(),
+            Self::UnsupportedMediaType => {
+                "the request body must be application/json, without a content coding".into()
+            }
+            Self::UnsupportedTransferCoding => {
+                "the only transfer coding understood is chunked".into()
+            }
             Self::ValidationFailed(errors) => match errors.len() {
                 1 => "the request body has 1 invalid field".into(),
                 n => format!("the request body has {n} invalid fields"),
@@ -191,7 +200,7 @@ impl ApiError {
             }
             // The rest of an oversized body was not read, so the connection cannot carry
             // another request.
-            Self::PayloadTooLarge | Self::BodyTimeout => {
+            Self::PayloadTooLarge | Self::BodyTimeout | Self::UnsupportedTransferCoding => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}

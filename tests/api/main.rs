@@ -9,6 +9,7 @@ mod errors;
 mod faults;
 mod health;
 mod helpers;
+mod hostile;
 mod idempotency;
 mod logging;
 mod metrics;
