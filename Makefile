@@ -7,7 +7,7 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test bench crash-test static clean help
+.PHONY: run build test bench crash-test static clean help fuzz api-fuzz
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
@@ -59,3 +59,33 @@ static:
 
 clean:
 	$(CARGO) clean
+
+# Coverage-guided fuzzing of the create request (fuzz/, libFuzzer through cargo-fuzz) for
+# FUZZ_SECONDS; not part of `make test`. cargo-fuzz passes -Z flags, which the stable
+# toolchain takes with RUSTC_BOOTSTRAP=1. The corpus grows in fuzz/corpus/ from the seeds in
+# fuzz/seeds/; a crash input lands in fuzz/artifacts/ and becomes a test in src/proptests.rs.
+FUZZ_SECONDS ?= 300
+FUZZ_DIR     := $(CURDIR)/fuzz
+fuzz:
+	@$(CARGO) fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@mkdir -p $(FUZZ_DIR)/corpus/create_request $(FUZZ_DIR)/target
+	@{ RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir $(FUZZ_DIR) create_request \
+		$(FUZZ_DIR)/corpus/create_request $(FUZZ_DIR)/seeds/create_request -- \
+		-max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+		-dict=$(FUZZ_DIR)/create_request.dict 2>&1; \
+		echo $$? > $(FUZZ_DIR)/target/create_request.status; } \
+		| tee $(FUZZ_DIR)/target/create_request.log
+	@echo "--- make fuzz: create_request, FUZZ_SECONDS=$(FUZZ_SECONDS)"
+	@grep -E '^#[0-9]+' $(FUZZ_DIR)/target/create_request.log | tail -n 1
+	@grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
+		$(FUZZ_DIR)/target/create_request.log || true
+	@ls $(FUZZ_DIR)/artifacts/create_request 2>/dev/null \
+		| sed 's|^|finding: fuzz/artifacts/create_request/|'
+	@exit $$(cat $(FUZZ_DIR)/target/create_request.status)
+
+# Schemathesis (pinned, in .venv-api-fuzz/) against the release binary on 127.0.0.1 with every
+# check and the admin token; then SIGTERM (exit 0) and `tenantd audit verify`. Reports land in
+# target/api-fuzz/. API_FUZZ_EXAMPLES (500) cases per operation and phase; CI runs
+# `API_FUZZ_EXAMPLES=100 scripts/api-fuzz.sh`. See the script's header for the other knobs.
+api-fuzz:
+	scripts/api-fuzz.sh
