@@ -4,7 +4,7 @@
 //! `prev_hash "\n" seq "\n" occurred_at "\n" actor "\n" action "\n" tenant_id "\n" payload`,
 //! so anyone with `sqlite3` and `sha256sum` can recompute the chain without this program.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::ids::{hex, sha256};
 
@@ -112,6 +112,9 @@ pub fn append(
 pub enum VerifyError {
     /// The row at `seq` breaks the chain, for the reason given.
     Broken { seq: i64, reason: String },
+    /// The chain is whole but does not account for the tenants table: an event is missing
+    /// (its tail cut, say) or one names no tenant.
+    Unaccounted { head_seq: i64, reason: String },
     /// The chain could not be read at all.
     Sqlite(String),
 }
@@ -120,6 +123,10 @@ impl std::fmt::Display for VerifyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Broken { seq, reason } => write!(f, "audit chain broken at seq {seq}: {reason}"),
+            Self::Unaccounted { head_seq, reason } => write!(
+                f,
+                "audit chain (ending at seq {head_seq}) does not account for the tenants: {reason}"
+            ),
             Self::Sqlite(cause) => write!(f, "cannot read the audit chain: {cause}"),
         }
     }
@@ -181,6 +188,58 @@ pub fn verify(conn: &Connection) -> Result<Head, VerifyError> {
     Ok(head)
 }
 
+/// Checks that the chain accounts for every tenant: each has exactly one `tenant.created`
+/// event, a `tenant.tombstoned` event exactly when it is tombstoned, and no event names a
+/// tenant that is not there. A hash chain alone cannot show that its tail was cut; the
+/// tenants table can. Streams grouped rows, so memory stays flat however many tenants.
+pub fn verify_tenants(conn: &Connection, head: &Head) -> Result<(), VerifyError> {
+    let unaccounted = |reason: String| VerifyError::Unaccounted {
+        head_seq: head.seq,
+        reason,
+    };
+    let sqlite = |e: rusqlite::Error| VerifyError::Sqlite(e.to_string());
+    let mismatch: Option<(String, String, i64, i64)> = conn
+        .query_row(
+            "SELECT t.id, t.state, coalesce(e.created, 0), coalesce(e.tombstoned, 0)
+             FROM tenants t LEFT JOIN (
+                 SELECT tenant_id,
+                        sum(action = 'tenant.created') AS created,
+                        sum(action = 'tenant.tombstoned') AS tombstoned
+                 FROM audit_events GROUP BY tenant_id
+             ) e ON e.tenant_id = t.id
+             WHERE coalesce(e.created, 0) != 1
+                OR coalesce(e.tombstoned, 0) != (t.state = 'tombstoned')
+             LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .optional()
+        .map_err(sqlite)?;
+    if let Some((id, state, created, tombstoned)) = mismatch {
+        return Err(unaccounted(format!(
+            "tenant {id} ({state}) has {created} tenant.created and {tombstoned} \
+             tenant.tombstoned events"
+        )));
+    }
+    let stray: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT seq, tenant_id FROM audit_events a
+             WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = a.tenant_id)
+             ORDER BY seq LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(sqlite)?;
+    match stray {
+        Some((seq, id)) => Err(VerifyError::Broken {
+            seq,
+            reason: format!("names tenant {id}, which is not in the tenants table"),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +267,46 @@ mod tests {
         assert_eq!(
             link_hash(GENESIS_HASH, &e),
             hex(&sha256(preimage.as_bytes()))
+        );
+    }
+
+    #[test]
+    fn the_chain_must_account_for_every_tenant() {
+        let conn = Connection::open_in_memory().expect("db");
+        conn.execute_batch(include_str!("../schema.sql"))
+            .expect("schema");
+        let tenant = |id: &str, state: &str| {
+            let tombstoned_at = if state == "active" { "NULL" } else { "'t'" };
+            conn.execute_batch(&format!(
+                "INSERT INTO tenants VALUES ('{id}', '{id}', '{state}', '1', '1', zeroblob(32), 't', {tombstoned_at})"
+            ))
+            .expect("tenant");
+        };
+        let mut head = Head::genesis();
+        let mut event = |head: &mut Head, action: &str, id: &str| {
+            *head = append(&conn, head, "t", action, id, "{}").expect("append");
+        };
+        tenant("ten_A", "active");
+        event(&mut head, ACTION_TENANT_CREATED, "ten_A");
+        assert_eq!(verify_tenants(&conn, &head), Ok(()));
+        tenant("ten_B", "tombstoned");
+        event(&mut head, ACTION_TENANT_CREATED, "ten_B");
+        assert!(
+            matches!(
+                verify_tenants(&conn, &head),
+                Err(VerifyError::Unaccounted { .. })
+            ),
+            "a tombstoned tenant without its tombstone event"
+        );
+        event(&mut head, ACTION_TENANT_TOMBSTONED, "ten_B");
+        assert_eq!(verify_tenants(&conn, &head), Ok(()));
+        event(&mut head, ACTION_TENANT_CREATED, "ten_GHOST");
+        assert!(
+            matches!(
+                verify_tenants(&conn, &head),
+                Err(VerifyError::Broken { seq: 4, .. })
+            ),
+            "an event for a tenant that is not there"
         );
     }
 

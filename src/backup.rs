@@ -105,6 +105,7 @@ fn check(copy: &Path) -> Result<Summary, String> {
         return Err(format!("the copy fails its integrity check: {integrity}"));
     }
     let head = audit::verify(&conn).map_err(|e| e.to_string())?;
+    audit::verify_tenants(&conn, &head).map_err(|e| e.to_string())?;
     let tenants: i64 = conn
         .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;

@@ -106,7 +106,7 @@ fn verify(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match audit::verify(&conn) {
+    match audit::verify(&conn).and_then(|head| audit::verify_tenants(&conn, &head).map(|()| head)) {
         Ok(head) => {
             println!("ok: {} events, head {}", head.seq, head.hash);
             ExitCode::SUCCESS

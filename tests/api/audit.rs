@@ -222,3 +222,57 @@ fn audit_verify_names_the_first_tampered_seq() {
         verify.stdout
     );
 }
+
+/// A hash chain alone cannot show that its tail was cut; the tenants table can. Cutting the
+/// last event (a tombstone, then a creation) fails `audit verify`, naming the tenant.
+#[test]
+fn audit_verify_notices_a_cut_tail() {
+    let mut app = spawn_app();
+    let kept = app.create_ok("tail-kept", "1");
+    let buried = app.create_ok("tail-buried", "1");
+    let buried_id = tenant_id(&buried);
+    assert_eq!(app.delete(&buried_id).status, 200, "tombstoning");
+    let last = app.create_ok("tail-last", "1");
+    assert_eq!(app.terminate().code(), Some(0), "graceful stop");
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "the untouched chain verifies: {verify:?}"
+    );
+
+    let db = open_rw(&app.db_path);
+    db.execute_batch("DROP TRIGGER audit_events_no_delete")
+        .expect("dropping the delete trigger");
+    let cut = |seq: i64| {
+        let deleted = db
+            .execute("DELETE FROM audit_events WHERE seq = ?1", [seq])
+            .expect("cutting the tail");
+        assert_eq!(deleted, 1, "one event cut");
+    };
+    cut(4);
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(1),
+        "a chain missing its last creation fails: {verify:?}"
+    );
+    assert!(
+        verify.stderr.contains(&tenant_id(&last)),
+        "the message names the tenant whose creation is missing: {:?}",
+        verify.stderr
+    );
+    cut(3);
+    let verify = audit_verify(&app.db_path);
+    assert_eq!(
+        verify.code,
+        Some(1),
+        "a chain missing its last tombstone fails: {verify:?}"
+    );
+    assert!(
+        verify.stderr.contains(&buried_id),
+        "the message names the tenant whose tombstone is missing: {:?}",
+        verify.stderr
+    );
+    let _ = kept;
+}
