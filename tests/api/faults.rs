@@ -74,9 +74,26 @@ fn path_str(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
+/// A server that is killed if the test ends without stopping it (a failed assertion, say).
+struct Running(Server);
+
+impl std::ops::Deref for Running {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+    }
+}
+
 /// A server on `db` with the admin token in `token_file`, started through `prefix` (for
 /// example `setpriv` to drop root), its stderr in `log`.
-fn serve(prefix: &[&str], db: &Path, token_file: &Path, log: &LogBuffer) -> Server {
+fn serve(prefix: &[&str], db: &Path, token_file: &Path, log: &LogBuffer) -> Running {
     let mut cmd = match prefix.split_first() {
         Some((program, args)) => {
             let mut cmd = Command::new(program);
@@ -92,17 +109,17 @@ fn serve(prefix: &[&str], db: &Path, token_file: &Path, log: &LogBuffer) -> Serv
         .env_remove("ADMIN_TOKEN")
         .env_remove("TENANTD_ADMIN_TOKEN_FILE")
         .env("RUST_LOG", "info");
-    start_server(cmd, log)
+    Running(start_server(cmd, log))
 }
 
-fn stop(server: &mut Server) {
+fn stop(server: &mut Running) {
     let status = Command::new("kill")
         .arg("-TERM")
-        .arg(server.child.id().to_string())
+        .arg(server.0.child.id().to_string())
         .status()
         .expect("kill -TERM");
     assert!(status.success());
-    let exit = wait_exit(&mut server.child, Duration::from_secs(20)).expect("a timely exit");
+    let exit = wait_exit(&mut server.0.child, Duration::from_secs(20)).expect("a timely exit");
     assert_eq!(
         exit.code(),
         Some(0),
