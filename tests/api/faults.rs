@@ -66,6 +66,35 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A database on a tmpfs of `size`, with its admin token kept off that disk.
+struct Disk {
+    disk: Tmpfs,
+    _outside: TempDir,
+    token: String,
+    token_file: PathBuf,
+    db: PathBuf,
+    log: LogBuffer,
+}
+
+impl Disk {
+    fn new(size: &str) -> Self {
+        let disk = Tmpfs::mount(size);
+        let outside = TempDir::new().expect("a token directory");
+        let token = random_admin_token();
+        let token_file = outside.path().join("token");
+        write_private(&token_file, &token);
+        let db = disk.path().join("tenantd.db");
+        Self {
+            disk,
+            _outside: outside,
+            token,
+            token_file,
+            db,
+            log: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+}
+
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("running a system command")
 }
@@ -203,13 +232,14 @@ fn assert_nothing_lost(db: &Path, acknowledged: &[(String, String)], refused: &[
 /// succeed again once room returns, with nothing half-written and the chain intact.
 #[test]
 fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
-    let disk = Tmpfs::mount("2m");
-    let outside = TempDir::new().expect("a token directory");
-    let token = random_admin_token();
-    let token_file = outside.path().join("token");
-    write_private(&token_file, &token);
-    let db = disk.path().join("tenantd.db");
-    let log: LogBuffer = Arc::new(Mutex::new(Vec::new()));
+    let Disk {
+        disk,
+        _outside,
+        token,
+        token_file,
+        db,
+        log,
+    } = Disk::new("2m");
     let mut server = serve(&[], &db, &token_file, &log);
     let addr = server.addr.clone();
 
@@ -391,13 +421,14 @@ fn a_read_only_database_file_serves_reads_and_refuses_writes() {
 /// with a message that names the problem (exit 1), and leaves the data as it was.
 #[test]
 fn a_read_only_file_system_at_start_up_is_refused_cleanly() {
-    let disk = Tmpfs::mount("4m");
-    let outside = TempDir::new().expect("a token directory");
-    let token = random_admin_token();
-    let token_file = outside.path().join("token");
-    write_private(&token_file, &token);
-    let db = disk.path().join("tenantd.db");
-    let log: LogBuffer = Arc::new(Mutex::new(Vec::new()));
+    let Disk {
+        disk,
+        _outside,
+        token,
+        token_file,
+        db,
+        log,
+    } = Disk::new("4m");
     let mut server = serve(&[], &db, &token_file, &log);
     let response = create(&server.addr, &token, "on-a-disk");
     assert_eq!(response.status, 201, "{}", response.describe());

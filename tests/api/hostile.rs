@@ -328,6 +328,38 @@ fn millis(d: Duration) -> String {
 // 1. Ten-megabyte bodies.
 // ---------------------------------------------------------------------------------------
 
+/// Sends `bytes` from a second thread and expects a `413` with the connection closed while
+/// the client is still sending, nothing written, and the server still serving. Returns a
+/// summary of the answer.
+fn refused_while_sending(app: &TestApp, bytes: Vec<u8>, before: (i64, i64), ctx: &str) -> String {
+    let mut conn = Conn::open(&app.addr);
+    let t = Instant::now();
+    let writer = conn.send_in_background(bytes);
+    let resp = conn
+        .response(IO_TIMEOUT)
+        .unwrap_or_else(|| panic!("{ctx}: no answer to the body"));
+    let (took, sent) = (t.elapsed(), writer.written());
+    assert_problem(&resp, 413, "payload_too_large", ctx);
+    assert_close_header(&resp, ctx);
+    assert!(
+        sent < writer.total,
+        "{ctx}: the 413 came while the client was still sending ({sent} of {} bytes written)",
+        writer.total
+    );
+    conn.assert_closed(ctx);
+    assert!(
+        !writer.join(),
+        "{ctx}: the server closed before taking the whole body"
+    );
+    assert_nothing_written(app, before, ctx);
+    assert_still_serves(app, ctx);
+    format!(
+        "413+close in {} after {} KiB sent",
+        millis(took),
+        sent / 1024
+    )
+}
+
 #[test]
 fn ten_megabyte_bodies_are_refused_unread() {
     let _serial = serial();
@@ -342,32 +374,7 @@ fn ten_megabyte_bodies_are_refused_unread() {
     let mut body = tenant_body(&unique("big-cl"), "1").into_bytes();
     body.resize(TEN_MB, b' ');
     let bytes = request_bytes("POST /v1/tenants HTTP/1.1", &admin_json(&auth), Some(&body));
-    let mut conn = Conn::open(&app.addr);
-    let t = Instant::now();
-    let writer = conn.send_in_background(bytes);
-    let resp = conn
-        .response(IO_TIMEOUT)
-        .expect("an answer to the 10 MB body");
-    let (took, sent) = (t.elapsed(), writer.written());
-    assert_problem(&resp, 413, "payload_too_large", ctx);
-    assert_close_header(&resp, ctx);
-    assert!(
-        sent < writer.total,
-        "{ctx}: the 413 came while the client was still sending ({sent} of {} bytes written)",
-        writer.total
-    );
-    conn.assert_closed(ctx);
-    assert!(
-        !writer.join(),
-        "{ctx}: the server closed before taking the whole body"
-    );
-    assert_nothing_written(&app, before, ctx);
-    assert_still_serves(&app, ctx);
-    answers.push(format!(
-        "413+close in {} after {} KiB sent",
-        millis(took),
-        sent / 1024
-    ));
+    answers.push(refused_while_sending(&app, bytes, before, ctx));
 
     // Chunked: 413 as soon as the body passes 65,536 bytes.
     let ctx = "10 MB chunked";
@@ -384,32 +391,7 @@ fn ten_megabyte_bodies_are_refused_unread() {
         &headers,
         Some(&chunked(&body, 16 * 1024)),
     );
-    let mut conn = Conn::open(&app.addr);
-    let t = Instant::now();
-    let writer = conn.send_in_background(bytes);
-    let resp = conn
-        .response(IO_TIMEOUT)
-        .expect("an answer to the chunked body");
-    let (took, sent) = (t.elapsed(), writer.written());
-    assert_problem(&resp, 413, "payload_too_large", ctx);
-    assert_close_header(&resp, ctx);
-    assert!(
-        sent < writer.total,
-        "{ctx}: the 413 came while the client was still sending ({sent} of {} bytes written)",
-        writer.total
-    );
-    conn.assert_closed(ctx);
-    assert!(
-        !writer.join(),
-        "{ctx}: the server closed before taking the whole body"
-    );
-    assert_nothing_written(&app, before, ctx);
-    assert_still_serves(&app, ctx);
-    answers.push(format!(
-        "413+close in {} after {} KiB sent",
-        millis(took),
-        sent / 1024
-    ));
+    answers.push(refused_while_sending(&app, bytes, before, ctx));
 
     // Neither Content-Length nor Transfer-Encoding, on a keep-alive connection: in HTTP/1.1
     // the request has no body, so it is an empty body (400 malformed_json), and the 10 MB
