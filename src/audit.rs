@@ -283,7 +283,7 @@ mod tests {
             .expect("tenant");
         };
         let mut head = Head::genesis();
-        let mut event = |head: &mut Head, action: &str, id: &str| {
+        let event = |head: &mut Head, action: &str, id: &str| {
             *head = append(&conn, head, "t", action, id, "{}").expect("append");
         };
         tenant("ten_A", "active");
