@@ -14,6 +14,8 @@ help:
 	@echo "make test    formatting, lints and every test"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
+	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
+	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
 	@echo "make static  a statically linked binary in target/$(STATIC_TARGET)/release/"
 
 build:
@@ -40,6 +42,7 @@ test:
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked
 	$(CARGO) bench --locked --bench load -- --smoke
+	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 
 # kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).
 CRASH_CYCLES ?= 200
@@ -85,7 +88,7 @@ fuzz:
 
 # Schemathesis (pinned, in .venv-api-fuzz/) against the release binary on 127.0.0.1 with every
 # check and the admin token; then SIGTERM (exit 0) and `tenantd audit verify`. Reports land in
-# target/api-fuzz/. API_FUZZ_EXAMPLES (500) cases per operation and phase; CI runs
-# `API_FUZZ_EXAMPLES=100 scripts/api-fuzz.sh`. See the script's header for the other knobs.
+# target/api-fuzz/. About 5 minutes (API_FUZZ_EXAMPLES=500, API_FUZZ_MAX_TIME=300); CI runs
+# `API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh`. See the script's header.
 api-fuzz:
 	scripts/api-fuzz.sh
