@@ -254,12 +254,13 @@ impl Server {
             .unwrap_or(0)
     }
 
+    fn file_bytes(&self, name: &str) -> u64 {
+        std::fs::metadata(self.dir.path().join(name)).map_or(0, |m| m.len())
+    }
+
+    /// The database's size: the main file and its WAL.
     fn db_bytes(&self) -> u64 {
-        ["tenantd.db", "tenantd.db-wal"]
-            .iter()
-            .filter_map(|f| std::fs::metadata(self.dir.path().join(f)).ok())
-            .map(|m| m.len())
-            .sum()
+        self.file_bytes("tenantd.db") + self.file_bytes("tenantd.db-wal")
     }
 
     fn stop(mut self) {
@@ -687,6 +688,11 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let ids = Arc::new(seed(&server, args, 0, args.scale).await?);
         db_bytes = server.db_bytes();
+        eprintln!(
+            "  database {:.1} MiB, of which WAL {:.1} MiB",
+            db_bytes as f64 / 1048576.0,
+            server.file_bytes("tenantd.db-wal") as f64 / 1048576.0
+        );
         let name = format!("GET tenant ({} tenants)", args.scale);
         rows.push(measure(args, &server, &name, Kind::Read, &ids).await?);
         server.stop();
