@@ -281,7 +281,11 @@ impl StoreThreads {
             for _ in 0..readers.len() {
                 let _ = reads.send(ReadCommand::Shutdown);
             }
-            readers.into_iter().all(|reader| reader.join().is_ok())
+            // Join every reader, even after one that failed.
+            readers
+                .into_iter()
+                .map(|reader| reader.join().is_ok())
+                .fold(true, |all_ok, ok| all_ok && ok)
         });
         let readers_ok = readers_stopped.await.unwrap_or(false);
         // `send` waits for room, so the marker queues behind every accepted command.
