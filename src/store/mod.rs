@@ -281,11 +281,13 @@ impl StoreThreads {
             for _ in 0..readers.len() {
                 let _ = reads.send(ReadCommand::Shutdown);
             }
-            // Join every reader, even after one that failed.
-            readers
+            // Join every reader, even after one that failed: `count` consumes them all.
+            let failed = readers
                 .into_iter()
-                .map(|reader| reader.join().is_ok())
-                .fold(true, |all_ok, ok| all_ok && ok)
+                .map(|reader| reader.join())
+                .filter(Result::is_err)
+                .count();
+            failed == 0
         });
         let readers_ok = readers_stopped.await.unwrap_or(false);
         // `send` waits for room, so the marker queues behind every accepted command.

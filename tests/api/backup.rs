@@ -29,18 +29,9 @@ fn a_backup_taken_while_serving_is_consistent_and_self_contained() {
             let mut created = 0usize;
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
-                let body = tenant_body(&format!("during-backup-{i}"), "1");
+                let name = format!("during-backup-{i}");
                 i += 1;
-                let resp = request(
-                    &addr,
-                    "POST",
-                    "/v1/tenants",
-                    &[
-                        ("Authorization", auth.as_str()),
-                        ("Content-Type", "application/json"),
-                    ],
-                    Some(body.as_bytes()),
-                );
+                let resp = post_tenant(&addr, &auth, &name);
                 assert_eq!(
                     resp.status,
                     201,

@@ -71,18 +71,7 @@ fn client(
             }
         } else {
             let name = format!("{tag}-{i}");
-            let body = tenant_body(&name, "1");
-            let headers = [
-                ("Authorization", auth.as_str()),
-                ("Content-Type", "application/json"),
-            ];
-            match try_request(
-                &addr,
-                "POST",
-                "/v1/tenants",
-                &headers,
-                Some(body.as_bytes()),
-            ) {
+            match try_post_tenant(&addr, &auth, &name) {
                 Ok(resp) if resp.status == 201 => {
                     // A body cut short by the kill is no acknowledgement.
                     let Ok(created) = serde_json::from_slice::<serde_json::Value>(&resp.body)

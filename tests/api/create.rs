@@ -262,17 +262,7 @@ fn concurrent_creates_get_distinct_ids_in_creation_order() {
                 barrier.wait();
                 (0..PER_THREAD)
                     .map(|i| {
-                        let body = tenant_body(&format!("burst-{t}-{i}"), "1");
-                        let resp = request(
-                            &addr,
-                            "POST",
-                            "/v1/tenants",
-                            &[
-                                ("Authorization", auth.as_str()),
-                                ("Content-Type", "application/json"),
-                            ],
-                            Some(body.as_bytes()),
-                        );
+                        let resp = post_tenant(&addr, &auth, &format!("burst-{t}-{i}"));
                         assert_eq!(
                             resp.status,
                             201,

@@ -468,6 +468,28 @@ pub fn request(
         .unwrap_or_else(|e| panic!("{method} {path} on {addr} failed: {e}"))
 }
 
+/// `POST /v1/tenants` of `name` with an opening deposit of 1, on a fresh connection; for
+/// threads, which hold an address and an `Authorization` value rather than a `TestApp`.
+pub fn try_post_tenant(addr: &str, auth: &str, name: &str) -> io::Result<Response> {
+    let body = tenant_body(name, "1");
+    try_request(
+        addr,
+        "POST",
+        "/v1/tenants",
+        &[
+            ("Authorization", auth),
+            ("Content-Type", "application/json"),
+        ],
+        Some(body.as_bytes()),
+    )
+}
+
+/// [`try_post_tenant`], panicking on a transport error.
+pub fn post_tenant(addr: &str, auth: &str, name: &str) -> Response {
+    try_post_tenant(addr, auth, name)
+        .unwrap_or_else(|e| panic!("POST /v1/tenants on {addr} failed: {e}"))
+}
+
 /// `Bearer <token>`.
 pub fn bearer(token: &str) -> String {
     format!("Bearer {token}")
