@@ -31,11 +31,42 @@ pub fn run(db_path: &Path, to: &Path) -> Result<Summary, String> {
     }
     let source = db::open_reader(db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
     let partial = partial_path(to)?;
+    remove_stale_partials(to);
     let result = write_checked(&source, &partial, to);
     if result.is_err() {
         let _ = fs::remove_file(&partial);
     }
     result
+}
+
+/// Removes what an earlier backup to the same name left behind when it was killed between
+/// the copy and the scrub: such a file may still hold idempotency records.
+fn remove_stale_partials(to: &Path) {
+    let (Some(dir), Some(name)) = (to.parent(), to.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut prefix = name.to_os_string();
+    prefix.push(".partial-");
+    let prefix = prefix.to_string_lossy().into_owned();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => log::warn!(
+                    "removed {}, left by an interrupted backup",
+                    entry.path().display()
+                ),
+                Err(e) => log::warn!("cannot remove {}: {e}", entry.path().display()),
+            }
+        }
+    }
 }
 
 fn partial_path(to: &Path) -> Result<PathBuf, String> {
@@ -85,8 +116,12 @@ fn scrub(copy: &Path) -> Result<(), String> {
     let conn =
         rusqlite::Connection::open_with_flags(copy, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
             .map_err(|e| e.to_string())?;
-    conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |row| row.get(0))
         .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("delete") {
+        return Err(format!("the copy stays in {mode} mode"));
+    }
     conn.execute_batch(
         "PRAGMA secure_delete = ON;
          DELETE FROM idempotency_keys;
@@ -106,6 +141,12 @@ fn check(copy: &Path) -> Result<Summary, String> {
     }
     let head = audit::verify(&conn).map_err(|e| e.to_string())?;
     audit::verify_tenants(&conn, &head).map_err(|e| e.to_string())?;
+    let kept: i64 = conn
+        .query_row("SELECT count(*) FROM idempotency_keys", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if kept != 0 {
+        return Err(format!("the copy still holds {kept} idempotency records"));
+    }
     let tenants: i64 = conn
         .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;

@@ -90,14 +90,14 @@ pub async fn tombstone_tenant(app: &App, id: &str) -> Result<Response<Full<Bytes
     )))
 }
 
-/// Checks in the contract's order: `413`, `415`, `400` (headers, then JSON), `422`, `409`;
-/// before them all, a body framed in a way that cannot be read (`501`).
+/// Checks in the contract's order: `413`, `415`, then a body sent with a transfer coding
+/// that cannot be read (`501`, not in the contract's table), `400` (headers, then JSON),
+/// `422`, `409`. The still-encoded body is read (and bounded) before it is refused.
 pub async fn create_tenant(
     app: &App,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, ApiError> {
     let (parts, body) = request.into_parts();
-    check_transfer_coding(&parts.headers)?;
     let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
     let created = app
         .store
@@ -116,13 +116,14 @@ pub async fn create_tenant(
     Ok(response)
 }
 
-/// Turns a create's headers and whole body into a store command: `415`, then `400` (the
-/// `Idempotency-Key`, then the JSON), then `422`. Everything below the socket and above the
+/// Turns a create's headers and whole body into a store command: `415`, `501`, then `400`
+/// (the `Idempotency-Key`, then the JSON), then `422`. Everything below the socket and above the
 /// store, so the fuzzer drives exactly what a client can reach.
 pub fn create_request(headers: &HeaderMap, body: &[u8]) -> Result<CreateRequest, ApiError> {
     if !is_json(headers) || has_content_coding(headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
+    check_transfer_coding(headers)?;
     let idempotency_key = idempotency_key(headers)?;
     let tenant = parse_create(body)?;
     Ok(CreateRequest {
@@ -415,6 +416,29 @@ mod tests {
             assert_eq!(check_transfer_coding(&headers).is_ok(), readable, "{value}");
         }
         assert!(check_transfer_coding(&HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_media_type_outranks_an_unknown_transfer_coding() {
+        let body = br#"{"name":"a","opening_deposit_atomic":"1"}"#;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("gzip, chunked"),
+        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(matches!(
+            create_request(&headers, body),
+            Err(ApiError::UnsupportedMediaType)
+        ));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        assert!(matches!(
+            create_request(&headers, body),
+            Err(ApiError::UnsupportedTransferCoding)
+        ));
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn ulid_decode(text: &str) -> Option<u128> {
 
 /// Makes tenant ids that never sort before an earlier one, even within a millisecond or when
 /// the clock steps back: then the time part stays and the random part grows by a random
-/// step of 1 to 2^32, so a neighbour's id cannot be guessed from one's own.
+/// step of 1 to 2^32, so a neighbour's id is not one increment away from one's own.
 #[derive(Debug, Default)]
 pub struct IdGenerator {
     last: u128,

@@ -133,13 +133,13 @@ impl Metrics {
             (
                 "tenantd_store_batches_total",
                 "counter",
-                "Store batches run (each one transaction).",
+                "Write transactions committed (each a batch of commands).",
                 stats.batches.load(Ordering::Relaxed),
             ),
             (
                 "tenantd_store_commands_total",
                 "counter",
-                "Store commands run.",
+                "Write commands in committed batches.",
                 stats.commands.load(Ordering::Relaxed),
             ),
         ];

@@ -3,7 +3,9 @@
 //! SQLite's automatic checkpoint runs inside the `COMMIT` that crosses its threshold: it
 //! copies the WAL into the database file and fsyncs it while every queued write waits. Here
 //! the writer's WAL hook only signals, and this thread runs a PASSIVE checkpoint on its own
-//! connection, which never blocks the writer or the readers.
+//! connection, which never blocks the writer or the readers. After an erasure the WAL is also
+//! emptied (TRUNCATE), which holds the write lock for a moment: only once a passive pass has
+//! copied every frame, and with a short wait for the lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -19,6 +21,9 @@ pub const CHECKPOINT_PAGES: i32 = 1000;
 /// WAL pages beyond which the writer checkpoints by itself, should this thread fall behind:
 /// the bound on the WAL's size (256 MiB).
 pub const WAL_PAGES_MAX: i32 = 65_536;
+
+/// How long the checkpointer waits for a lock: short, so that it gives way to the writer.
+pub(super) const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// How often the thread checkpoints even without a signal, so a quiet database does not keep
 /// a WAL behind.
@@ -42,6 +47,8 @@ pub(super) struct Checkpointer {
 
 impl Checkpointer {
     pub(super) fn start(conn: Connection) -> std::io::Result<Self> {
+        conn.busy_timeout(CHECKPOINT_BUSY_TIMEOUT)
+            .map_err(std::io::Error::other)?;
         let signal = Arc::new(Signal::default());
         let thread_signal = Arc::clone(&signal);
         let handle = std::thread::Builder::new()
@@ -120,20 +127,25 @@ fn run(conn: &Connection, signal: &Signal) {
             return;
         }
         let truncate = signal.truncate.swap(false, Ordering::AcqRel);
-        let mode = if truncate {
-            CheckpointMode::TRUNCATE
-        } else {
-            CheckpointMode::PASSIVE
-        };
-        match conn.wal_checkpoint_v2(None::<&str>, mode) {
+        let passive = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE);
+        match &passive {
             Ok((frames, done)) => log::debug!("checkpointed {done} of {frames} WAL frames"),
-            Err(e) => {
-                if truncate {
-                    // Readers or the writer were in the way; try again at the next wake-up.
-                    signal.truncate.store(true, Ordering::Release);
-                }
-                log::warn!("checkpoint failed: {e}");
-            }
+            Err(e) => log::warn!("checkpoint failed: {e}"),
+        }
+        if !truncate {
+            continue;
+        }
+        // Emptying the WAL takes the write lock. Once a passive pass has copied every frame
+        // there is little left to do under it, and the lock is waited for only briefly
+        // (CHECKPOINT_BUSY_TIMEOUT), so the writer's own wait never runs out.
+        let copied_all = matches!(passive, Ok((frames, done)) if frames == done);
+        let emptied = copied_all
+            && conn
+                .wal_checkpoint_v2(None::<&str>, CheckpointMode::TRUNCATE)
+                .is_ok();
+        if !emptied {
+            // Readers or the writer were in the way: again at the next wake-up.
+            signal.truncate.store(true, Ordering::Release);
         }
     }
 }

@@ -29,7 +29,10 @@ pub(super) fn run(conn: Connection, queue: Arc<Mutex<Receiver<ReadCommand>>>, st
         let Ok(Ok(command)) = next else {
             return;
         };
-        stats.reads_queued.fetch_sub(1, Ordering::Relaxed);
+        if !matches!(command, ReadCommand::Shutdown) {
+            // Shutdown markers are sent past the counter; only reads were counted.
+            stats.reads_queued.fetch_sub(1, Ordering::Relaxed);
+        }
         match command {
             ReadCommand::Get(id, reply) => {
                 let result =

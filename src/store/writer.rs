@@ -76,6 +76,9 @@ pub(super) struct Writer {
     delta: Delta,
     /// Set when a command left the transaction in a state the batch must not commit.
     poisoned: Option<StoreError>,
+    /// Set when the head could not be read back after a failed batch: it is read again at
+    /// the start of the next transaction, before anything is appended.
+    head_stale: bool,
     checkpointer: Checkpointer,
 }
 
@@ -101,6 +104,7 @@ impl Writer {
             ids: IdGenerator::after(latest.as_ref()),
             delta: Delta::default(),
             poisoned: None,
+            head_stale: false,
             checkpointer,
         })
     }
@@ -134,8 +138,11 @@ impl Writer {
     /// command is answered with the error: nothing runs outside the transaction.
     fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
         let writes = batch.iter().filter(|c| c.writes()).count();
+        let head_before = self.head.clone();
         let mut failed = if writes > 0 {
-            self.sql("BEGIN IMMEDIATE").err()
+            self.sql("BEGIN IMMEDIATE")
+                .and_then(|()| self.reload_stale_head())
+                .err()
         } else {
             None
         };
@@ -161,7 +168,7 @@ impl Writer {
                 }
                 Err(error)
             }
-            None if writes > 0 => self.commit(),
+            None if writes > 0 => self.commit(&head_before),
             None => Ok(()),
         };
         let delta = std::mem::take(&mut self.delta);
@@ -173,6 +180,7 @@ impl Writer {
                     "a batch of {} commands did not commit: {e:?}",
                     finished.len()
                 );
+                self.head = head_before;
                 self.resync();
             }
         }
@@ -186,12 +194,33 @@ impl Writer {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<(), StoreError> {
-        self.sql("COMMIT").inspect_err(|_| {
-            if !self.conn.is_autocommit() {
-                let _ = self.sql("ROLLBACK");
+    /// Commits the batch. A `COMMIT` that reports an error may still have made the batch
+    /// durable; when the chain in the database ends where the batch left it (and the batch
+    /// appended to it), the batch did commit, and its commands get their own answers.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        let Err(error) = self.sql("COMMIT") else {
+            return Ok(());
+        };
+        if !self.conn.is_autocommit() {
+            let _ = self.sql("ROLLBACK");
+        }
+        let appended = self.head != *head_before;
+        match Head::load(&self.conn) {
+            Ok(stored) if appended && stored == self.head => {
+                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
+                Ok(())
             }
-        })
+            _ => Err(error),
+        }
+    }
+
+    /// Reads the head again if a failed batch left it unknown.
+    fn reload_stale_head(&mut self) -> Result<(), StoreError> {
+        if self.head_stale {
+            self.head = Head::load(&self.conn)?;
+            self.head_stale = false;
+        }
+        Ok(())
     }
 
     /// After a failed batch, takes the audit head and the counts from the database again
@@ -200,7 +229,12 @@ impl Writer {
     fn resync(&mut self) {
         match Head::load(&self.conn) {
             Ok(head) => self.head = head,
-            Err(e) => log::error!("cannot reload the audit head: {e}"),
+            Err(e) => {
+                log::error!(
+                    "cannot reload the audit head ({e}); it is read again before the next write"
+                );
+                self.head_stale = true;
+            }
         }
         if let Err(e) = load_counts(&self.conn, &self.stats) {
             log::warn!("cannot reload the tenant counts: {e}");
