@@ -1725,9 +1725,11 @@ fn a_slowloris_head_is_cut_off_while_others_are_served() {
         .copied()
         .max_by_key(|(_, d)| *d)
         .expect("some requests");
+    // Half the slow clients' 1 s cut-off: a request that waited for them would take longer;
+    // the margin is for a busy 2-core machine running other tests beside this one.
     assert!(
-        worst < Duration::from_millis(100),
-        "every request of the other client completes in < 100 ms while slow clients hang on; \
+        worst < Duration::from_millis(500),
+        "every request of the other client completes in < 500 ms while slow clients hang on; \
          the slowest was {worst_label} in {worst:?}"
     );
 
@@ -1875,7 +1877,7 @@ fn a_thousand_idle_connections_do_not_starve_new_clients() {
     );
     for (what, took) in [("GET /healthz", health_took), ("a create", create_took)] {
         assert!(
-            took < Duration::from_millis(200),
+            took < Duration::from_millis(500),
             "{what} among {IDLE} idle connections took {took:?}"
         );
     }
