@@ -1928,13 +1928,9 @@ fn a_thousand_idle_connections_do_not_starve_new_clients() {
 // 12. Bodies where none belong, and conflicting framing.
 // ---------------------------------------------------------------------------------------
 
-#[test]
-fn bodies_on_get_and_delete_are_never_run_as_requests() {
-    let started = Instant::now();
-    let app = spawn_app();
-    let auth = app.admin();
-    let victim = tenant_id(&app.create_ok(&unique("victim"), "1"));
-    // A body that is itself a request: if it were ever parsed as one, the victim would go.
+/// A new tenant, and a request that would tombstone it, to hide inside another request.
+fn smuggling_victim(app: &TestApp, auth: &str, prefix: &str) -> (String, Vec<u8>) {
+    let victim = tenant_id(&app.create_ok(&unique(prefix), "1"));
     let smuggled = request_bytes(
         &format!("DELETE /v1/tenants/{victim} HTTP/1.1"),
         &[
@@ -1943,6 +1939,16 @@ fn bodies_on_get_and_delete_are_never_run_as_requests() {
         ],
         None,
     );
+    (victim, smuggled)
+}
+
+#[test]
+fn bodies_on_get_and_delete_are_never_run_as_requests() {
+    let started = Instant::now();
+    let app = spawn_app();
+    let auth = app.admin();
+    // A body that is itself a request: if it were ever parsed as one, the victim would go.
+    let (victim, smuggled) = smuggling_victim(&app, &auth, "victim");
     let follow_up = request_bytes(
         "GET /healthz HTTP/1.1",
         &[("X-Request-Id", b"follow-up"), ("Connection", b"close")],
@@ -2049,15 +2055,7 @@ fn conflicting_or_invalid_framing_is_refused_or_closed() {
     let started = Instant::now();
     let app = spawn_app();
     let auth = app.admin();
-    let victim = tenant_id(&app.create_ok(&unique("framing-victim"), "1"));
-    let smuggled = request_bytes(
-        &format!("DELETE /v1/tenants/{victim} HTTP/1.1"),
-        &[
-            ("Authorization", auth.as_bytes()),
-            ("X-Request-Id", b"smuggled"),
-        ],
-        None,
-    );
+    let (victim, smuggled) = smuggling_victim(&app, &auth, "framing-victim");
     let mut answers = Vec::new();
 
     // Transfer-Encoding and Content-Length together (either order): the chunked body wins
