@@ -270,7 +270,9 @@ fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command
     let public_url = setting(flags, "public-url", "TENANTD_PUBLIC_URL", env)?
         .map(|url| check_public_url(&url).map(|()| url))
         .transpose()?;
-    let ms = Duration::from_millis;
+    let duration_ms = |flag: &str, default: Duration, range| {
+        number(flags, flag, default.as_millis() as u64, range).map(Duration::from_millis)
+    };
     let limits = Limits {
         max_connections: number(
             flags,
@@ -278,24 +280,21 @@ fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command
             server::MAX_CONNECTIONS_DEFAULT as u64,
             1..=65_536,
         )? as usize,
-        header_read_timeout: ms(number(
-            flags,
+        header_read_timeout: duration_ms(
             "header-read-timeout-ms",
-            server::HEADER_READ_TIMEOUT_DEFAULT.as_millis() as u64,
+            server::HEADER_READ_TIMEOUT_DEFAULT,
             100..=600_000,
-        )?),
-        body_read_timeout: ms(number(
-            flags,
+        )?,
+        body_read_timeout: duration_ms(
             "body-read-timeout-ms",
-            server::BODY_READ_TIMEOUT_DEFAULT.as_millis() as u64,
+            server::BODY_READ_TIMEOUT_DEFAULT,
             100..=600_000,
-        )?),
-        shutdown_grace: ms(number(
-            flags,
+        )?,
+        shutdown_grace: duration_ms(
             "shutdown-grace-ms",
-            server::SHUTDOWN_GRACE_DEFAULT.as_millis() as u64,
+            server::SHUTDOWN_GRACE_DEFAULT,
             0..=600_000,
-        )?),
+        )?,
     };
     Ok(Command::Serve(Box::new(ServeConfig {
         listen,
