@@ -47,9 +47,7 @@ fn a_backup_taken_while_serving_is_consistent_and_self_contained() {
 
     let out_dir = TempDir::new().expect("a directory for the backup");
     let target = out_dir.path().join("backup.db");
-    let db = app.db_path.to_str().expect("a UTF-8 path");
-    let to = target.to_str().expect("a UTF-8 path");
-    let backup = run_cli(&["backup", "--db", db, "--to", to]);
+    let backup = backup(&app.db_path, &target);
     thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
     let during = writer.join().expect("the writer thread");
@@ -111,13 +109,7 @@ fn a_backup_never_overwrites_an_existing_file() {
     app.create_ok("precious", "1");
     let target = app.dir.path().join("existing.db");
     std::fs::write(&target, b"keep me").expect("writing the existing file");
-    let backup = run_cli(&[
-        "backup",
-        "--db",
-        app.db_path.to_str().expect("a UTF-8 path"),
-        "--to",
-        target.to_str().expect("a UTF-8 path"),
-    ]);
+    let backup = backup(&app.db_path, &target);
     assert_eq!(
         backup.code,
         Some(1),
@@ -168,13 +160,7 @@ fn a_backup_holds_no_tenant_token_and_no_idempotency_record() {
 
     let out_dir = TempDir::new().expect("a directory for the backup");
     let target = out_dir.path().join("backup.db");
-    let backup = run_cli(&[
-        "backup",
-        "--db",
-        app.db_path.to_str().expect("a UTF-8 path"),
-        "--to",
-        target.to_str().expect("a UTF-8 path"),
-    ]);
+    let backup = backup(&app.db_path, &target);
     assert_eq!(backup.code, Some(0), "backup while serving: {backup:?}");
 
     let bytes = std::fs::read(&target).expect("reading the backup");

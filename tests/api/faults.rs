@@ -95,6 +95,13 @@ impl Disk {
     }
 }
 
+impl Disk {
+    /// A server on this disk's database, as root.
+    fn serve(&self) -> Running {
+        serve(&[], &self.db, &self.token_file, &self.log)
+    }
+}
+
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("running a system command")
 }
@@ -232,15 +239,9 @@ fn assert_nothing_lost(db: &Path, acknowledged: &[(String, String)], refused: &[
 /// succeed again once room returns, with nothing half-written and the chain intact.
 #[test]
 fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
-    let Disk {
-        disk,
-        _outside,
-        token,
-        token_file,
-        db,
-        log,
-    } = Disk::new("2m");
-    let mut server = serve(&[], &db, &token_file, &log);
+    let fs = Disk::new("2m");
+    let mut server = fs.serve();
+    let (disk, token, db, log) = (&fs.disk, fs.token.clone(), fs.db.clone(), &fs.log);
     let addr = server.addr.clone();
 
     let mut acknowledged = Vec::new();
@@ -421,15 +422,9 @@ fn a_read_only_database_file_serves_reads_and_refuses_writes() {
 /// with a message that names the problem (exit 1), and leaves the data as it was.
 #[test]
 fn a_read_only_file_system_at_start_up_is_refused_cleanly() {
-    let Disk {
-        disk,
-        _outside,
-        token,
-        token_file,
-        db,
-        log,
-    } = Disk::new("4m");
-    let mut server = serve(&[], &db, &token_file, &log);
+    let fs = Disk::new("4m");
+    let mut server = fs.serve();
+    let (disk, token, db) = (&fs.disk, fs.token.clone(), fs.db.clone());
     let response = create(&server.addr, &token, "on-a-disk");
     assert_eq!(response.status, 201, "{}", response.describe());
     let acknowledged = vec![(tenant_id(&response.json()), "on-a-disk".to_owned())];
@@ -440,7 +435,7 @@ fn a_read_only_file_system_at_start_up_is_refused_cleanly() {
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(&db)
         .arg("--admin-token-file")
-        .arg(&token_file)
+        .arg(&fs.token_file)
         .env("RUST_LOG", "info"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(

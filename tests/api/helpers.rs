@@ -708,6 +708,13 @@ pub fn audit_verify(db: &Path) -> CliOutput {
     run_cli(&["audit", "verify", "--db", db])
 }
 
+/// `tenantd backup --db DB --to TO`.
+pub fn backup(db: &Path, to: &Path) -> CliOutput {
+    let db = db.to_str().expect("a UTF-8 path");
+    let to = to.to_str().expect("a UTF-8 path");
+    run_cli(&["backup", "--db", db, "--to", to])
+}
+
 /// A running server: the child, its address and the log it writes.
 pub struct Server {
     pub child: Child,
