@@ -1,5 +1,9 @@
--- tenantd schema, version 1. Applied once to a new database; `PRAGMA user_version`
--- records that it was. A later version appends a migration instead of editing this file.
+-- tenantd schema: every migration, in order. Each starts with a line `-- migration N: …`
+-- and takes the schema to version N; `PRAGMA user_version` records the last one applied.
+-- A new version appends a section; a released section is never edited. Run as one script,
+-- the file builds the newest schema.
+
+-- migration 1: tenants, the audit chain and idempotency records.
 
 -- Tenants are tombstoned, never erased. Amounts are decimal text: SQLite's INTEGER is
 -- 64-bit signed and an amount is an unsigned 128-bit integer.
@@ -93,4 +97,33 @@ CREATE TABLE idempotency_keys (
     created_ms    INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);
+
+-- migration 2: an idempotency record belongs to the principal that sent its key, and binds
+-- the key to the method and path as well as the body. Records made before belong to the
+-- admin (the only principal that could create) and to `POST /v1/tenants`; they keep
+-- replaying. The old table is dropped under `secure_delete`, so the tokens in its records do
+-- not linger in free pages.
+CREATE TABLE idempotency_keys_v2 (
+    principal     TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    method        TEXT NOT NULL,
+    path          TEXT NOT NULL,
+    -- SHA-256 of the parsed body in its request type's canonical form.
+    fingerprint   BLOB NOT NULL CHECK (length(fingerprint) = 32),
+    status        INTEGER NOT NULL CHECK (status BETWEEN 200 AND 299),
+    location      TEXT,
+    response_body TEXT NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    PRIMARY KEY (principal, key)
+) WITHOUT ROWID;
+
+INSERT INTO idempotency_keys_v2
+    (principal, key, method, path, fingerprint, status, location, response_body, created_ms)
+SELECT 'admin', key, 'POST', '/v1/tenants', fingerprint, 201, '/v1/tenants/' || tenant_id,
+       response_body, created_ms
+FROM idempotency_keys;
+
+DROP TABLE idempotency_keys;
+ALTER TABLE idempotency_keys_v2 RENAME TO idempotency_keys;
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);

@@ -1,341 +1,550 @@
-//! The audit chain: pure hash-chain code and its verifier.
+//! The audit chain, as pure code: the typed events, the text of a row, its link hash, and
+//! verification as a fold over rows, so that any backend can feed it.
 //!
 //! Each row's `hash` is the lower-case hex SHA-256 of
 //! `prev_hash "\n" seq "\n" occurred_at "\n" actor "\n" action "\n" tenant_id "\n" payload`,
 //! so anyone with `sqlite3` and `sha256sum` can recompute the chain without this program.
+//! Replaying the events from `seq` 1 reproduces every tenant; [`Replay`] does that and
+//! compares the result with the stored rows, so a row edited behind the service's back is
+//! found even where the chain itself is intact.
 
-use rusqlite::{Connection, OptionalExtension};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::ids::{hex, sha256};
+use serde::{Deserialize, Serialize};
 
-/// `prev_hash` of the first event.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+use crate::crypto::{hex, sha256};
+use crate::domain::{Atomic, Tenant, TenantId, TenantName};
 
-/// Who acts in the proof-of-concept deployment.
-pub const ACTOR_ADMIN: &str = "admin";
+/// `prev_hash` of the first event: 64 zeros.
+pub(crate) const GENESIS_HASH: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
-pub const ACTION_TENANT_CREATED: &str = "tenant.created";
-pub const ACTION_TENANT_TOMBSTONED: &str = "tenant.tombstoned";
-
-/// One row of `audit_events`, as stored.
+/// Who did it, as the `actor` column writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub seq: i64,
-    pub occurred_at: String,
-    pub actor: String,
-    pub action: String,
-    pub tenant_id: String,
-    pub payload: String,
+pub(crate) enum Actor {
+    /// The holder of the admin token.
+    Admin,
+    /// The holder of a tenant token (the tenant is the row's `tenant_id`).
+    Tenant,
 }
 
-/// The hash of `event` linked after `prev_hash`.
-pub fn link_hash(prev_hash: &str, event: &Event) -> String {
+impl Actor {
+    /// The `actor` column's text.
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Tenant => "tenant",
+        }
+    }
+}
+
+/// One state change: a variant per action, with the facts its payload records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AuditEvent {
+    /// `tenant.created`; implies the tenant's budget.
+    TenantCreated {
+        /// The new tenant.
+        id: TenantId,
+        /// Its name.
+        name: TenantName,
+        /// Its opening deposit.
+        opening_deposit: Atomic,
+    },
+    /// `tenant.tombstoned`; revokes the token and frees the name.
+    TenantTombstoned {
+        /// The tenant.
+        id: TenantId,
+    },
+}
+
+/// The payload of `tenant.created`, members in the contract's order.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreatedPayload<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    opening_deposit_atomic: Cow<'a, str>,
+}
+
+/// The payload of an event that names only its subject.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdPayload<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+}
+
+impl AuditEvent {
+    /// The `action` column's text.
+    pub(crate) fn action(&self) -> &'static str {
+        match self {
+            Self::TenantCreated { .. } => "tenant.created",
+            Self::TenantTombstoned { .. } => "tenant.tombstoned",
+        }
+    }
+
+    /// The tenant concerned.
+    pub(crate) fn tenant_id(&self) -> &TenantId {
+        match self {
+            Self::TenantCreated { id, .. } | Self::TenantTombstoned { id } => id,
+        }
+    }
+
+    /// The compact JSON of the event's facts: exactly the contract's members, in its order,
+    /// amounts as strings, non-ASCII characters unescaped. Never a secret.
+    pub(crate) fn payload(&self) -> String {
+        let json = match self {
+            Self::TenantCreated {
+                id,
+                name,
+                opening_deposit,
+            } => serde_json::to_string(&CreatedPayload {
+                id: id.as_str().into(),
+                name: name.as_str().into(),
+                opening_deposit_atomic: opening_deposit.to_string().into(),
+            }),
+            Self::TenantTombstoned { id } => serde_json::to_string(&IdPayload {
+                id: id.as_str().into(),
+            }),
+        };
+        json.expect("an audit payload always serializes")
+    }
+
+    /// Reads an event back from its stored columns; the payload must be exactly what
+    /// [`AuditEvent::payload`] writes for it.
+    pub(crate) fn parse(action: &str, tenant_id: &str, payload: &str) -> Result<Self, String> {
+        let id = |raw: &str| {
+            TenantId::parse(raw)
+                .filter(|id| id.as_str() == tenant_id)
+                .ok_or_else(|| format!("the payload's id {raw:?} is not the row's tenant"))
+        };
+        let bad = |e: serde_json::Error| format!("a {action} payload that does not parse: {e}");
+        let event = match action {
+            "tenant.created" => {
+                let p: CreatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                Self::TenantCreated {
+                    id: id(&p.id)?,
+                    name: TenantName::parse(&p.name).map_err(|e| format!("its name {e}"))?,
+                    opening_deposit: Atomic::parse(&p.opening_deposit_atomic)
+                        .map_err(|e| format!("its deposit {e}"))?,
+                }
+            }
+            "tenant.tombstoned" => {
+                let p: IdPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                Self::TenantTombstoned { id: id(&p.id)? }
+            }
+            other => return Err(format!("unknown action {other:?}")),
+        };
+        if event.payload() != payload {
+            return Err("the payload is not in its canonical form".into());
+        }
+        Ok(event)
+    }
+}
+
+/// The text of one row, as stored and hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// 1, 2, 3, … without gaps.
+    pub(crate) seq: i64,
+    /// RFC 3339, UTC, milliseconds.
+    pub(crate) occurred_at: String,
+    /// [`Actor::as_str`].
+    pub(crate) actor: String,
+    /// [`AuditEvent::action`].
+    pub(crate) action: String,
+    /// The tenant concerned.
+    pub(crate) tenant_id: String,
+    /// [`AuditEvent::payload`].
+    pub(crate) payload: String,
+}
+
+impl Entry {
+    /// The row that records `event` as number `seq`.
+    pub(crate) fn new(seq: i64, occurred_at: &str, actor: &Actor, event: &AuditEvent) -> Self {
+        Self {
+            seq,
+            occurred_at: occurred_at.to_owned(),
+            actor: actor.as_str().to_owned(),
+            action: event.action().to_owned(),
+            tenant_id: event.tenant_id().as_str().to_owned(),
+            payload: event.payload(),
+        }
+    }
+}
+
+/// The hash of `entry` linked after `prev_hash`.
+pub(crate) fn link_hash(prev_hash: &str, entry: &Entry) -> String {
     let preimage = format!(
         "{prev_hash}\n{}\n{}\n{}\n{}\n{}\n{}",
-        event.seq, event.occurred_at, event.actor, event.action, event.tenant_id, event.payload
+        entry.seq, entry.occurred_at, entry.actor, entry.action, entry.tenant_id, entry.payload
     );
     hex(&sha256(preimage.as_bytes()))
 }
 
 /// The chain's last link: where the next event attaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    pub seq: i64,
-    pub hash: String,
+pub(crate) struct Head {
+    /// The last `seq`, which is also the number of events (0 for none).
+    pub(crate) seq: i64,
+    /// The last `hash` ([`GENESIS_HASH`] for none).
+    pub(crate) hash: String,
 }
 
 impl Head {
-    pub fn genesis() -> Self {
+    /// The head of an empty chain.
+    pub(crate) fn genesis() -> Self {
         Self {
             seq: 0,
             hash: GENESIS_HASH.to_owned(),
         }
     }
 
-    /// Reads the head from the database (the genesis head for an empty chain).
-    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut stmt =
-            conn.prepare_cached("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")?;
-        let mut rows = stmt.query([])?;
-        match rows.next()? {
-            Some(row) => Ok(Self {
-                seq: row.get(0)?,
-                hash: row.get(1)?,
-            }),
-            None => Ok(Self::genesis()),
+    /// The row that records `event` after this head, and its hash.
+    pub(crate) fn link(&self, occurred_at: &str, actor: &Actor, event: &AuditEvent) -> Linked {
+        let entry = Entry::new(self.seq + 1, occurred_at, actor, event);
+        let hash = link_hash(&self.hash, &entry);
+        Linked {
+            entry,
+            prev_hash: self.hash.clone(),
+            hash,
         }
     }
 }
 
-/// Appends one event after `head` inside the caller's transaction and returns the new head.
-/// The schema's insert trigger refuses a row that does not continue the chain.
-pub fn append(
-    conn: &Connection,
-    head: &Head,
-    occurred_at: &str,
-    action: &str,
-    tenant_id: &str,
-    payload: &str,
-) -> rusqlite::Result<Head> {
-    let event = Event {
-        seq: head.seq + 1,
-        occurred_at: occurred_at.to_owned(),
-        actor: ACTOR_ADMIN.to_owned(),
-        action: action.to_owned(),
-        tenant_id: tenant_id.to_owned(),
-        payload: payload.to_owned(),
-    };
-    let hash = link_hash(&head.hash, &event);
-    conn.prepare_cached(
-        "INSERT INTO audit_events \
-         (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(rusqlite::params![
-        event.seq,
-        event.occurred_at,
-        event.actor,
-        event.action,
-        event.tenant_id,
-        event.payload,
-        head.hash,
-        hash,
-    ])?;
-    Ok(Head {
-        seq: event.seq,
-        hash,
-    })
+/// A row with its links, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Linked {
+    /// What is hashed.
+    pub(crate) entry: Entry,
+    /// The previous row's hash.
+    pub(crate) prev_hash: String,
+    /// This row's hash.
+    pub(crate) hash: String,
+}
+
+impl Linked {
+    /// The head once this row is appended.
+    pub(crate) fn head(&self) -> Head {
+        Head {
+            seq: self.entry.seq,
+            hash: self.hash.clone(),
+        }
+    }
 }
 
 /// Why a chain does not verify.
 #[derive(Debug, PartialEq, Eq)]
-pub enum VerifyError {
+pub(crate) enum VerifyError {
     /// The row at `seq` breaks the chain, for the reason given.
-    Broken { seq: i64, reason: String },
-    /// The chain is whole but does not account for the tenants table: an event is missing
-    /// (its tail cut, say) or one names no tenant.
-    Unaccounted { head_seq: i64, reason: String },
-    /// The chain could not be read at all.
-    Sqlite(String),
+    Broken {
+        /// The first bad row.
+        seq: i64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The chain is whole but does not account for the stored rows: an event is missing (its
+    /// tail cut, say) or a row was changed behind the service's back.
+    Unaccounted {
+        /// The chain's last `seq`.
+        head_seq: i64,
+        /// What does not match.
+        reason: String,
+    },
+    /// The stored rows could not be read at all.
+    Read(String),
 }
 
-impl std::fmt::Display for VerifyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Broken { seq, reason } => write!(f, "audit chain broken at seq {seq}: {reason}"),
             Self::Unaccounted { head_seq, reason } => write!(
                 f,
-                "audit chain (ending at seq {head_seq}) does not account for the tenants: {reason}"
+                "audit chain (ending at seq {head_seq}) does not account for the stored rows: {reason}"
             ),
-            Self::Sqlite(cause) => write!(f, "cannot read the audit chain: {cause}"),
+            Self::Read(cause) => write!(f, "cannot read the audit chain: {cause}"),
         }
     }
 }
 
-/// Walks the whole chain in `seq` order, checking numbering, links and hashes. Returns the
-/// head (`seq` is the number of events).
-pub fn verify(conn: &Connection) -> Result<Head, VerifyError> {
-    let sqlite = |e: rusqlite::Error| VerifyError::Sqlite(e.to_string());
-    let mut stmt = conn
-        .prepare(
-            "SELECT seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash \
-             FROM audit_events ORDER BY seq",
-        )
-        .map_err(sqlite)?;
-    let mut rows = stmt.query([]).map_err(sqlite)?;
-    let mut head = Head::genesis();
-    while let Some(row) = rows.next().map_err(sqlite)? {
-        // A row whose columns cannot be read as text (a tampered type, say) is broken too.
-        let unreadable = |e: rusqlite::Error| VerifyError::Broken {
-            seq: row.get::<_, i64>(0).unwrap_or(head.seq + 1),
-            reason: format!("a column cannot be read: {e}"),
-        };
-        let event = Event {
-            seq: row.get(0).map_err(unreadable)?,
-            occurred_at: row.get(1).map_err(unreadable)?,
-            actor: row.get(2).map_err(unreadable)?,
-            action: row.get(3).map_err(unreadable)?,
-            tenant_id: row.get(4).map_err(unreadable)?,
-            payload: row.get(5).map_err(unreadable)?,
-        };
-        let prev_hash: String = row.get(6).map_err(unreadable)?;
-        let hash: String = row.get(7).map_err(unreadable)?;
-        let broken = |reason: String| VerifyError::Broken {
-            seq: event.seq,
-            reason,
-        };
-        if event.seq != head.seq + 1 {
+/// Checks numbering, links and hashes, one row at a time in `seq` order.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    head: Head,
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Self {
+            head: Head::genesis(),
+        }
+    }
+}
+
+impl Chain {
+    /// Takes the next stored row.
+    pub(crate) fn push(&mut self, row: &Linked) -> Result<(), VerifyError> {
+        let expected = self.head.seq + 1;
+        if row.entry.seq != expected {
             return Err(VerifyError::Broken {
-                seq: head.seq + 1,
-                reason: format!("missing; the next stored seq is {}", event.seq),
+                seq: expected,
+                reason: format!("missing; the next stored seq is {}", row.entry.seq),
             });
         }
-        if prev_hash != head.hash {
-            return Err(broken(
-                "prev_hash does not match the hash of the previous event".into(),
-            ));
-        }
-        if link_hash(&prev_hash, &event) != hash {
-            return Err(broken(
-                "hash does not match the event's contents (tampered?)".into(),
-            ));
-        }
-        head = Head {
-            seq: event.seq,
-            hash,
+        let broken = |reason: &str| VerifyError::Broken {
+            seq: expected,
+            reason: reason.to_owned(),
         };
+        if row.prev_hash != self.head.hash {
+            return Err(broken(
+                "prev_hash does not match the hash of the previous event",
+            ));
+        }
+        if link_hash(&row.prev_hash, &row.entry) != row.hash {
+            return Err(broken(
+                "hash does not match the event's contents (tampered?)",
+            ));
+        }
+        self.head = row.head();
+        Ok(())
     }
-    Ok(head)
+
+    /// The last row taken.
+    pub(crate) fn head(&self) -> &Head {
+        &self.head
+    }
 }
 
-/// Checks that the chain accounts for every tenant: each has exactly one `tenant.created`
-/// event, a `tenant.tombstoned` event exactly when it is tombstoned, and no event names a
-/// tenant that is not there. A hash chain alone cannot show that its tail was cut; the
-/// tenants table can. Streams grouped rows, so memory stays flat however many tenants.
-pub fn verify_tenants(conn: &Connection, head: &Head) -> Result<(), VerifyError> {
-    let unaccounted = |reason: String| VerifyError::Unaccounted {
-        head_seq: head.seq,
-        reason,
-    };
-    let sqlite = |e: rusqlite::Error| VerifyError::Sqlite(e.to_string());
-    let mismatch: Option<(String, String, i64, i64)> = conn
-        .query_row(
-            "SELECT t.id, t.state, coalesce(e.created, 0), coalesce(e.tombstoned, 0)
-             FROM tenants t LEFT JOIN (
-                 SELECT tenant_id,
-                        sum(action = 'tenant.created') AS created,
-                        sum(action = 'tenant.tombstoned') AS tombstoned
-                 FROM audit_events GROUP BY tenant_id
-             ) e ON e.tenant_id = t.id
-             WHERE coalesce(e.created, 0) != 1
-                OR coalesce(e.tombstoned, 0) != (t.state = 'tombstoned')
-             LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
-        .optional()
-        .map_err(sqlite)?;
-    if let Some((id, state, created, tombstoned)) = mismatch {
-        return Err(unaccounted(format!(
-            "tenant {id} ({state}) has {created} tenant.created and {tombstoned} \
-             tenant.tombstoned events"
-        )));
+/// A tenant as the chain says it must be.
+#[derive(Debug)]
+struct Replayed {
+    /// The `seq` of its `tenant.created`.
+    created_seq: i64,
+    name: TenantName,
+    opening_deposit: Atomic,
+    tombstoned: bool,
+}
+
+/// Replays the chain into the state it implies, then compares that with the stored rows.
+///
+/// Feed every row in `seq` order to [`Replay::push`], then every stored tenant to
+/// [`Replay::check_tenant`] (each once, in any order), then call [`Replay::finish`].
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    chain: Chain,
+    tenants: BTreeMap<TenantId, Replayed>,
+}
+
+impl Replay {
+    /// Takes the next stored row: checks its links, then applies its event.
+    pub(crate) fn push(&mut self, row: &Linked) -> Result<(), VerifyError> {
+        self.chain.push(row)?;
+        let seq = row.entry.seq;
+        let broken = |reason: String| VerifyError::Broken { seq, reason };
+        let entry = &row.entry;
+        let event =
+            AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
+        match event {
+            AuditEvent::TenantCreated {
+                id,
+                name,
+                opening_deposit,
+            } => {
+                if self.tenants.contains_key(&id) {
+                    return Err(broken(format!("creates tenant {id} a second time")));
+                }
+                self.tenants.insert(
+                    id,
+                    Replayed {
+                        created_seq: seq,
+                        name,
+                        opening_deposit,
+                        tombstoned: false,
+                    },
+                );
+            }
+            AuditEvent::TenantTombstoned { id } => match self.tenants.get_mut(&id) {
+                Some(tenant) if !tenant.tombstoned => tenant.tombstoned = true,
+                Some(_) => return Err(broken(format!("tombstones tenant {id} a second time"))),
+                None => return Err(broken(format!("tombstones tenant {id} before it exists"))),
+            },
+        }
+        Ok(())
     }
-    let stray: Option<(i64, String)> = conn
-        .query_row(
-            "SELECT seq, tenant_id FROM audit_events a
-             WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = a.tenant_id)
-             ORDER BY seq LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()
-        .map_err(sqlite)?;
-    match stray {
-        Some((seq, id)) => Err(VerifyError::Broken {
-            seq,
-            reason: format!("names tenant {id}, which is not in the tenants table"),
-        }),
-        None => Ok(()),
+
+    /// The error for a stored row the chain does not account for.
+    pub(crate) fn unaccounted(&self, reason: String) -> VerifyError {
+        VerifyError::Unaccounted {
+            head_seq: self.chain.head.seq,
+            reason,
+        }
+    }
+
+    /// Compares one stored tenant with what the chain says of it.
+    pub(crate) fn check_tenant(&mut self, stored: &Tenant) -> Result<(), VerifyError> {
+        let head_seq = self.chain.head.seq;
+        let unaccounted = |reason: String| VerifyError::Unaccounted { head_seq, reason };
+        let Some(replayed) = self.tenants.remove(&stored.id) else {
+            return Err(unaccounted(format!(
+                "tenant {} has no tenant.created event",
+                stored.id
+            )));
+        };
+        let id = &stored.id;
+        let tombstoned = stored.state.tombstoned_at().is_some();
+        let differs = if replayed.name != stored.name {
+            Some("name")
+        } else if replayed.opening_deposit != stored.budget.opening_deposit {
+            Some("opening deposit")
+        } else if replayed.opening_deposit != stored.budget.balance {
+            Some("balance")
+        } else if replayed.tombstoned != tombstoned {
+            Some("state")
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(unaccounted(format!(
+                "tenant {id}'s stored {what} is not what its events say"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the replay: every tenant the chain created must have been stored.
+    pub(crate) fn finish(self) -> Result<Head, VerifyError> {
+        match self.tenants.iter().next() {
+            Some((id, replayed)) => Err(VerifyError::Broken {
+                seq: replayed.created_seq,
+                reason: format!("names tenant {id}, which is not in the tenants table"),
+            }),
+            None => Ok(self.chain.head().clone()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{TenantBudget, TenantState};
 
-    fn event(seq: i64) -> Event {
-        Event {
-            seq,
-            occurred_at: "2026-11-22T10:00:00.123Z".into(),
-            actor: "admin".into(),
-            action: "tenant.created".into(),
-            tenant_id: "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV".into(),
-            payload:
-                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"1"}"#
-                    .into(),
+    const ID: &str = "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    const AT: &str = "2026-11-22T10:00:00.123Z";
+
+    fn created(id: &str, name: &str, deposit: &str) -> AuditEvent {
+        AuditEvent::TenantCreated {
+            id: TenantId::parse(id).expect("id"),
+            name: TenantName::parse(name).expect("name"),
+            opening_deposit: Atomic::parse(deposit).expect("amount"),
+        }
+    }
+
+    fn stored(id: &str, name: &str, deposit: &str, balance: &str, tombstoned: bool) -> Tenant {
+        Tenant {
+            id: TenantId::parse(id).expect("id"),
+            name: TenantName::parse(name).expect("name"),
+            created_at: AT.into(),
+            state: if tombstoned {
+                TenantState::Tombstoned { at: AT.into() }
+            } else {
+                TenantState::Active
+            },
+            budget: TenantBudget {
+                opening_deposit: Atomic::parse(deposit).expect("amount"),
+                balance: Atomic::parse(balance).expect("amount"),
+            },
+        }
+    }
+
+    #[test]
+    fn payloads_are_the_contracts_members_in_order() {
+        let event = created(
+            ID,
+            "Ünï \"quoted\" \\",
+            "340282366920938463463374607431768211455",
+        );
+        assert_eq!(
+            event.payload(),
+            format!(
+                r#"{{"id":"{ID}","name":"Ünï \"quoted\" \\","opening_deposit_atomic":"340282366920938463463374607431768211455"}}"#
+            )
+        );
+        let tombstoned = AuditEvent::TenantTombstoned {
+            id: TenantId::parse(ID).expect("id"),
+        };
+        assert_eq!(tombstoned.payload(), format!(r#"{{"id":"{ID}"}}"#));
+        for event in [event, tombstoned] {
+            assert_eq!(
+                AuditEvent::parse(event.action(), ID, &event.payload()),
+                Ok(event.clone()),
+                "{event:?} reads back"
+            );
+        }
+    }
+
+    #[test]
+    fn payloads_that_are_not_canonical_are_refused() {
+        for (action, payload) in [
+            ("tenant.tombstoned", format!(r#"{{ "id":"{ID}"}}"#)),
+            ("tenant.tombstoned", format!(r#"{{"id":"{ID}","x":1}}"#)),
+            (
+                "tenant.tombstoned",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAW"}"#.into(),
+            ),
+            ("tenant.renamed", format!(r#"{{"id":"{ID}"}}"#)),
+            ("tenant.created", format!(r#"{{"id":"{ID}","name":"a"}}"#)),
+        ] {
+            assert!(
+                AuditEvent::parse(action, ID, &payload).is_err(),
+                "{action} {payload}"
+            );
         }
     }
 
     #[test]
     fn link_hash_is_sha256_of_the_documented_preimage() {
-        let e = event(1);
+        let event = created(ID, "a", "1");
+        let row = Head::genesis().link(AT, &Actor::Admin, &event);
         let preimage = format!(
-            "{GENESIS_HASH}\n1\n{}\nadmin\ntenant.created\n{}\n{}",
-            e.occurred_at, e.tenant_id, e.payload
+            "{GENESIS_HASH}\n1\n{AT}\nadmin\ntenant.created\n{ID}\n{}",
+            event.payload()
         );
-        assert_eq!(
-            link_hash(GENESIS_HASH, &e),
-            hex(&sha256(preimage.as_bytes()))
-        );
-    }
-
-    #[test]
-    fn the_chain_must_account_for_every_tenant() {
-        let conn = Connection::open_in_memory().expect("db");
-        conn.execute_batch(include_str!("../schema.sql"))
-            .expect("schema");
-        let tenant = |id: &str, state: &str| {
-            let tombstoned_at = if state == "active" { "NULL" } else { "'t'" };
-            conn.execute_batch(&format!(
-                "INSERT INTO tenants VALUES ('{id}', '{id}', '{state}', '1', '1', zeroblob(32), 't', {tombstoned_at})"
-            ))
-            .expect("tenant");
-        };
-        let mut head = Head::genesis();
-        let event = |head: &mut Head, action: &str, id: &str| {
-            *head = append(&conn, head, "t", action, id, "{}").expect("append");
-        };
-        tenant("ten_A", "active");
-        event(&mut head, ACTION_TENANT_CREATED, "ten_A");
-        assert_eq!(verify_tenants(&conn, &head), Ok(()));
-        tenant("ten_B", "tombstoned");
-        event(&mut head, ACTION_TENANT_CREATED, "ten_B");
-        assert!(
-            matches!(
-                verify_tenants(&conn, &head),
-                Err(VerifyError::Unaccounted { .. })
-            ),
-            "a tombstoned tenant without its tombstone event"
-        );
-        event(&mut head, ACTION_TENANT_TOMBSTONED, "ten_B");
-        assert_eq!(verify_tenants(&conn, &head), Ok(()));
-        event(&mut head, ACTION_TENANT_CREATED, "ten_GHOST");
-        assert!(
-            matches!(
-                verify_tenants(&conn, &head),
-                Err(VerifyError::Broken { seq: 4, .. })
-            ),
-            "an event for a tenant that is not there"
-        );
+        assert_eq!(row.hash, hex(&sha256(preimage.as_bytes())));
+        assert_eq!(row.prev_hash, GENESIS_HASH);
     }
 
     #[test]
     fn link_hash_depends_on_every_field() {
-        let base = event(1);
+        let base = Entry::new(1, AT, &Actor::Admin, &created(ID, "a", "1"));
         let h = link_hash(GENESIS_HASH, &base);
         let variants = [
-            Event {
+            Entry {
                 seq: 2,
                 ..base.clone()
             },
-            Event {
+            Entry {
                 occurred_at: "2026-11-22T10:00:00.124Z".into(),
                 ..base.clone()
             },
-            Event {
-                actor: "root".into(),
+            Entry {
+                actor: "tenant".into(),
                 ..base.clone()
             },
-            Event {
+            Entry {
                 action: "tenant.tombstoned".into(),
                 ..base.clone()
             },
-            Event {
+            Entry {
                 tenant_id: "ten_x".into(),
                 ..base.clone()
             },
-            Event {
+            Entry {
                 payload: "{}".into(),
                 ..base.clone()
             },
@@ -344,5 +553,96 @@ mod tests {
             assert_ne!(link_hash(GENESIS_HASH, v), h, "{v:?}");
         }
         assert_ne!(link_hash(&"1".repeat(64), &base), h);
+    }
+
+    /// Builds a chain of `events` and replays it.
+    fn replay(events: &[AuditEvent]) -> Result<Replay, VerifyError> {
+        let mut head = Head::genesis();
+        let mut replay = Replay::default();
+        for event in events {
+            let row = head.link(AT, &Actor::Admin, event);
+            replay.push(&row)?;
+            head = row.head();
+        }
+        Ok(replay)
+    }
+
+    #[test]
+    fn the_replay_must_account_for_every_stored_tenant() {
+        const B: &str = "ten_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+        let tombstone = |id: &str| AuditEvent::TenantTombstoned {
+            id: TenantId::parse(id).expect("id"),
+        };
+        let events = [created(ID, "a", "5"), created(B, "b", "7"), tombstone(B)];
+
+        let mut ok = replay(&events).expect("the chain replays");
+        ok.check_tenant(&stored(ID, "a", "5", "5", false))
+            .expect("a matches");
+        ok.check_tenant(&stored(B, "b", "7", "7", true))
+            .expect("b matches");
+        assert_eq!(ok.finish().map(|h| h.seq), Ok(3));
+
+        let cases: &[(&str, Tenant)] = &[
+            ("an edited balance", stored(ID, "a", "5", "6", false)),
+            ("an edited name", stored(ID, "x", "5", "5", false)),
+            ("an edited deposit", stored(ID, "a", "6", "6", false)),
+            ("an undone tombstone", stored(B, "b", "7", "7", false)),
+            (
+                "a tenant with no event",
+                stored("ten_01ARZ3NDEKTSV4RRFFQ69G5FAX", "c", "1", "1", false),
+            ),
+        ];
+        for (what, row) in cases {
+            let mut r = replay(&events).expect("the chain replays");
+            assert!(
+                matches!(r.check_tenant(row), Err(VerifyError::Unaccounted { .. })),
+                "{what} is caught"
+            );
+        }
+
+        let mut missing = replay(&events).expect("the chain replays");
+        missing
+            .check_tenant(&stored(ID, "a", "5", "5", false))
+            .expect("a matches");
+        assert!(
+            matches!(missing.finish(), Err(VerifyError::Broken { seq: 2, .. })),
+            "an event for a tenant that is not stored names its seq"
+        );
+
+        assert!(
+            matches!(
+                replay(&[created(ID, "a", "1"), created(ID, "a", "1")]),
+                Err(VerifyError::Broken { seq: 2, .. })
+            ),
+            "a second create of one id"
+        );
+        assert!(
+            matches!(
+                replay(&[tombstone(ID)]),
+                Err(VerifyError::Broken { seq: 1, .. })
+            ),
+            "a tombstone before the create"
+        );
+    }
+
+    #[test]
+    fn the_chain_catches_gaps_and_bad_links() {
+        let event = created(ID, "a", "1");
+        let first = Head::genesis().link(AT, &Actor::Admin, &event);
+        let mut chain = Chain::default();
+        chain.push(&first).expect("the first row");
+        let mut skipped = first.head().link(AT, &Actor::Admin, &event);
+        skipped.entry.seq += 1;
+        assert!(matches!(
+            chain.push(&skipped),
+            Err(VerifyError::Broken { seq: 2, .. })
+        ));
+        let mut relinked = first.head().link(AT, &Actor::Admin, &event);
+        relinked.prev_hash = GENESIS_HASH.into();
+        assert!(matches!(
+            chain.push(&relinked),
+            Err(VerifyError::Broken { seq: 2, .. })
+        ));
+        assert_eq!(chain.head(), &first.head());
     }
 }

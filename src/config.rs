@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use crate::auth::{AdminTokenHash, TOKEN_BYTES_MAX};
 use crate::domain::is_visible_ascii;
-use crate::ids::sha256;
 use crate::server::{self, Limits};
 use crate::store;
 
@@ -359,7 +358,7 @@ fn admin_token(
         }
     };
     check_admin_token(&token)?;
-    Ok(AdminTokenHash(sha256(token.as_bytes())))
+    Ok(AdminTokenHash::of(&token))
 }
 
 fn read_token_file(path: &Path) -> Result<String, ConfigError> {
@@ -418,7 +417,7 @@ mod tests {
         assert_eq!(config.listen, LISTEN_DEFAULT.parse().expect("addr"));
         assert_eq!(config.db, PathBuf::from(DB_DEFAULT));
         assert_eq!(config.public_url, None);
-        assert_eq!(config.admin_token.0, sha256(TOKEN.as_bytes()));
+        assert!(config.admin_token.same_as(&AdminTokenHash::of(TOKEN)));
         assert_eq!(config.idempotency_ttl, Duration::from_secs(86_400));
     }
 
@@ -445,9 +444,9 @@ mod tests {
         std::fs::write(&file, format!("{other}\n")).expect("write");
         let path = file.to_str().expect("utf-8");
         let config = serve_config(&["--admin-token-file", path], &[("ADMIN_TOKEN", TOKEN)]);
-        assert_eq!(config.admin_token.0, sha256(other.as_bytes()));
+        assert!(config.admin_token.same_as(&AdminTokenHash::of(&other)));
         let config = serve_config(&[], &[("TENANTD_ADMIN_TOKEN_FILE", path)]);
-        assert_eq!(config.admin_token.0, sha256(other.as_bytes()));
+        assert!(config.admin_token.same_as(&AdminTokenHash::of(&other)));
     }
 
     #[test]

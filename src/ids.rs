@@ -1,143 +1,97 @@
-//! Identifiers and secrets: monotonic ULIDs, tenant tokens, request ids, SHA-256 and hex.
+//! Identifiers and secrets this process makes: monotonic tenant ids, tenant tokens and
+//! request ids.
 //!
-//! Every random bit comes straight from the OS CSPRNG (`getrandom`).
+//! Every random bit comes straight from the OS CSPRNG; the ULID text codec is the `ulid`
+//! crate's, the monotonic policy is ours.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
+use ulid::Ulid;
 
+use crate::crypto::{hex, random_bytes, sha256};
 use crate::domain::{TENANT_ID_PREFIX, TenantId};
-
-/// Crockford's base32 alphabet, as ULIDs use it (no I, L, O, U).
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
-/// A ULID's length in characters.
-const ULID_CHARS: usize = 26;
 
 /// The 80 random bits of a ULID.
 const ULID_RANDOM_MASK: u128 = (1 << 80) - 1;
+
+/// The first millisecond past the 48-bit time range of a ULID.
+const ULID_MS_END: u128 = 1 << 48;
 
 /// The prefix of every tenant token, so a leaked one is recognisable (and greppable).
 ///
 /// A tenant token is `tkn_<ULID of its tenant>_<64 hex>`: the first part says which tenant's
 /// stored hash to compare with (a primary-key lookup, no index on secrets), the second is
 /// 256 random bits. Only the SHA-256 of the whole token is stored.
-pub const TENANT_TOKEN_PREFIX: &str = "tkn_";
+pub(crate) const TENANT_TOKEN_PREFIX: &str = "tkn_";
 
 /// Random bytes in a tenant token: 256 bits, twice the contract's minimum.
 const TENANT_TOKEN_RANDOM_BYTES: usize = 32;
 
-/// Fills `buf` from the OS CSPRNG.
-///
-/// # Panics
-/// If the OS has no random source: the service cannot mint a safe id or token without one,
-/// and this never happens on a Linux kernel since 3.17.
-pub fn random_bytes(buf: &mut [u8]) {
-    getrandom::fill(buf).expect("the OS random source is available");
-}
-
-pub fn sha256(data: &[u8]) -> [u8; 32] {
-    Sha256::digest(data).into()
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    out
-}
-
 /// Milliseconds since the Unix epoch by the system clock.
-pub fn now_unix_ms() -> u64 {
+pub(crate) fn now_unix_ms() -> u64 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn ulid_encode(value: u128) -> String {
-    let mut out = String::with_capacity(ULID_CHARS);
-    for i in (0..ULID_CHARS).rev() {
-        let digit = (value >> (5 * i)) & 0x1f;
-        out.push(CROCKFORD[digit as usize] as char);
-    }
-    out
-}
-
-/// Decodes a canonical ULID (26 upper-case Crockford characters, at most `7ZZ…Z`).
-pub fn ulid_decode(text: &str) -> Option<u128> {
-    if text.len() != ULID_CHARS {
-        return None;
-    }
-    let mut value: u128 = 0;
-    for (i, c) in text.bytes().enumerate() {
-        let digit = CROCKFORD.iter().position(|&d| d == c)? as u128;
-        // The first character carries only the top 3 of 130 bits.
-        if i == 0 && digit > 7 {
-            return None;
-        }
-        value = (value << 5) | digit;
-    }
-    Some(value)
-}
-
 /// Makes tenant ids that never sort before an earlier one, even within a millisecond or when
 /// the clock steps back: then the time part stays and the random part grows by a random
 /// step of 1 to 2^32, so a neighbour's id is not one increment away from one's own.
 #[derive(Debug, Default)]
-pub struct IdGenerator {
+pub(crate) struct IdGenerator {
     last: u128,
 }
 
 impl IdGenerator {
     /// Continues after `latest`, the greatest id already stored, so ids stay monotonic across
     /// restarts as well.
-    pub fn after(latest: Option<&TenantId>) -> Self {
-        let last = latest
-            .and_then(|id| id.as_str().strip_prefix(TENANT_ID_PREFIX))
-            .and_then(ulid_decode)
-            .unwrap_or(0);
-        Self { last }
+    pub(crate) fn after(latest: Option<&TenantId>) -> Self {
+        Self {
+            last: latest.map_or(0, |id| id.ulid().0),
+        }
     }
 
-    pub fn next_id(&mut self, now_ms: u64) -> TenantId {
-        let last_ms = (self.last >> 80) as u64;
+    /// The next id, for a clock reading of `now_ms`.
+    ///
+    /// # Panics
+    /// At the very top of the 48-bit time range, where no id sorts after the last one: it
+    /// refuses rather than wrap to an id that sorts first (a panic in the store is a 500, and
+    /// the thread lives on).
+    pub(crate) fn next_id(&mut self, now_ms: u64) -> TenantId {
+        let last_ms = self.last >> 80;
         let mut random = [0u8; 16];
         random_bytes(&mut random[6..]);
         let fresh = u128::from_be_bytes(random) & ULID_RANDOM_MASK;
         let step = u128::from(u32::from_be_bytes([
             random[6], random[7], random[8], random[9],
         ])) + 1;
-        let now_ms = u128::from(now_ms.min((1 << 48) - 1));
-        self.last = if now_ms > u128::from(last_ms) {
+        let now_ms = u128::from(now_ms).min(ULID_MS_END - 1);
+        self.last = if now_ms > last_ms {
             (now_ms << 80) | fresh
         } else if (self.last & ULID_RANDOM_MASK) + step <= ULID_RANDOM_MASK {
             self.last + step
         } else {
-            // The random part is used up within this millisecond: borrow the next one. At the
-            // very top of the 48-bit time range there is none; refuse rather than wrap to an
-            // id that sorts first (a panic in the store is a 500, and the thread lives on).
-            let next_ms = u128::from(last_ms) + 1;
-            assert!(next_ms < 1 << 48, "the ULID space is exhausted");
+            // The random part is used up within this millisecond: borrow the next one.
+            let next_ms = last_ms + 1;
+            assert!(next_ms < ULID_MS_END, "the ULID space is exhausted");
             (next_ms << 80) | fresh
         };
-        TenantId::from_generated(format!("{TENANT_ID_PREFIX}{}", ulid_encode(self.last)))
+        TenantId::from_ulid(Ulid(self.last))
     }
 }
 
-/// A newly minted tenant token; the plaintext lives only as long as this value.
-pub struct TenantToken {
-    pub plaintext: String,
-    pub hash: [u8; 32],
+/// A newly minted tenant token; the plaintext lives only as long as this value, and its
+/// `Debug` never shows it.
+pub(crate) struct TenantToken {
+    plaintext: String,
+    hash: [u8; 32],
 }
 
 impl TenantToken {
-    pub fn mint(tenant: &TenantId) -> Self {
+    /// A fresh token for `tenant`.
+    pub(crate) fn mint(tenant: &TenantId) -> Self {
         let mut random = [0u8; TENANT_TOKEN_RANDOM_BYTES];
         random_bytes(&mut random);
         let ulid = &tenant.as_str()[TENANT_ID_PREFIX.len()..];
@@ -146,9 +100,19 @@ impl TenantToken {
         Self { plaintext, hash }
     }
 
+    /// The token itself, to hand to the tenant's sidecar once.
+    pub(crate) fn plaintext(&self) -> &str {
+        &self.plaintext
+    }
+
+    /// The SHA-256 that is stored and compared.
+    pub(crate) fn hash(&self) -> &[u8; 32] {
+        &self.hash
+    }
+
     /// The tenant a token claims to belong to, if it has a tenant token's shape. The claim is
     /// proven only by comparing the token's hash with the one stored for that tenant.
-    pub fn tenant_of(token: &str) -> Option<TenantId> {
+    pub(crate) fn tenant_of(token: &str) -> Option<TenantId> {
         let (ulid, secret) = token.strip_prefix(TENANT_TOKEN_PREFIX)?.split_once('_')?;
         let hex_digits = secret
             .bytes()
@@ -167,13 +131,14 @@ impl std::fmt::Debug for TenantToken {
 }
 
 /// Makes request ids: a random per-process prefix and a counter, unique without a lock.
-pub struct RequestIds {
+pub(crate) struct RequestIds {
     prefix: u64,
     counter: AtomicU64,
 }
 
 impl RequestIds {
-    pub fn new() -> Self {
+    /// A generator with a fresh random prefix.
+    pub(crate) fn new() -> Self {
         let mut seed = [0u8; 8];
         random_bytes(&mut seed);
         Self {
@@ -182,7 +147,8 @@ impl RequestIds {
         }
     }
 
-    pub fn next_id(&self) -> String {
+    /// The next id: `req_` and 24 hex digits.
+    pub(crate) fn next_id(&self) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         format!("req_{:016x}{n:08x}", self.prefix)
     }
@@ -197,17 +163,6 @@ impl Default for RequestIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ulids_round_trip() {
-        for value in [0, 1, u128::MAX, 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef] {
-            let text = ulid_encode(value);
-            assert_eq!(text.len(), 26);
-            assert_eq!(ulid_decode(&text), Some(value), "{text}");
-        }
-        assert_eq!(ulid_encode(u128::MAX), "7ZZZZZZZZZZZZZZZZZZZZZZZZZ");
-        assert_eq!(ulid_decode("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"), None);
-    }
 
     #[test]
     fn ids_are_monotonic_within_a_millisecond_and_when_the_clock_steps_back() {
@@ -239,19 +194,22 @@ mod tests {
         let id = IdGenerator::default().next_id(1);
         let a = TenantToken::mint(&id);
         let b = TenantToken::mint(&id);
-        assert_ne!(a.plaintext, b.plaintext);
-        assert!(a.plaintext.starts_with(TENANT_TOKEN_PREFIX));
-        assert_eq!(a.plaintext.len(), TENANT_TOKEN_PREFIX.len() + 26 + 1 + 64);
-        assert_eq!(a.hash, sha256(a.plaintext.as_bytes()));
-        assert!(!format!("{a:?}").contains(&a.plaintext));
-        assert_eq!(TenantToken::tenant_of(&a.plaintext), Some(id));
+        assert_ne!(a.plaintext(), b.plaintext());
+        assert!(a.plaintext().starts_with(TENANT_TOKEN_PREFIX));
+        assert_eq!(
+            a.plaintext().len(),
+            TENANT_TOKEN_PREFIX.len() + 26 + 1 + 2 * TENANT_TOKEN_RANDOM_BYTES
+        );
+        assert_eq!(a.hash(), &sha256(a.plaintext().as_bytes()));
+        assert!(!format!("{a:?}").contains(a.plaintext()));
+        assert_eq!(TenantToken::tenant_of(a.plaintext()), Some(id));
     }
 
     #[test]
     fn malformed_tenant_tokens_name_no_tenant() {
         let id = IdGenerator::default().next_id(1);
-        let good = TenantToken::mint(&id).plaintext;
-        let ulid = &id.as_str()[4..];
+        let good = TenantToken::mint(&id).plaintext().to_owned();
+        let ulid = &id.as_str()[TENANT_ID_PREFIX.len()..];
         for bad in [
             String::new(),
             "tkn_".into(),
@@ -265,14 +223,6 @@ mod tests {
         ] {
             assert_eq!(TenantToken::tenant_of(&bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn hex_and_sha256_match_known_values() {
-        assert_eq!(
-            hex(&sha256(b"abc")),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 
     #[test]

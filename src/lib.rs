@@ -8,45 +8,52 @@
 //! | module | its one job |
 //! |---|---|
 //! | [`config`] | flags and environment, validated once into a [`config::Command`] |
-//! | [`server`] | accept loop, connection bound, header timeout, graceful shutdown |
-//! | [`router`] | the route table; request id, authentication, dispatch, access log |
-//! | [`handlers`] | one function per endpoint: request → domain types → store → response |
-//! | [`auth`] | bearer extraction, constant-time admin check, tenant-token scope |
-//! | [`domain`] | newtypes parsed at the edge: names, amounts, ids, keys |
-//! | [`views`] | the JSON a client sees of a tenant |
-//! | [`problem`] | the one HTTP error type, rendered as RFC 9457 problem details |
-//! | [`store`] | the SQLite thread: typed commands, group commit, savepoints |
-//! | [`audit`] | the hash chain: link hashes, appending, verification |
-//! | [`db`] | opening the file: mode 0600, pragmas, migrations |
-//! | [`ids`] | ULIDs, tokens, request ids, SHA-256 and hex |
-//! | [`metrics`] | lock-free counters and the Prometheus text format |
-//! | [`backup`] | a consistent copy of a live database |
+//! | `server` | accept loop, connection bound, timeouts, graceful shutdown |
+//! | `router` | the route table; request id, authentication, dispatch, access log |
+//! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
+//! | `auth` | bearer extraction, constant-time admin check, tenant tokens, `Principal` |
+//! | `domain` | newtypes and entities parsed at the edge: names, amounts, ids, keys, `Tenant` |
+//! | `views` | the JSON a client sees; only handlers use it |
+//! | `problem` | the one HTTP error type, rendered as RFC 9457 problem details |
+//! | `store` | the commands, errors and handle every backend implements |
+//! | `store::sqlite` | the SQLite backend: writer, readers, credentials, checkpoints, migrations, backup |
+//! | `audit` | the typed audit events, link hashes, and verification as a fold over rows |
+//! | `app` | what every handler shares |
+//! | `ids` | monotonic tenant ids, tenant tokens, request ids |
+//! | `crypto` | SHA-256, hex, the OS random source |
+//! | `metrics` | lock-free counters and the Prometheus text format |
+//!
+//! Modules import one another along that flow and never back: no two modules depend on each
+//! other (a test below reads the `use crate::…` lines and checks it).
 
-pub mod audit;
-pub mod auth;
-pub mod backup;
+mod app;
+mod audit;
+mod auth;
 pub mod config;
-pub mod db;
-pub mod domain;
-pub mod handlers;
-pub mod ids;
-pub mod metrics;
-pub mod problem;
-pub mod router;
-pub mod server;
-pub mod store;
-pub mod views;
+mod crypto;
+mod domain;
+mod handlers;
+mod ids;
+mod metrics;
+mod problem;
+mod router;
+mod server;
+mod store;
+mod views;
 
+#[cfg(test)]
+mod layout;
 #[cfg(test)]
 mod proptests;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::auth::AdminTokenHash;
+use crate::app::App;
 use crate::config::ServeConfig;
 use crate::ids::RequestIds;
 use crate::metrics::Metrics;
@@ -54,15 +61,6 @@ use crate::store::{Store, StoreConfig};
 
 /// How often expired idempotency records are erased.
 pub const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
-
-/// What every request handler shares.
-pub struct App {
-    pub store: Store,
-    pub limits: server::Limits,
-    pub admin_token: AdminTokenHash,
-    pub metrics: Metrics,
-    pub request_ids: RequestIds,
-}
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains connections, lets the
 /// store finish its queue and checkpoint, and returns.
@@ -78,20 +76,22 @@ pub async fn run(
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{bound}"));
-    let (store, store_thread) = Store::open(StoreConfig {
+    let (store, store_threads) = Store::open(StoreConfig {
         path: config.db.clone(),
         queue_depth: config.store_queue_depth,
+        credential_queue_depth: config.store_queue_depth,
         commit_batch_max: config.commit_batch_max,
         readers: config.readers,
         idempotency_ttl: config.idempotency_ttl,
-        public_url,
     })
     .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?;
+    let metrics = Arc::new(Metrics::new(router::route_labels()));
     let app = Arc::new(App {
         store,
         limits: config.limits,
         admin_token: config.admin_token,
-        metrics: Metrics::default(),
+        public_url,
+        metrics: Arc::clone(&metrics),
         request_ids: RequestIds::new(),
     });
     server::ensure_fd_limit(config.limits.max_connections);
@@ -100,9 +100,10 @@ pub async fn run(
         "listening on http://{bound} (database {})",
         config.db.display()
     );
-    server::serve(listener, Arc::clone(&app), config.limits, shutdown).await;
+    let handler = move |request| router::handle(Arc::clone(&app), request);
+    server::serve(listener, config.limits, metrics, handler, shutdown).await;
     purger.abort();
-    store_thread.shutdown().await
+    store_threads.shutdown().await
 }
 
 /// Erases idempotency records (which hold tenant tokens) once their window is over: at
@@ -119,14 +120,82 @@ async fn purge_expired(store: Store) {
     }
 }
 
+/// `tenantd audit verify`: replays the audit chain of the database at `db` and compares it
+/// with the stored rows. On success, the number of events and the head hash.
+pub fn audit_verify(db: &Path) -> Result<(i64, String), String> {
+    store::verify_audit(db).map(|head| (head.seq, head.hash))
+}
+
+/// `tenantd backup`: writes a consistent, verified copy of the database at `db` to the new
+/// file `to`. On success, a line that says what the copy holds.
+pub fn backup(db: &Path, to: &Path) -> Result<String, String> {
+    store::backup(db, to).map(|summary| {
+        format!(
+            "backup written to {}: {} tenants, {} audit events, head {}",
+            to.display(),
+            summary.tenants,
+            summary.head.seq,
+            summary.head.hash
+        )
+    })
+}
+
+/// What the fuzz target drives: the request parsing below the socket, and the shapes it
+/// checks against. Not a stable interface.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::auth::{TOKEN_BYTES_MAX, bearer_token};
+    pub use crate::handlers::BODY_BYTES_MAX;
+    pub use crate::handlers::tenants::{CreateRequest, create_request};
+    pub use crate::problem::{ApiError, FieldError};
+
+    /// The longest `X-Request-Id` kept.
+    pub const REQUEST_ID_BYTES_MAX: usize = crate::domain::REQUEST_ID_BYTES_MAX;
+
+    /// Whether `text` is a canonical tenant id.
+    pub fn is_tenant_id(text: &str) -> bool {
+        crate::domain::TenantId::parse(text).is_some()
+    }
+
+    /// The value of a canonical ULID's text.
+    pub fn ulid_value(text: &str) -> Option<u128> {
+        crate::domain::TenantId::parse(&format!("ten_{text}")).map(|id| id.ulid().0)
+    }
+
+    /// `X-Request-Id` as the service keeps it, or `None` if it replaces it.
+    pub fn valid_request_id(raw: &[u8]) -> Option<&str> {
+        crate::domain::valid_request_id(raw)
+    }
+
+    /// Whether `name` is a valid tenant name.
+    pub fn is_tenant_name(name: &str) -> bool {
+        crate::domain::TenantName::parse(name).is_ok()
+    }
+
+    /// The value of an amount, if `raw` is a valid one.
+    pub fn atomic(raw: &str) -> Option<u128> {
+        crate::domain::Atomic::parse(raw).ok().map(|a| a.get())
+    }
+
+    /// Whether `raw` is a valid `Idempotency-Key`.
+    pub fn is_idempotency_key(raw: &[u8]) -> bool {
+        crate::domain::IdempotencyKey::parse(raw).is_ok()
+    }
+
+    /// The tenant a token claims to belong to, if it has a tenant token's shape.
+    pub fn token_tenant(token: &str) -> Option<String> {
+        crate::ids::TenantToken::tenant_of(token).map(|id| id.as_str().to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
     use std::time::Duration;
 
     use super::*;
+    use crate::auth::AdminTokenHash;
     use crate::config::ServeConfig;
-    use crate::ids::sha256;
 
     const TOKEN: &str = "an-admin-token-for-the-fault-tests-0123456789";
 
@@ -174,7 +243,7 @@ mod tests {
             listen: addr,
             db: db.clone(),
             public_url: None,
-            admin_token: AdminTokenHash(sha256(TOKEN.as_bytes())),
+            admin_token: AdminTokenHash::of(TOKEN),
             limits: server::Limits {
                 max_connections: 16,
                 header_read_timeout: Duration::from_secs(5),
@@ -220,11 +289,7 @@ mod tests {
             .block_on(server)
             .expect("the server task")
             .expect("a clean stop");
-        let conn = db::open_reader(&db).expect("open");
-        let head = audit::verify(&conn).expect("the chain verifies");
-        assert_eq!(
-            head.seq, 1,
-            "one event: the faulty create left nothing behind"
-        );
+        let (seq, _) = audit_verify(&db).expect("the chain verifies");
+        assert_eq!(seq, 1, "one event: the faulty create left nothing behind");
     }
 }

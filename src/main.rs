@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use tenantd::config::{self, Command, ServeConfig};
-use tenantd::{audit, backup, db};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
@@ -25,15 +24,9 @@ fn main() -> ExitCode {
         }
         Command::Serve(config) => serve(*config),
         Command::AuditVerify { db } => verify(&db),
-        Command::Backup { db, to } => match backup::run(&db, &to) {
+        Command::Backup { db, to } => match tenantd::backup(&db, &to) {
             Ok(summary) => {
-                println!(
-                    "backup written to {}: {} tenants, {} audit events, head {}",
-                    to.display(),
-                    summary.tenants,
-                    summary.head.seq,
-                    summary.head.hash
-                );
+                println!("{summary}");
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -99,16 +92,9 @@ async fn shutdown_signal() {
 }
 
 fn verify(path: &std::path::Path) -> ExitCode {
-    let conn = match db::open_reader(path) {
-        Ok(conn) => conn,
-        Err(e) => {
-            eprintln!("tenantd audit verify: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    match audit::verify(&conn).and_then(|head| audit::verify_tenants(&conn, &head).map(|()| head)) {
-        Ok(head) => {
-            println!("ok: {} events, head {}", head.seq, head.hash);
+    match tenantd::audit_verify(path) {
+        Ok((events, head)) => {
+            println!("ok: {events} events, head {head}");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -8,11 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::router::{ROUTES, UNMATCHED};
-use crate::store::Store;
-
-/// Route slots: one per routed path, and the last for requests that matched none.
-const ROUTE_SLOTS: usize = ROUTES.len() + 1;
+use crate::store::StoreGauges;
 
 /// The statuses this service answers with; anything else is counted as `other`.
 const STATUSES: [u16; 16] = [
@@ -20,7 +16,7 @@ const STATUSES: [u16; 16] = [
 ];
 
 /// Upper bounds of the request-duration histogram, in seconds.
-pub const DURATION_BUCKETS_S: [f64; 14] = [
+pub(crate) const DURATION_BUCKETS_S: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
@@ -33,18 +29,47 @@ struct RouteCounters {
     duration_sum_ns: AtomicU64,
 }
 
-#[derive(Default)]
-pub struct Metrics {
-    routes: [RouteCounters; ROUTE_SLOTS],
+/// The service's own counters. Route slots are fixed when it is made: one per routed path,
+/// and the last for requests that matched none.
+pub(crate) struct Metrics {
+    labels: Vec<&'static str>,
+    routes: Vec<RouteCounters>,
     /// Connections open now.
-    pub connections_open: AtomicU64,
+    connections_open: AtomicU64,
 }
 
 impl Metrics {
-    /// Records one answered request. `route` is an index into the route table, `None` for an
+    /// Counters for routes labelled `labels`, the last for requests that matched no route.
+    pub(crate) fn new(labels: Vec<&'static str>) -> Self {
+        assert!(!labels.is_empty(), "a slot for unmatched requests");
+        let routes = labels.iter().map(|_| RouteCounters::default()).collect();
+        Self {
+            labels,
+            routes,
+            connections_open: AtomicU64::new(0),
+        }
+    }
+
+    /// A connection was accepted.
+    pub(crate) fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection ended.
+    pub(crate) fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Connections open now.
+    pub(crate) fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    /// Records one answered request. `route` is an index into the labels, `None` for an
     /// unmatched path.
-    pub fn observe(&self, route: Option<usize>, status: u16, elapsed: Duration) {
-        let counters = &self.routes[route.unwrap_or(ROUTE_SLOTS - 1)];
+    pub(crate) fn observe(&self, route: Option<usize>, status: u16, elapsed: Duration) {
+        let unmatched = self.routes.len() - 1;
+        let counters = &self.routes[route.map_or(unmatched, |i| i.min(unmatched))];
         let status_slot = STATUSES
             .iter()
             .position(|&s| s == status)
@@ -60,9 +85,10 @@ impl Metrics {
         counters.duration_sum_ns.fetch_add(nanos, Ordering::Relaxed);
     }
 
-    pub fn render(&self, store: &Store) -> String {
+    /// The exposition text: this process's counters and the store's `gauges`.
+    pub(crate) fn render(&self, gauges: &StoreGauges) -> String {
         let mut out = String::with_capacity(8 * 1024);
-        let label = |slot: usize| ROUTES.get(slot).map_or(UNMATCHED, |r| r.template);
+        let label = |slot: usize| self.labels[slot];
 
         out.push_str(
             "# HELP tenantd_http_requests_total HTTP requests answered, by route and status.\n",
@@ -108,42 +134,42 @@ impl Metrics {
             );
         }
 
-        let stats = store.stats();
-        let (writes_queued, reads_queued) = store.queue_depth();
         let _ = writeln!(
             out,
             "# HELP tenantd_store_queue_depth Commands waiting for the store, by queue.\n\
              # TYPE tenantd_store_queue_depth gauge\n\
-             tenantd_store_queue_depth{{queue=\"write\"}} {writes_queued}\n\
-             tenantd_store_queue_depth{{queue=\"read\"}} {reads_queued}"
+             tenantd_store_queue_depth{{queue=\"write\"}} {}\n\
+             tenantd_store_queue_depth{{queue=\"read\"}} {}\n\
+             tenantd_store_queue_depth{{queue=\"credential\"}} {}",
+            gauges.writes_queued, gauges.reads_queued, gauges.credentials_queued
         );
-        let gauges: [(&str, &str, &str, u64); 4] = [
+        let series: [(&str, &str, &str, u64); 4] = [
             (
                 "tenantd_http_connections_open",
                 "gauge",
                 "HTTP connections open now.",
-                self.connections_open.load(Ordering::Relaxed),
+                self.connections_open(),
             ),
             (
                 "tenantd_audit_events",
                 "gauge",
                 "Length of the audit chain.",
-                stats.audit_events.load(Ordering::Relaxed),
+                gauges.audit_events,
             ),
             (
                 "tenantd_store_batches_total",
                 "counter",
                 "Write transactions committed (each a batch of commands).",
-                stats.batches.load(Ordering::Relaxed),
+                gauges.batches,
             ),
             (
                 "tenantd_store_commands_total",
                 "counter",
                 "Write commands in committed batches.",
-                stats.commands.load(Ordering::Relaxed),
+                gauges.commands,
             ),
         ];
-        for (name, kind, help, value) in gauges {
+        for (name, kind, help, value) in series {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
@@ -153,8 +179,7 @@ impl Metrics {
             out,
             "# HELP tenantd_tenants Tenants by state.\n# TYPE tenantd_tenants gauge\n\
              tenantd_tenants{{state=\"active\"}} {}\ntenantd_tenants{{state=\"tombstoned\"}} {}",
-            stats.active.load(Ordering::Relaxed),
-            stats.tombstoned.load(Ordering::Relaxed),
+            gauges.tenants_active, gauges.tenants_tombstoned,
         );
         out
     }
@@ -166,7 +191,7 @@ mod tests {
 
     #[test]
     fn durations_fall_into_the_right_bucket() {
-        let metrics = Metrics::default();
+        let metrics = Metrics::new(vec!["/a", "unmatched"]);
         metrics.observe(Some(0), 200, Duration::from_micros(50));
         metrics.observe(Some(0), 200, Duration::from_millis(3));
         metrics.observe(Some(0), 599, Duration::from_secs(10));

@@ -12,44 +12,45 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
-use crate::store::StoreError;
-
 /// Seconds a client should wait before retrying a `503`.
-pub const RETRY_AFTER_S: u32 = 1;
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound => Self::TenantNotFound,
-            StoreError::NameTaken => Self::TenantNameTaken,
-            StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
-            StoreError::QueueFull => Self::Unavailable("the store queue is full".into()),
-            StoreError::Unavailable(cause) => Self::Unavailable(cause),
-            StoreError::Internal(cause) => Self::Internal(cause),
-        }
-    }
-}
+pub(crate) const RETRY_AFTER_S: u32 = 1;
 
 /// One bad field of a request body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {
+    /// The member's name.
     pub field: String,
+    /// What is wrong with it, a phrase that follows the name.
     pub message: String,
 }
 
+/// Every way a request can fail, one variant per row of the contract's error table.
 #[derive(Debug)]
 pub enum ApiError {
+    /// The body is not JSON, or not a JSON object; why, for the client.
     MalformedJson(String),
+    /// A malformed header, said in a sentence.
     InvalidHeader(&'static str),
+    /// No valid token.
     Unauthorized,
+    /// A valid token outside its scope.
     Forbidden,
+    /// No such route.
     RouteNotFound,
+    /// No such tenant.
     TenantNotFound,
+    /// A known path with another method.
     MethodNotAllowed {
+        /// The methods the path answers.
         allow: &'static str,
     },
+    /// An active tenant already has the name.
     TenantNameTaken,
-    PayloadTooLarge,
+    /// The body is larger than the bound.
+    PayloadTooLarge {
+        /// The bound, in bytes.
+        bytes_max: usize,
+    },
     /// The body did not arrive within the body read timeout.
     BodyTimeout,
     UnsupportedMediaType,
@@ -64,6 +65,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The status code of the contract's row.
     pub fn status(&self) -> StatusCode {
         match self {
             Self::MalformedJson(_) | Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
@@ -72,7 +74,7 @@ impl ApiError {
             Self::RouteNotFound | Self::TenantNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::TenantNameTaken => StatusCode::CONFLICT,
-            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
@@ -84,6 +86,7 @@ impl ApiError {
         }
     }
 
+    /// The stable, machine-readable code of the contract's row.
     pub fn code(&self) -> &'static str {
         match self {
             Self::MalformedJson(_) => "malformed_json",
@@ -94,7 +97,7 @@ impl ApiError {
             Self::TenantNotFound => "tenant_not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::TenantNameTaken => "tenant_name_taken",
-            Self::PayloadTooLarge => "payload_too_large",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::BodyTimeout => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::UnsupportedTransferCoding => "unsupported_transfer_coding",
@@ -113,17 +116,16 @@ impl ApiError {
             Self::Unauthorized => {
                 "a valid bearer token is required in the Authorization header".into()
             }
-            Self::Forbidden => "this token may read only its own tenant".into(),
+            Self::Forbidden => "this credential may not do this".into(),
             Self::RouteNotFound => "there is no such resource".into(),
             Self::TenantNotFound => "there is no tenant with this id".into(),
             Self::MethodNotAllowed { allow } => {
                 format!("this resource allows only {allow}")
             }
             Self::TenantNameTaken => "an active tenant already has this name".into(),
-            Self::PayloadTooLarge => format!(
-                "the request body exceeds {} bytes",
-                crate::handlers::BODY_BYTES_MAX
-            ),
+            Self::PayloadTooLarge { bytes_max } => {
+                format!("the request body exceeds {bytes_max} bytes")
+            }
             Self::BodyTimeout => "the request body did not arrive in time".into(),
             Self::UnsupportedMediaType => {
                 "the request body must be application/json, without a content coding".into()
@@ -144,13 +146,15 @@ impl ApiError {
     }
 
     /// The cause to log, for errors whose cause is not the client's to see.
-    pub fn log_cause(&self) -> Option<&str> {
+    pub(crate) fn log_cause(&self) -> Option<&str> {
         match self {
             Self::Internal(cause) | Self::Unavailable(cause) => Some(cause),
             _ => None,
         }
     }
 
+    /// The problem document, with the headers its row needs (`WWW-Authenticate`, `Allow`,
+    /// `Retry-After`, or `Connection: close` where the body was not read to its end).
     pub fn into_response(self, request_id: &str) -> Response<Full<Bytes>> {
         #[derive(Serialize)]
         struct Body<'a> {
@@ -200,7 +204,7 @@ impl ApiError {
             }
             // The rest of an oversized body was not read, so the connection cannot carry
             // another request.
-            Self::PayloadTooLarge | Self::BodyTimeout | Self::UnsupportedTransferCoding => {
+            Self::PayloadTooLarge { .. } | Self::BodyTimeout | Self::UnsupportedTransferCoding => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}

@@ -1,5 +1,5 @@
-//! Property tests of every parser at the edge, the create request as a whole, the id
-//! generator and the audit chain.
+//! Property tests of every parser at the edge, the create request as a whole and the id
+//! generator. (The audit chain's are beside its SQLite code, in `store::sqlite::audit`.)
 //!
 //! Where a rule is short enough to restate, a property compares the code with an oracle
 //! written here from the contract (`*_oracle`), not from the code under test. Each property
@@ -17,15 +17,19 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderVa
 use hyper::{Response, StatusCode};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
-use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::audit::{self, Event, GENESIS_HASH, Head, VerifyError};
 use crate::auth::{TOKEN_BYTES_MAX, bearer_token};
 use crate::domain::{Atomic, IdempotencyKey, NewTenant, TenantId, TenantName, valid_request_id};
-use crate::handlers::create_request;
-use crate::ids::{IdGenerator, TenantToken, ulid_decode};
+use crate::handlers::tenants::create_request;
+use crate::ids::{IdGenerator, TenantToken};
 use crate::problem::ApiError;
+
+/// The value of a ULID in canonical text, by the `ulid` crate's decoder (the codec under
+/// test through `TenantId`).
+fn ulid_decode(text: &str) -> Option<u128> {
+    TenantId::parse(&format!("ten_{text}")).map(|id| id.ulid().0)
+}
 
 /// Cases for a pure parser of one string: microseconds each.
 const CASES_PARSER: u32 = 16_384;
@@ -35,9 +39,6 @@ const CASES_REQUEST: u32 = 8_192;
 
 /// Cases for an id generator run over a sequence of clock readings.
 const CASES_IDS: u32 = 4_096;
-
-/// Cases that build an audit chain in a fresh in-memory database.
-const CASES_CHAIN: u32 = 1_024;
 
 /// `cases` inputs per property, and no regression file written into `src/` on a failure
 /// (the shrunk input is printed; copy it into a unit test instead).
@@ -579,12 +580,6 @@ fn clock_reading() -> impl Strategy<Value = u64> {
     ]
 }
 
-/// One event's free-text columns: occurred_at, action, tenant_id, payload.
-fn event_text() -> impl Strategy<Value = (String, String, String, String)> {
-    let text = || edgy_string(0..=16);
-    (text(), text(), text(), text())
-}
-
 // ---------------------------------------------------------------------------------------
 // Parsers never panic, and agree with their oracles.
 // ---------------------------------------------------------------------------------------
@@ -643,8 +638,8 @@ proptest! {
 
     #[test]
     fn every_u128_round_trips_through_its_ulid(value in any::<u128>()) {
-        // `ids::ulid_encode` is private; `generated_ids_strictly_increase` checks that the
-        // ids it makes are exactly `ulid_reference` of their value.
+        // `generated_ids_strictly_increase` checks that the ids the generator makes are
+        // exactly `ulid_reference` of their value.
         let text = ulid_reference(value);
         prop_assert_eq!(ulid_decode(&text), Some(value));
         let id = format!("ten_{text}");
@@ -825,172 +820,11 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------
-// The audit chain.
-// ---------------------------------------------------------------------------------------
-
-/// A fresh in-memory database with the schema.
-fn audit_db() -> Connection {
-    let conn = Connection::open_in_memory().expect("an in-memory database opens");
-    conn.execute_batch(include_str!("../schema.sql"))
-        .expect("the schema applies");
-    conn
-}
-
-/// How one stored row is tampered with.
-#[derive(Debug, Clone)]
-enum Tamper {
-    /// A text column gets other text.
-    Text(&'static str, String),
-    /// A text column gets a blob, which cannot be read as text.
-    Blob(&'static str),
-    /// The row moves past the end of the chain.
-    Renumber(i64),
-    /// The row is deleted.
-    Delete,
-}
-
-fn tamper() -> impl Strategy<Value = Tamper> {
-    let column = || {
-        select(vec![
-            "occurred_at",
-            "actor",
-            "action",
-            "tenant_id",
-            "payload",
-            "prev_hash",
-            "hash",
-        ])
-    };
-    prop_oneof![
-        6 => (column(), edgy_string(0..=16)).prop_map(|(c, t)| Tamper::Text(c, t)),
-        1 => column().prop_map(Tamper::Blob),
-        1 => (1i64..5).prop_map(Tamper::Renumber),
-        1 => Just(Tamper::Delete),
-    ]
-}
-
-proptest! {
-    #![proptest_config(config(CASES_PARSER))]
-
-    /// Changing any one field of an event, or the hash it links to, changes its hash.
-    #[test]
-    fn link_hash_depends_on_every_field(
-        seq in any::<i64>(),
-        (occurred_at, action, tenant_id, payload) in event_text(),
-        actor in edgy_string(0..=8),
-        prev in prop_oneof!["[0-9a-f]{64}", edgy_string(0..=16)],
-        field in 0usize..7,
-        other in edgy_string(0..=16),
-        other_seq in any::<i64>(),
-    ) {
-        let event = Event { seq, occurred_at, actor, action, tenant_id, payload };
-        let hash = audit::link_hash(&prev, &event);
-        prop_assert!(hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
-        let differ = |old: &str| if other == old { format!("{other}x") } else { other.clone() };
-        let mut changed = event.clone();
-        let mut changed_prev = prev.clone();
-        match field {
-            0 => changed_prev = differ(&prev),
-            1 => changed.seq = if other_seq == seq { seq.wrapping_add(1) } else { other_seq },
-            2 => changed.occurred_at = differ(&event.occurred_at),
-            3 => changed.actor = differ(&event.actor),
-            4 => changed.action = differ(&event.action),
-            5 => changed.tenant_id = differ(&event.tenant_id),
-            _ => changed.payload = differ(&event.payload),
-        }
-        prop_assert_ne!(audit::link_hash(&changed_prev, &changed), hash);
-    }
-}
-
-proptest! {
-    #![proptest_config(config(CASES_CHAIN))]
-
-    /// A chain built with `audit::append` verifies; after one row is tampered with (the
-    /// immutability triggers dropped first), `verify` names that row's seq. Deleting the
-    /// last row is the one change a chain alone cannot show: it verifies, one event shorter.
-    #[test]
-    fn verify_names_the_first_tampered_row(
-        events in prop::collection::vec(event_text(), 1..10),
-        row in any::<Index>(),
-        change in tamper(),
-    ) {
-        let conn = audit_db();
-        let mut head = Head::genesis();
-        for (occurred_at, action, tenant_id, payload) in &events {
-            head = audit::append(&conn, &head, occurred_at, action, tenant_id, payload)
-                .expect("append continues the chain");
-        }
-        let n = events.len() as i64;
-        prop_assert_eq!(audit::verify(&conn), Ok(head.clone()));
-        prop_assert_eq!(head.seq, n);
-
-        conn.execute_batch(
-            "DROP TRIGGER audit_events_no_update; DROP TRIGGER audit_events_no_delete;",
-        )
-        .expect("the triggers drop");
-        let seq = row.index(events.len()) as i64 + 1;
-        let changed = match &change {
-            Tamper::Text(column, text) => {
-                let sql = format!(
-                    "UPDATE audit_events SET {column} = ?1 WHERE seq = ?2 AND {column} IS NOT ?1"
-                );
-                conn.execute(&sql, rusqlite::params![text, seq]).expect("update")
-            }
-            Tamper::Blob(column) => {
-                let sql = format!("UPDATE audit_events SET {column} = x'ff00' WHERE seq = ?1");
-                conn.execute(&sql, [seq]).expect("update")
-            }
-            Tamper::Renumber(past) => conn
-                .execute("UPDATE audit_events SET seq = ?1 WHERE seq = ?2", [n + past, seq])
-                .expect("update"),
-            Tamper::Delete => conn
-                .execute("DELETE FROM audit_events WHERE seq = ?1", [seq])
-                .expect("delete"),
-        };
-        let verdict = audit::verify(&conn);
-        if changed == 0 {
-            // The new text equalled the old: nothing was tampered with.
-            prop_assert_eq!(verdict, Ok(head));
-        } else if matches!(change, Tamper::Delete) && seq == n {
-            prop_assert_eq!(verdict.map(|h| h.seq), Ok(n - 1));
-        } else {
-            match verdict {
-                Err(VerifyError::Broken { seq: broken, .. }) => {
-                    prop_assert_eq!(broken, seq, "{:?} of seq {}", change, seq);
-                }
-                other => {
-                    return Err(TestCaseError::fail(format!(
-                        "{change:?} of seq {seq} not caught: {other:?}"
-                    )));
-                }
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Regressions: inputs the properties or the fuzzer found, and edge cases kept by hand.
 // ---------------------------------------------------------------------------------------
 
 mod regressions {
     use super::*;
-
-    /// The genesis link: the first event links to 64 zeros, and its hash is the documented
-    /// preimage's.
-    #[test]
-    fn the_first_event_links_to_genesis() {
-        let conn = audit_db();
-        let head = audit::append(&conn, &Head::genesis(), "t", "a", "ten_x", "{}").expect("append");
-        let prev: String = conn
-            .query_row(
-                "SELECT prev_hash FROM audit_events WHERE seq = 1",
-                [],
-                |r| r.get(0),
-            )
-            .expect("the row");
-        assert_eq!(prev, GENESIS_HASH);
-        assert_eq!(audit::verify(&conn), Ok(head));
-    }
 
     /// Found by reading `IdGenerator::next_id` while writing `generated_ids_strictly_increase`:
     /// once the random part of an id in the last 48-bit millisecond was used up, the "next

@@ -5,45 +5,43 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
-use hyper::{Method, Request, Response};
+use hyper::{Method, Request};
 
-use crate::App;
-use crate::auth;
+use crate::app::App;
+use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
-use crate::handlers;
+use crate::handlers::{HttpResponse, health, tenants};
 use crate::problem::ApiError;
 
 /// A routed path and the methods it answers.
 #[derive(Debug, PartialEq, Eq)]
-pub struct RouteSpec {
+pub(crate) struct RouteSpec {
     /// The path as the OpenAPI document writes it.
-    pub template: &'static str,
-    /// The methods, as the `Allow` header lists them.
-    pub allow: &'static str,
+    pub(crate) template: &'static str,
+    /// The methods, as the `Allow` header lists them; `HEAD` wherever `GET` is.
+    pub(crate) allow: &'static str,
 }
 
 /// Every routed path: the source of `Allow` headers, metric labels and the check that the
 /// OpenAPI document and the router agree.
-pub const ROUTES: [RouteSpec; 6] = [
+pub(crate) const ROUTES: [RouteSpec; 6] = [
     RouteSpec {
         template: "/healthz",
-        allow: "GET",
+        allow: "GET, HEAD",
     },
     RouteSpec {
         template: "/readyz",
-        allow: "GET",
+        allow: "GET, HEAD",
     },
     RouteSpec {
         template: "/metrics",
-        allow: "GET",
+        allow: "GET, HEAD",
     },
     RouteSpec {
         template: "/v1/openapi.json",
-        allow: "GET",
+        allow: "GET, HEAD",
     },
     RouteSpec {
         template: "/v1/tenants",
@@ -51,17 +49,27 @@ pub const ROUTES: [RouteSpec; 6] = [
     },
     RouteSpec {
         template: "/v1/tenants/{id}",
-        allow: "GET, DELETE",
+        allow: "GET, HEAD, DELETE",
     },
 ];
 
 /// The metric and log label of a request that matched no route; it keeps the label set
 /// bounded whatever paths clients send.
-pub const UNMATCHED: &str = "unmatched";
+pub(crate) const UNMATCHED: &str = "unmatched";
+
+/// The label of each route slot in [`ROUTES`] order, then [`UNMATCHED`]: what `/metrics`
+/// counts by.
+pub(crate) fn route_labels() -> Vec<&'static str> {
+    ROUTES
+        .iter()
+        .map(|route| route.template)
+        .chain([UNMATCHED])
+        .collect()
+}
 
 /// What a request's path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target<'a> {
+pub(crate) enum Target<'a> {
     Healthz,
     Readyz,
     Metrics,
@@ -72,7 +80,8 @@ pub enum Target<'a> {
 }
 
 impl<'a> Target<'a> {
-    pub fn parse(path: &'a str) -> Self {
+    /// Reads a path; only the exact spellings match (no percent-decoding, no trailing slash).
+    pub(crate) fn parse(path: &'a str) -> Self {
         match path {
             "/healthz" => Self::Healthz,
             "/readyz" => Self::Readyz,
@@ -87,7 +96,7 @@ impl<'a> Target<'a> {
     }
 
     /// The index of this target in [`ROUTES`]; `None` for an unknown path.
-    pub fn index(&self) -> Option<usize> {
+    pub(crate) fn index(&self) -> Option<usize> {
         match self {
             Self::Healthz => Some(0),
             Self::Readyz => Some(1),
@@ -99,7 +108,8 @@ impl<'a> Target<'a> {
         }
     }
 
-    pub fn label(&self) -> &'static str {
+    /// The route's template, for the access log.
+    pub(crate) fn label(&self) -> &'static str {
         self.index().map_or(UNMATCHED, |i| ROUTES[i].template)
     }
 
@@ -112,13 +122,28 @@ impl<'a> Target<'a> {
             _ => false,
         }
     }
+
+    /// What the principal must be for `method` here. A tenant token may read its own tenant
+    /// and nothing else, whether or not a route exists.
+    fn needs(&self, method: &Method) -> Needs<'a> {
+        match self {
+            Self::Tenant(id) if is_read(method) => Needs::AdminOrTenant(id),
+            _ => Needs::Admin,
+        }
+    }
+}
+
+/// `GET`, or `HEAD`, which is answered wherever `GET` is, with the same status and headers
+/// (the HTTP layer leaves the body out).
+fn is_read(method: &Method) -> bool {
+    *method == Method::GET || *method == Method::HEAD
 }
 
 /// Answers one request. Never fails: every error becomes a problem response.
-pub async fn handle(
+pub(crate) async fn handle(
     app: Arc<App>,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<HttpResponse, Infallible> {
     let started = Instant::now();
     let request_id = request
         .headers()
@@ -168,30 +193,38 @@ async fn dispatch(
     target: Target<'_>,
     path: &str,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, ApiError> {
-    if target.needs_token(path) {
+) -> Result<HttpResponse, ApiError> {
+    let principal = if target.needs_token(path) {
         let principal = auth::authenticate(request.headers(), &app.admin_token, &app.store).await?;
-        auth::authorize(&principal, request.method(), &target)?;
-    }
-    match (request.method(), target) {
+        auth::authorize(&principal, target.needs(request.method()))?;
+        Some(principal)
+    } else {
+        None
+    };
+    let method = request.method();
+    match (target, principal.as_ref()) {
         // Liveness: answers while the process runs.
-        (&Method::GET, Target::Healthz) => Ok(handlers::healthz()),
-        // Readiness: answers when the database does.
-        (&Method::GET, Target::Readyz) => handlers::readyz(app).await,
+        (Target::Healthz, _) if is_read(method) => Ok(health::healthz()),
+        // Readiness: answers when a write could begin.
+        (Target::Readyz, _) if is_read(method) => health::readyz(app).await,
         // Prometheus text exposition.
-        (&Method::GET, Target::Metrics) => Ok(handlers::metrics(app)),
+        (Target::Metrics, _) if is_read(method) => Ok(health::metrics(app)),
         // The API's own description.
-        (&Method::GET, Target::OpenApi) => Ok(handlers::openapi()),
+        (Target::OpenApi, _) if is_read(method) => Ok(health::openapi()),
         // Provision a tenant.
-        (&Method::POST, Target::Tenants) => handlers::create_tenant(app, request).await,
+        (Target::Tenants, Some(who)) if method == Method::POST => {
+            tenants::create(app, who, request).await
+        }
         // Read a tenant's overview.
-        (&Method::GET, Target::Tenant(id)) => handlers::get_tenant(app, id).await,
+        (Target::Tenant(id), Some(_)) if is_read(method) => tenants::get(app, id).await,
         // Tombstone a tenant.
-        (&Method::DELETE, Target::Tenant(id)) => handlers::tombstone_tenant(app, id).await,
+        (Target::Tenant(id), Some(who)) if method == Method::DELETE => {
+            tenants::tombstone(app, who, id).await
+        }
         // No such path.
-        (_, Target::Unknown) => Err(ApiError::RouteNotFound),
+        (Target::Unknown, _) => Err(ApiError::RouteNotFound),
         // A known path with another method.
-        (_, known) => Err(ApiError::MethodNotAllowed {
+        (known, _) => Err(ApiError::MethodNotAllowed {
             allow: ROUTES[known.index().expect("a known target has a route")].allow,
         }),
     }
@@ -233,6 +266,41 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_token_may_only_read_its_own_tenant() {
+        let cases = [
+            (
+                Method::GET,
+                Target::Tenant("ten_A"),
+                Needs::AdminOrTenant("ten_A"),
+            ),
+            (
+                Method::HEAD,
+                Target::Tenant("ten_A"),
+                Needs::AdminOrTenant("ten_A"),
+            ),
+            (Method::DELETE, Target::Tenant("ten_A"), Needs::Admin),
+            (Method::POST, Target::Tenants, Needs::Admin),
+            (Method::GET, Target::Unknown, Needs::Admin),
+        ];
+        for (method, target, needs) in cases {
+            assert_eq!(target.needs(&method), needs, "{method} {target:?}");
+        }
+    }
+
+    #[test]
+    fn every_get_also_answers_head() {
+        for route in &ROUTES {
+            let methods: Vec<&str> = route.allow.split(", ").collect();
+            assert_eq!(
+                methods.contains(&"GET"),
+                methods.contains(&"HEAD"),
+                "{}",
+                route.template
+            );
+        }
+    }
+
+    #[test]
     fn tokens_are_needed_under_v1_only() {
         assert!(Target::parse("/v1/nope").needs_token("/v1/nope"));
         assert!(Target::parse("/v1").needs_token("/v1"));
@@ -246,7 +314,7 @@ mod tests {
     #[test]
     fn the_openapi_document_and_the_router_agree() {
         let doc: serde_json::Value =
-            serde_json::from_str(handlers::OPENAPI_JSON).expect("openapi.json is JSON");
+            serde_json::from_str(health::OPENAPI_JSON).expect("openapi.json is JSON");
         let documented: std::collections::BTreeSet<(String, String)> = doc["paths"]
             .as_object()
             .expect("paths")
@@ -269,6 +337,7 @@ mod tests {
             .flat_map(|r| {
                 r.allow
                     .split(", ")
+                    .filter(|m| *m != "HEAD")
                     .map(move |m| (r.template.to_owned(), m.to_owned()))
             })
             .collect();

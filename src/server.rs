@@ -1,40 +1,46 @@
 //! The accept loop: a bound on open connections, a header timeout, and graceful shutdown.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
-use crate::{App, router};
+use crate::metrics::Metrics;
 
 /// Default for [`Limits::max_connections`]. Beyond it, new connections wait in the kernel's
 /// accept backlog instead of costing memory here.
-pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
+pub(crate) const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 
 /// Default for [`Limits::header_read_timeout`].
-pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Default for [`Limits::body_read_timeout`].
-pub const BODY_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+pub(crate) const BODY_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Default for [`Limits::shutdown_grace`].
-pub const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
+pub(crate) const SHUTDOWN_GRACE_DEFAULT: Duration = Duration::from_secs(10);
 
 /// The most bytes of request line and headers buffered for one request; a longer head is
 /// refused by hyper (`431`/`414`) before it reaches a handler.
-pub const HEAD_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const HEAD_BYTES_MAX: usize = 64 * 1024;
 
 /// How long to pause after a failed `accept` (such as running out of file descriptors),
 /// so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
+/// The bounds of the HTTP layer.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Connections served at once.
@@ -54,57 +60,64 @@ const FDS_BESIDES_CONNECTIONS: u64 = 64;
 
 /// Raises the soft limit on open files to what `max_connections` needs (up to the hard
 /// limit), so that a default soft limit of 1024 does not quietly cap the connections.
-pub fn ensure_fd_limit(max_connections: usize) {
+pub(crate) fn ensure_fd_limit(max_connections: usize) {
     let needed = max_connections as u64 + FDS_BESIDES_CONNECTIONS;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let (soft, hard) = match rlimit::getrlimit(rlimit::Resource::NOFILE) {
+        Ok(limits) => limits,
+        Err(e) => {
+            log::warn!("cannot read the open-file limit: {e}");
+            return;
+        }
     };
-    // SAFETY: getrlimit writes into the struct we own; setrlimit reads it.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        log::warn!(
-            "cannot read the open-file limit: {}",
-            std::io::Error::last_os_error()
-        );
+    if soft >= needed {
         return;
     }
-    if limit.rlim_cur >= needed {
-        return;
-    }
-    let raised = needed.min(limit.rlim_max);
-    let wanted = libc::rlimit {
-        rlim_cur: raised,
-        rlim_max: limit.rlim_max,
-    };
-    // SAFETY: as above.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) } != 0 {
-        log::warn!(
-            "cannot raise the open-file limit: {}",
-            std::io::Error::last_os_error()
-        );
+    let raised = needed.min(hard);
+    if let Err(e) = rlimit::setrlimit(rlimit::Resource::NOFILE, raised, hard) {
+        log::warn!("cannot raise the open-file limit: {e}");
     } else if raised < needed {
         log::warn!(
             "the open-file limit is {raised}, below the {needed} that --max-connections {max_connections} needs; \
              raise it (LimitNOFILE= in systemd) or lower --max-connections"
         );
     } else {
-        log::info!(
-            "raised the open-file limit from {} to {raised}",
-            limit.rlim_cur
-        );
+        log::info!("raised the open-file limit from {soft} to {raised}");
+    }
+}
+
+/// Counts a connection as open for as long as it lives, also when its task is aborted.
+struct OpenConnection {
+    metrics: Arc<Metrics>,
+}
+
+impl OpenConnection {
+    fn new(metrics: Arc<Metrics>) -> Self {
+        metrics.connection_opened();
+        Self { metrics }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.metrics.connection_closed();
     }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open connections finish
-/// within the grace period.
-pub async fn serve(
+/// within the grace period; those still open after it are cut off, and the log says how many.
+pub(crate) async fn serve<H, F>(
     listener: TcpListener,
-    app: Arc<App>,
     limits: Limits,
+    metrics: Arc<Metrics>,
+    handler: H,
     shutdown: impl Future<Output = ()>,
-) {
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -114,6 +127,8 @@ pub async fn serve(
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {
+        // Finished connections leave the set here, so it holds only open ones.
+        while connections.try_join_next().is_some() {}
         let permit = tokio::select! {
             permit = Arc::clone(&permits).acquire_owned() => permit.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
@@ -131,30 +146,33 @@ pub async fn serve(
         };
         // Responses are written whole; waiting to coalesce them only adds latency.
         let _ = stream.set_nodelay(true);
-        let service_app = Arc::clone(&app);
-        let service = service_fn(move |request| router::handle(Arc::clone(&service_app), request));
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        let app = Arc::clone(&app);
-        app.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(async move {
+        let connection = graceful
+            .watch(builder.serve_connection(TokioIo::new(stream), service_fn(handler.clone())));
+        let open = OpenConnection::new(Arc::clone(&metrics));
+        connections.spawn(async move {
             if let Err(e) = connection.await {
                 log::debug!("connection from {peer} ended: {e}");
             }
-            app.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
+            drop((open, permit));
         });
     }
     drop(listener);
-    let open = app.metrics.connections_open.load(Ordering::Relaxed);
+    while connections.try_join_next().is_some() {}
     log::info!(
-        "shutting down: no new connections; {open} open, {} ms to finish",
+        "shutting down: no new connections; {} open, {} ms to finish",
+        connections.len(),
         limits.shutdown_grace.as_millis()
     );
     tokio::select! {
         () = graceful.shutdown() => log::info!("every connection is closed"),
         () = tokio::time::sleep(limits.shutdown_grace) => {
-            let open = app.metrics.connections_open.load(Ordering::Relaxed);
-            log::warn!("the grace period is over; {open} connections are cut off");
+            connections.abort_all();
+            let mut cut_off = 0;
+            while let Some(ended) = connections.join_next().await {
+                cut_off += usize::from(ended.is_err_and(|e| e.is_cancelled()));
+            }
+            let noun = if cut_off == 1 { "connection" } else { "connections" };
+            log::warn!("the grace period is over; cut off {cut_off} {noun}");
         }
     }
 }

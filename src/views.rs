@@ -1,67 +1,42 @@
-//! The JSON a client sees of a tenant, written once per response.
+//! The JSON a client sees, written once per response. Only handlers use it.
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
-use crate::domain::{Atomic, TenantId};
+use crate::domain::{Atomic, Tenant, TenantId, TenantName};
+use crate::ids::TenantToken;
 
-/// A tenant's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TenantState {
-    Active,
-    Tombstoned,
-}
-
-impl TenantState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Tombstoned => "tombstoned",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "active" => Some(Self::Active),
-            "tombstoned" => Some(Self::Tombstoned),
-            _ => None,
-        }
-    }
-}
-
-impl Serialize for TenantState {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl Serialize for TenantId {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-/// Amounts are JSON strings, so that no client's JSON parser rounds them.
-impl Serialize for Atomic {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Budget {
-    pub opening_deposit_atomic: Atomic,
-    pub balance_atomic: Atomic,
+/// The budget as the tenant overview shows it.
+#[derive(Serialize)]
+struct BudgetView {
+    opening_deposit_atomic: Atomic,
+    balance_atomic: Atomic,
 }
 
 /// The tenant overview: the body of a read and of a tombstone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Tenant {
-    pub id: TenantId,
-    pub name: String,
-    pub state: TenantState,
-    pub created_at: String,
-    pub tombstoned_at: Option<String>,
-    pub budget: Budget,
+#[derive(Serialize)]
+struct TenantView<'a> {
+    id: &'a TenantId,
+    name: &'a TenantName,
+    state: &'static str,
+    created_at: &'a str,
+    tombstoned_at: Option<&'a str>,
+    budget: BudgetView,
+}
+
+impl<'a> From<&'a Tenant> for TenantView<'a> {
+    fn from(tenant: &'a Tenant) -> Self {
+        Self {
+            id: &tenant.id,
+            name: &tenant.name,
+            state: tenant.state.name(),
+            created_at: &tenant.created_at,
+            tombstoned_at: tenant.state.tombstoned_at(),
+            budget: BudgetView {
+                opening_deposit_atomic: tenant.budget.opening_deposit,
+                balance_atomic: tenant.budget.balance,
+            },
+        }
+    }
 }
 
 /// The environment block for the tenant's sidecar. Every name matches `^[A-Z][A-Z0-9_]*$`
@@ -76,24 +51,25 @@ struct SidecarEnv<'a> {
 }
 
 #[derive(Serialize)]
-struct Created<'a> {
+struct CreatedView<'a> {
     #[serde(flatten)]
-    tenant: &'a Tenant,
+    tenant: TenantView<'a>,
     sidecar_config_env: SidecarEnv<'a>,
 }
 
-pub fn tenant_json(tenant: &Tenant) -> String {
-    serde_json::to_string(tenant).expect("a tenant always serializes")
+/// The overview of `tenant`.
+pub(crate) fn tenant_json(tenant: &Tenant) -> String {
+    serde_json::to_string(&TenantView::from(tenant)).expect("a tenant always serializes")
 }
 
 /// The body of a `201` to a create: the overview and the sidecar's environment.
-pub fn created_json(tenant: &Tenant, public_url: &str, token: &str) -> String {
-    serde_json::to_string(&Created {
-        tenant,
+pub(crate) fn created_json(tenant: &Tenant, token: &TenantToken, public_url: &str) -> String {
+    serde_json::to_string(&CreatedView {
+        tenant: TenantView::from(tenant),
         sidecar_config_env: SidecarEnv {
             TENANTD_URL: public_url,
             TENANTD_TENANT_ID: tenant.id.as_str(),
-            TENANTD_TENANT_TOKEN: token,
+            TENANTD_TENANT_TOKEN: token.plaintext(),
         },
     })
     .expect("a created tenant always serializes")
@@ -102,23 +78,24 @@ pub fn created_json(tenant: &Tenant, public_url: &str, token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{TenantBudget, TenantState};
 
     #[test]
     fn created_json_has_the_contract_shape() {
         let tenant = Tenant {
             id: TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id"),
-            name: "acme-prod".into(),
+            name: TenantName::parse("acme-prod").expect("name"),
             state: TenantState::Active,
             created_at: "2026-11-22T10:00:00.123Z".into(),
-            tombstoned_at: None,
-            budget: Budget {
-                opening_deposit_atomic: Atomic::parse("340282366920938463463374607431768211455")
+            budget: TenantBudget {
+                opening_deposit: Atomic::parse("340282366920938463463374607431768211455")
                     .expect("amount"),
-                balance_atomic: Atomic::parse("1000").expect("amount"),
+                balance: Atomic::parse("1000").expect("amount"),
             },
         };
+        let token = TenantToken::mint(&tenant.id);
         let json: serde_json::Value =
-            serde_json::from_str(&created_json(&tenant, "http://h:1", "tkn_x")).expect("json");
+            serde_json::from_str(&created_json(&tenant, &token, "http://h:1")).expect("json");
         assert_eq!(json["id"], "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV");
         assert_eq!(json["state"], "active");
         assert_eq!(json["tombstoned_at"], serde_json::Value::Null);
@@ -127,9 +104,31 @@ mod tests {
             "340282366920938463463374607431768211455"
         );
         assert_eq!(json["sidecar_config_env"]["TENANTD_URL"], "http://h:1");
-        assert_eq!(json["sidecar_config_env"]["TENANTD_TENANT_TOKEN"], "tkn_x");
+        assert_eq!(
+            json["sidecar_config_env"]["TENANTD_TENANT_TOKEN"],
+            token.plaintext()
+        );
         let overview: serde_json::Value =
             serde_json::from_str(&tenant_json(&tenant)).expect("json");
         assert!(overview.get("sidecar_config_env").is_none());
+    }
+
+    #[test]
+    fn a_tombstoned_overview_shows_when() {
+        let tenant = Tenant {
+            id: TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id"),
+            name: TenantName::parse("gone").expect("name"),
+            state: TenantState::Tombstoned {
+                at: "2026-11-22T11:00:00.000Z".into(),
+            },
+            created_at: "2026-11-22T10:00:00.123Z".into(),
+            budget: TenantBudget {
+                opening_deposit: Atomic::parse("1").expect("amount"),
+                balance: Atomic::parse("1").expect("amount"),
+            },
+        };
+        let json: serde_json::Value = serde_json::from_str(&tenant_json(&tenant)).expect("json");
+        assert_eq!(json["state"], "tombstoned");
+        assert_eq!(json["tombstoned_at"], "2026-11-22T11:00:00.000Z");
     }
 }

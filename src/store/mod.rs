@@ -1,320 +1,301 @@
-//! The store: SQLite behind channels. One writer thread owns the read-write connection and
-//! group-commits typed commands; reader threads, each with a read-only connection, answer
-//! reads beside it. Every command is answered on its own oneshot channel, and no SQLite call
-//! runs on the async runtime.
+//! The store: what every backend implements, in domain terms.
+//!
+//! Handlers send typed commands and get domain values back ([`Tenant`], [`Created`]); the
+//! store never renders JSON or knows a URL. A keyed write ([`Keyed`]) is the one idempotency
+//! wrapper: the backend looks the key up, runs the write and records the response the handler
+//! rendered, all in the write's own transaction, so exactly one effect happens per key.
+//!
+//! The one backend today is SQLite ([`sqlite`]): a writer thread that group-commits, reader
+//! threads, and a credential thread of its own for tenant tokens. Nothing outside that
+//! folder names `rusqlite`.
 //!
 //! # Bounds
 //!
-//! The writer's and the readers' queues each hold at most `queue_depth` commands; a full
-//! queue is refused at once ([`StoreError::QueueFull`], a `503` with `Retry-After`), never
-//! buffered without limit.
+//! Each queue (writes, reads, credential checks) holds at most its configured depth; a full
+//! write or read queue is refused at once ([`StoreError::QueueFull`], a `503` with
+//! `Retry-After`), never buffered without limit. A credential check waits for room instead,
+//! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
+//! `503`.
 
-mod checkpoint;
-mod queries;
-mod reader;
-mod writer;
+mod sqlite;
 
-use std::panic::{self, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::ErrorCode;
-use tokio::sync::{mpsc, oneshot};
+use crate::audit::{Actor, Head};
+use crate::domain::{BodyFingerprint, IdempotencyKey, NewTenant, Tenant, TenantId};
+use crate::ids::TenantToken;
 
-use crate::db;
-use crate::domain::{IdempotencyKey, NewTenant, TenantId};
-use crate::views::Tenant;
-use reader::ReadCommand;
-use writer::{WriteCommand, Writer};
-
-/// Default for [`StoreConfig::queue_depth`].
-pub const QUEUE_DEPTH_DEFAULT: usize = 1024;
+/// Default for [`StoreConfig::queue_depth`] and [`StoreConfig::credential_queue_depth`].
+pub(crate) const QUEUE_DEPTH_DEFAULT: usize = 1024;
 
 /// Default for [`StoreConfig::commit_batch_max`].
-pub const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
+pub(crate) const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
 
 /// The most reader threads by default; more do not help on a small machine.
-pub const READERS_DEFAULT_MAX: usize = 4;
+pub(crate) const READERS_DEFAULT_MAX: usize = 4;
+
+/// How long an idempotent write's response is kept for replay, at most (the contract's 24 h).
+pub(crate) const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a tenant-token check waits for room in the credential queue before it is
+/// answered `503`: as long as a write waits for a lock held by another process.
+pub(crate) const CREDENTIAL_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// A create with this name panics inside the writer: the fault hook of the tests, compiled
 /// into test builds only.
 #[cfg(test)]
-pub const FAULT_PANIC_NAME: &str = "fault: panic in the writer";
+pub(crate) const FAULT_PANIC_NAME: &str = "fault: panic in the writer";
 
-/// How long an idempotent create's response is kept for replay, at most (the contract's 24 h).
-pub const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+/// A create with this name fails inside the writer, and the `ROLLBACK` of its batch then
+/// fails too, leaving the transaction open: the fault hook for a failed rollback, compiled
+/// into test builds only.
+#[cfg(test)]
+pub(crate) const FAULT_ROLLBACK_NAME: &str = "fault: the rollback fails";
 
 /// Reader threads to start when none is configured: one per core, up to
 /// [`READERS_DEFAULT_MAX`].
-pub fn readers_default() -> usize {
+pub(crate) fn readers_default() -> usize {
     std::thread::available_parallelism()
         .map_or(2, usize::from)
         .clamp(1, READERS_DEFAULT_MAX)
 }
 
+/// How to open the store.
 #[derive(Debug, Clone)]
-pub struct StoreConfig {
-    pub path: PathBuf,
-    /// Commands that may wait in each queue before new ones are refused.
-    pub queue_depth: usize,
-    /// Commands run in one transaction, at most.
-    pub commit_batch_max: usize,
+pub(crate) struct StoreConfig {
+    /// The database file.
+    pub(crate) path: PathBuf,
+    /// Writes, and reads, that may wait in their queues before new ones are refused.
+    pub(crate) queue_depth: usize,
+    /// Credential checks that may wait; beyond, a check waits up to
+    /// [`CREDENTIAL_WAIT_MAX`] for room.
+    pub(crate) credential_queue_depth: usize,
+    /// Writes run in one transaction, at most.
+    pub(crate) commit_batch_max: usize,
     /// Reader threads, each with its own read-only connection.
-    pub readers: usize,
-    /// How long an idempotent create's response is kept for replay.
-    pub idempotency_ttl: Duration,
-    /// The public URL handed to sidecars as `TENANTD_URL`.
-    pub public_url: String,
+    pub(crate) readers: usize,
+    /// How long an idempotent write's response is kept for replay.
+    pub(crate) idempotency_ttl: Duration,
 }
 
 /// Why a command did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    NotFound,
-    NameTaken,
+pub(crate) enum StoreError {
+    /// No tenant has this id.
+    TenantNotFound,
+    /// An active tenant already has this name.
+    TenantNameTaken,
+    /// The key is bound to another method, path or body.
     IdempotencyMismatch,
     /// The queue is full: the caller should retry shortly.
     QueueFull,
-    /// The database cannot take the command now (full, read-only, locked, closed).
+    /// The database cannot take the command now (full, read-only, locked, closed). The text
+    /// is for the log only.
     Unavailable(String),
-    /// A bug: a panic in a command or data that breaks an invariant.
+    /// A bug: a panic in a command or data that breaks an invariant. For the log only.
     Internal(String),
 }
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        match e.sqlite_error_code() {
-            Some(
-                ErrorCode::DiskFull
-                | ErrorCode::ReadOnly
-                | ErrorCode::DatabaseBusy
-                | ErrorCode::DatabaseLocked
-                | ErrorCode::CannotOpen
-                | ErrorCode::SystemIoFailure
-                | ErrorCode::OutOfMemory,
-            ) => Self::Unavailable(e.to_string()),
-            _ => Self::Internal(e.to_string()),
-        }
+/// A response as the handler rendered it, kept to replay a keyed write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredResponse {
+    /// The status code.
+    pub(crate) status: u16,
+    /// The `Location` header, for a `201`.
+    pub(crate) location: Option<String>,
+    /// The JSON body. For a tenant create it holds the tenant token: the one plaintext copy
+    /// the contract allows, erased with the record.
+    pub(crate) body: String,
+}
+
+/// Turns a write's result into the response a replay will send.
+pub(crate) type Render<T> = Box<dyn FnOnce(&T) -> StoredResponse + Send>;
+
+/// What binds an `Idempotency-Key`: the principal it belongs to, the request it was sent with,
+/// and how to render the answer to keep.
+pub(crate) struct Keyed<T> {
+    /// Whose key it is: principals' keys never meet.
+    pub(crate) principal: String,
+    /// The key.
+    pub(crate) key: IdempotencyKey,
+    /// The request's method.
+    pub(crate) method: &'static str,
+    /// The request's path.
+    pub(crate) path: String,
+    /// The request's parsed body.
+    pub(crate) fingerprint: BodyFingerprint,
+    /// The handler's rendering of a fresh result, run inside the write's transaction.
+    pub(crate) render: Render<T>,
+}
+
+impl<T> std::fmt::Debug for Keyed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyed")
+            .field("principal", &self.principal)
+            .field("key", &self.key)
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
-/// What a create returned: the body to send, and whether it is a replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Created {
-    pub id: TenantId,
-    pub body: String,
-    pub replayed: bool,
-}
-
-/// A create as the store receives it.
+/// What a keyed (or unkeyed) write answered.
 #[derive(Debug)]
-pub struct CreateRequest {
-    pub tenant: NewTenant,
-    pub idempotency_key: Option<IdempotencyKey>,
+pub(crate) enum Written<T> {
+    /// The write happened now.
+    Fresh(T),
+    /// The key was bound before: this is the response then given, and nothing changed.
+    Replayed(StoredResponse),
 }
 
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// Counters the store keeps for `/metrics`; the tenant and audit counts change only after a
-/// commit.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub active: AtomicU64,
-    pub tombstoned: AtomicU64,
-    pub audit_events: AtomicU64,
-    pub batches: AtomicU64,
-    pub commands: AtomicU64,
-    /// Read commands waiting for a reader.
-    pub reads_queued: AtomicU64,
+/// A new tenant and its token. `Debug` never shows the token.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The tenant as stored.
+    pub(crate) tenant: Tenant,
+    /// Its token, whose plaintext leaves the process once, in the response.
+    pub(crate) token: TenantToken,
 }
 
-/// A cheap, cloneable handle to the store's threads.
+/// A tenant create as the store receives it.
+#[derive(Debug)]
+pub(crate) struct CreateTenant {
+    /// What to create.
+    pub(crate) tenant: NewTenant,
+    /// Who asks.
+    pub(crate) actor: Actor,
+    /// The key it is bound to, if any.
+    pub(crate) keyed: Option<Keyed<Created>>,
+}
+
+/// What a tenant token is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Credential {
+    /// The SHA-256 of the tenant's token.
+    pub(crate) token_hash: [u8; 32],
+    /// False once the tenant is tombstoned: its token is revoked.
+    pub(crate) active: bool,
+}
+
+/// Figures for `/metrics`, read at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StoreGauges {
+    /// Active tenants.
+    pub(crate) tenants_active: u64,
+    /// Tombstoned tenants.
+    pub(crate) tenants_tombstoned: u64,
+    /// Length of the audit chain.
+    pub(crate) audit_events: u64,
+    /// Write transactions committed.
+    pub(crate) batches: u64,
+    /// Write commands in committed batches.
+    pub(crate) commands: u64,
+    /// Commands waiting for the writer.
+    pub(crate) writes_queued: u64,
+    /// Commands waiting for a reader.
+    pub(crate) reads_queued: u64,
+    /// Credential checks waiting.
+    pub(crate) credentials_queued: u64,
+}
+
+/// A cheap, cloneable handle to the store.
 #[derive(Clone)]
-pub struct Store {
-    writes: mpsc::Sender<WriteCommand>,
-    reads: SyncSender<ReadCommand>,
-    stats: Arc<Stats>,
+pub(crate) struct Store {
+    backend: sqlite::Handle,
 }
 
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
-pub struct StoreThreads {
-    writer: JoinHandle<()>,
-    writes: mpsc::Sender<WriteCommand>,
-    readers: Vec<JoinHandle<()>>,
-    reads: SyncSender<ReadCommand>,
+pub(crate) struct StoreThreads {
+    backend: sqlite::Threads,
+}
+
+/// Why the store could not be opened.
+#[derive(Debug)]
+pub(crate) struct OpenError(pub(crate) String);
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 impl Store {
     /// Opens the database on the calling thread, so that start-up fails early and loudly, then
-    /// starts the writer and the readers.
-    pub fn open(config: StoreConfig) -> Result<(Store, StoreThreads), db::OpenError> {
-        assert!(config.queue_depth > 0 && config.commit_batch_max > 0 && config.readers > 0);
-        let conn = db::open_writer(&config.path)?;
-        let writer = Writer::new(conn, config.clone())?;
-        let stats = writer.stats();
-        let spawn_error =
-            |e: std::io::Error| db::OpenError::Io(format!("cannot start a thread: {e}"));
-
-        let (read_tx, read_rx) = std::sync::mpsc::sync_channel(config.queue_depth);
-        let read_rx = Arc::new(Mutex::new(read_rx));
-        let mut readers = Vec::with_capacity(config.readers);
-        for i in 0..config.readers {
-            let conn = db::open_reader(&config.path)?;
-            let (queue, stats) = (Arc::clone(&read_rx), Arc::clone(&stats));
-            let handle = std::thread::Builder::new()
-                .name(format!("tenantd-read-{i}"))
-                .spawn(move || reader::run(conn, queue, stats))
-                .map_err(spawn_error)?;
-            readers.push(handle);
-        }
-
-        let (write_tx, write_rx) = mpsc::channel(config.queue_depth);
-        let handle = std::thread::Builder::new()
-            .name("tenantd-write".into())
-            .spawn(move || writer.run(write_rx))
-            .map_err(spawn_error)?;
-        let threads = StoreThreads {
-            writer: handle,
-            writes: write_tx.clone(),
-            readers,
-            reads: read_tx.clone(),
-        };
-        let store = Store {
-            writes: write_tx,
-            reads: read_tx,
-            stats,
-        };
-        Ok((store, threads))
+    /// starts the store's threads.
+    pub(crate) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenError> {
+        let (backend, threads) = sqlite::open(config)?;
+        Ok((Store { backend }, StoreThreads { backend: threads }))
     }
 
-    pub fn stats(&self) -> &Stats {
-        &self.stats
+    /// Figures for `/metrics`.
+    pub(crate) fn gauges(&self) -> StoreGauges {
+        self.backend.gauges()
     }
 
-    /// Commands waiting for the writer and for the readers now.
-    pub fn queue_depth(&self) -> (usize, usize) {
-        let writes = self.writes.max_capacity() - self.writes.capacity();
-        let reads = self.stats.reads_queued.load(Ordering::Relaxed) as usize;
-        (writes, reads)
-    }
-
-    async fn write<T>(
+    /// Creates a tenant (bound to its key, if it has one).
+    pub(crate) async fn create_tenant(
         &self,
-        command: impl FnOnce(Reply<T>) -> WriteCommand,
-    ) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.writes.try_send(command(reply)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => StoreError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => closed(),
-        })?;
-        answer.await.map_err(|_| dropped())?
+        create: CreateTenant,
+    ) -> Result<Written<Created>, StoreError> {
+        self.backend.create_tenant(create).await
     }
 
-    async fn read<T>(
-        &self,
-        command: impl FnOnce(Reply<T>) -> ReadCommand,
-    ) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.stats.reads_queued.fetch_add(1, Ordering::Relaxed);
-        self.reads.try_send(command(reply)).map_err(|e| {
-            self.stats.reads_queued.fetch_sub(1, Ordering::Relaxed);
-            match e {
-                TrySendError::Full(_) => StoreError::QueueFull,
-                TrySendError::Disconnected(_) => closed(),
-            }
-        })?;
-        answer.await.map_err(|_| dropped())?
-    }
-
-    pub async fn create(&self, request: CreateRequest) -> Result<Created, StoreError> {
-        self.write(|reply| WriteCommand::Create(request, reply))
-            .await
-    }
-
-    pub async fn tombstone(&self, id: TenantId) -> Result<Tenant, StoreError> {
-        self.write(|reply| WriteCommand::Tombstone(id, reply)).await
-    }
-
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        self.write(WriteCommand::Ping).await
-    }
-
-    pub async fn purge_expired(&self) -> Result<usize, StoreError> {
-        self.write(WriteCommand::PurgeExpired).await
-    }
-
-    pub async fn get(&self, id: TenantId) -> Result<Tenant, StoreError> {
-        self.read(|reply| ReadCommand::Get(id, reply)).await
-    }
-
-    /// Whether `id` is an active tenant whose token has the SHA-256 `token_hash`.
-    pub async fn token_matches(
+    /// Tombstones a tenant; a tombstoned one is answered as it is.
+    pub(crate) async fn tombstone_tenant(
         &self,
         id: TenantId,
-        token_hash: [u8; 32],
-    ) -> Result<bool, StoreError> {
-        self.read(|reply| ReadCommand::TokenMatches(id, token_hash, reply))
-            .await
+        actor: Actor,
+    ) -> Result<Tenant, StoreError> {
+        self.backend.tombstone_tenant(id, actor).await
     }
-}
 
-fn closed() -> StoreError {
-    StoreError::Unavailable("the store is shut down".into())
-}
+    /// Reads a tenant.
+    pub(crate) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
+        self.backend.tenant(id).await
+    }
 
-/// A command queued behind the store's shutdown is dropped unanswered.
-fn dropped() -> StoreError {
-    StoreError::Unavailable("the store stopped before answering".into())
+    /// What a token of tenant `id` must match, on the credential path; `None` for no such
+    /// tenant. Nothing is cached: a tombstone through any instance revokes at once.
+    pub(crate) async fn credential(&self, id: TenantId) -> Result<Option<Credential>, StoreError> {
+        self.backend.credential(id).await
+    }
+
+    /// Succeeds when a write could begin now: the readiness probe.
+    pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
+        self.backend.check_writable().await
+    }
+
+    /// Erases idempotency records older than the replay window; returns how many.
+    pub(crate) async fn purge_expired(&self) -> Result<usize, StoreError> {
+        self.backend.purge_expired().await
+    }
 }
 
 impl StoreThreads {
-    /// Stops the readers, then lets the writer finish every queued command, checkpoint the
-    /// WAL (with no reader in its way) and exit. Fails if a thread had died.
-    pub async fn shutdown(self) -> Result<(), String> {
-        let (reads, readers) = (self.reads, self.readers);
-        let readers_stopped = tokio::task::spawn_blocking(move || {
-            // Each reader ends at the first marker it takes, after the reads queued before it.
-            for _ in 0..readers.len() {
-                let _ = reads.send(ReadCommand::Shutdown);
-            }
-            // Join every reader, even after one that failed: `count` consumes them all.
-            let failed = readers
-                .into_iter()
-                .map(|reader| reader.join())
-                .filter(Result::is_err)
-                .count();
-            failed == 0
-        });
-        let readers_ok = readers_stopped.await.unwrap_or(false);
-        // `send` waits for room, so the marker queues behind every accepted command.
-        let writer_reached = self.writes.send(WriteCommand::Shutdown).await.is_ok();
-        let writer = self.writer;
-        let writer_ok = matches!(
-            tokio::task::spawn_blocking(move || writer.join()).await,
-            Ok(Ok(()))
-        );
-        if readers_ok && writer_reached && writer_ok {
-            Ok(())
-        } else {
-            Err("a store thread had stopped abnormally".into())
-        }
+    /// Lets every queued command finish, then stops the threads and leaves the database
+    /// self-contained. Fails if a thread had died.
+    pub(crate) async fn shutdown(self) -> Result<(), String> {
+        self.backend.shutdown().await
     }
 }
 
-/// Runs `op`, turning a panic into [`StoreError::Internal`] so the thread lives on.
-fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    panic::catch_unwind(AssertUnwindSafe(op)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic with no message".into());
-        Err(StoreError::Internal(format!(
-            "store command panicked: {message}"
-        )))
-    })
+/// `tenantd audit verify`: replays the chain of the database at `path` and compares it with
+/// the stored rows; the head on success.
+pub(crate) fn verify_audit(path: &Path) -> Result<Head, String> {
+    sqlite::verify_audit(path)
+}
+
+/// What a finished backup holds.
+#[derive(Debug)]
+pub(crate) struct BackupSummary {
+    /// Tenants in the copy.
+    pub(crate) tenants: u64,
+    /// The copy's audit head.
+    pub(crate) head: Head,
+}
+
+/// `tenantd backup`: a consistent, verified copy of the database at `path` in a new file.
+pub(crate) fn backup(path: &Path, to: &Path) -> Result<BackupSummary, String> {
+    sqlite::backup(path, to)
 }

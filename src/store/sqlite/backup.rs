@@ -12,24 +12,18 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::audit;
-use crate::db;
+use super::{audit, open};
+use crate::store::BackupSummary as Summary;
 
-/// What a finished backup holds.
-#[derive(Debug)]
-pub struct Summary {
-    pub tenants: u64,
-    pub head: audit::Head,
-}
-
-pub fn run(db_path: &Path, to: &Path) -> Result<Summary, String> {
+/// Writes the backup of `db_path` to the new file `to`.
+pub(super) fn run(db_path: &Path, to: &Path) -> Result<Summary, String> {
     if to.exists() {
         return Err(format!(
             "{} exists; a backup never overwrites a file, choose a new name",
             to.display()
         ));
     }
-    let source = db::open_reader(db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
+    let source = open::open_reader(db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
     let partial = partial_path(to)?;
     remove_stale_partials(to);
     let result = write_checked(&source, &partial, to);
@@ -105,7 +99,7 @@ fn write_checked(
     // A hard link, unlike a rename, fails rather than replace a file that appeared meanwhile.
     fs::hard_link(partial, to).map_err(|e| format!("{}: {e}", to.display()))?;
     fs::remove_file(partial).map_err(|e| at(&e))?;
-    db::sync_parent_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    open::sync_parent_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
     Ok(summary)
 }
 
@@ -132,7 +126,7 @@ fn scrub(copy: &Path) -> Result<(), String> {
 
 /// Opens the copy on its own and checks it as a restore would.
 fn check(copy: &Path) -> Result<Summary, String> {
-    let conn = db::open_reader(copy).map_err(|e| e.to_string())?;
+    let conn = open::open_reader(copy).map_err(|e| e.to_string())?;
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;
@@ -140,7 +134,6 @@ fn check(copy: &Path) -> Result<Summary, String> {
         return Err(format!("the copy fails its integrity check: {integrity}"));
     }
     let head = audit::verify(&conn).map_err(|e| e.to_string())?;
-    audit::verify_tenants(&conn, &head).map_err(|e| e.to_string())?;
     let kept: i64 = conn
         .query_row("SELECT count(*) FROM idempotency_keys", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;

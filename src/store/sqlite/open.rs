@@ -1,4 +1,8 @@
 //! Opening the SQLite file: creation with mode 0600, the durability pragmas, and migrations.
+//!
+//! `schema.sql` holds every migration in order, each starting with a line
+//! `-- migration N: …`; applying migration `N` takes the schema to version `N`. A new version
+//! appends a section; a released section never changes.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -10,20 +14,41 @@ use rusqlite::{Connection, OpenFlags};
 
 /// How long a statement waits for a lock held by another connection or process before it
 /// gives up (and the request gets `503`).
-pub const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Bytes of WAL file kept after the log is reset; more is truncated.
-pub const WAL_BYTES_KEPT: i64 = 64 * 1024 * 1024;
+pub(super) const WAL_BYTES_KEPT: i64 = 64 * 1024 * 1024;
 
-/// The migrations, in order: applying migration `i` takes the schema to version `i + 1`.
-/// A new version appends here; a released entry never changes.
-const MIGRATIONS: &[&str] = &[include_str!("../schema.sql")];
+/// Every migration, in order, as one file.
+const SCHEMA: &str = include_str!("../../../schema.sql");
+
+/// The line that starts each migration in [`SCHEMA`].
+const MIGRATION_MARKER: &str = "\n-- migration ";
+
+/// The migrations, in order: `MIGRATIONS[i]` takes the schema to version `i + 1`.
+pub(super) static MIGRATIONS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        // Each section runs from its marker line to the next one; what comes before the first
+        // marker is the file's own header comment.
+        let starts: Vec<usize> = SCHEMA
+            .match_indices(MIGRATION_MARKER)
+            .map(|(at, _)| at + 1)
+            .collect();
+        let ends = starts.iter().skip(1).copied().chain([SCHEMA.len()]);
+        starts
+            .iter()
+            .zip(ends)
+            .map(|(&start, end)| &SCHEMA[start..end])
+            .collect()
+    });
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(super) fn schema_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
 
 #[derive(Debug)]
-pub enum OpenError {
+pub(super) enum OpenError {
     Io(String),
     Sqlite(rusqlite::Error),
     /// The file was written by a newer tenantd.
@@ -39,8 +64,9 @@ impl std::fmt::Display for OpenError {
             Self::Sqlite(e) => write!(f, "{e}"),
             Self::TooNew { found } => write!(
                 f,
-                "the database has schema version {found}, newer than this tenantd's {SCHEMA_VERSION}; \
-                 run a newer tenantd"
+                "the database has schema version {found}, newer than this tenantd's {}; \
+                 run a newer tenantd",
+                schema_version()
             ),
         }
     }
@@ -53,7 +79,7 @@ impl From<rusqlite::Error> for OpenError {
 }
 
 /// Opens (creating if need be) the database for writing, and migrates it.
-pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
+pub(super) fn open_writer(path: &Path) -> Result<Connection, OpenError> {
     create_private(path)?;
     align_journal_modes(path);
     open_writer_connection(path).map_err(|e| match e {
@@ -103,17 +129,17 @@ fn open_writer_connection(path: &Path) -> Result<Connection, OpenError> {
 /// Page cache of each read connection, in KiB. It holds the interior pages of the tenants
 /// table up to a few million tenants, so a read of a cold tenant costs one page from the OS
 /// (its leaf) rather than two or three.
-pub const READER_CACHE_KIB: i64 = 4096;
+pub(super) const READER_CACHE_KIB: i64 = 4096;
 
 /// Opens an existing database for reading only; it is never created here.
-pub fn open_reader(path: &Path) -> Result<Connection, OpenError> {
+pub(super) fn open_reader(path: &Path) -> Result<Connection, OpenError> {
     let conn = open_existing(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     conn.execute_batch(&format!("PRAGMA cache_size = -{READER_CACHE_KIB};"))?;
     Ok(conn)
 }
 
 /// Opens an existing database for checkpoints: writable, never created.
-pub fn open_checkpointer(path: &Path) -> Result<Connection, OpenError> {
+pub(super) fn open_checkpointer(path: &Path) -> Result<Connection, OpenError> {
     let conn = open_existing(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     conn.execute_batch("PRAGMA synchronous = FULL;")?;
     Ok(conn)
@@ -129,7 +155,7 @@ fn open_existing(path: &Path, access: OpenFlags) -> Result<Connection, OpenError
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let version = user_version(&conn)?;
-    if version > SCHEMA_VERSION {
+    if version > schema_version() {
         return Err(OpenError::TooNew { found: version });
     }
     Ok(conn)
@@ -139,10 +165,10 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 
-/// Brings the schema to [`SCHEMA_VERSION`], each step in its own transaction.
+/// Brings the schema to [`schema_version()`], each step in its own transaction.
 fn migrate(conn: &Connection) -> Result<(), OpenError> {
     let found = user_version(conn)?;
-    if found > SCHEMA_VERSION {
+    if found > schema_version() {
         return Err(OpenError::TooNew { found });
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
@@ -214,7 +240,7 @@ fn align_journal_modes(path: &Path) {
 }
 
 /// Fsyncs the directory holding `path`, so a new file's name survives a crash.
-pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
+pub(super) fn sync_parent_dir(path: &Path) -> io::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -233,7 +259,7 @@ mod tests {
         let conn = open_writer(&path).expect("open");
         let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        assert_eq!(user_version(&conn).expect("version"), schema_version());
         let sync: i64 = conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .expect("pragma");
@@ -241,7 +267,7 @@ mod tests {
         drop(conn);
         // A second open finds the schema in place and applies nothing again.
         let conn = open_writer(&path).expect("reopen");
-        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        assert_eq!(user_version(&conn).expect("version"), schema_version());
     }
 
     #[test]
@@ -266,8 +292,12 @@ mod tests {
             "INSERT INTO tenants VALUES ('ten_A', 'a', 'active', '1', '1', zeroblob(32), 't', NULL);",
         )
         .expect("insert");
-        let head = crate::audit::Head::genesis();
-        crate::audit::append(&conn, &head, "t", "tenant.created", "ten_A", "{}").expect("append");
+        conn.execute_batch(&format!(
+            "INSERT INTO audit_events VALUES (1, 't', 'admin', 'tenant.created', 'ten_A', '{{}}', \
+             '{}', 'h')",
+            crate::audit::GENESIS_HASH
+        ))
+        .expect("append");
         for sql in [
             "DELETE FROM tenants",
             "UPDATE tenants SET name = 'b'",

@@ -16,11 +16,11 @@ use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 
 /// WAL pages (of 4 KiB) after a commit that wake the checkpointer; SQLite's own default.
-pub const CHECKPOINT_PAGES: i32 = 1000;
+pub(super) const CHECKPOINT_PAGES: i32 = 1000;
 
 /// WAL pages beyond which the writer checkpoints by itself, should this thread fall behind:
 /// the bound on the WAL's size (256 MiB).
-pub const WAL_PAGES_MAX: i32 = 65_536;
+pub(super) const WAL_PAGES_MAX: i32 = 65_536;
 
 /// How long the checkpointer waits for a lock: short, so that it gives way to the writer.
 pub(super) const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_millis(50);

@@ -1,0 +1,24 @@
+//! What every request handler shares.
+
+use crate::auth::AdminTokenHash;
+use crate::ids::RequestIds;
+use crate::metrics::Metrics;
+use crate::server::Limits;
+use crate::store::Store;
+
+/// The state of a running service, shared by every connection behind an `Arc`. Its fields
+/// are set once at start-up; what changes (counters, the store's queues) changes inside.
+pub(crate) struct App {
+    /// The database.
+    pub(crate) store: Store,
+    /// The HTTP layer's bounds; handlers need the body read timeout.
+    pub(crate) limits: Limits,
+    /// The admin token's hash.
+    pub(crate) admin_token: AdminTokenHash,
+    /// The URL handed to sidecars as `TENANTD_URL`.
+    pub(crate) public_url: String,
+    /// Request counters and durations.
+    pub(crate) metrics: std::sync::Arc<Metrics>,
+    /// The ids of requests that came without a valid one.
+    pub(crate) request_ids: RequestIds,
+}

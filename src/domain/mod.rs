@@ -1,0 +1,53 @@
+//! Domain types, parsed once at the edge and trusted everywhere after.
+//!
+//! Each newtype has a private field and is built only by its `parse` (or, for values this
+//! process makes, by a constructor of the module that makes them), so a handler or the store
+//! never sees a name, an amount or a key that broke a rule of the contract. A parse error is
+//! a short phrase that completes the sentence "<field> ...", ready to be reported in a
+//! problem body's `errors` list.
+//!
+//! Nothing here knows HTTP, JSON bodies or SQL.
+
+mod idempotency;
+mod money;
+mod tenant;
+
+pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
+pub(crate) use money::Atomic;
+pub(crate) use tenant::{
+    NewTenant, TENANT_ID_PREFIX, Tenant, TenantBudget, TenantId, TenantName, TenantState,
+};
+
+/// The most bytes a client-chosen `X-Request-Id` may have before it is replaced.
+pub(crate) const REQUEST_ID_BYTES_MAX: usize = 128;
+
+/// True for the bytes RFC 9110 calls visible ASCII (`VCHAR`): `!` to `~`.
+pub(crate) fn is_visible_ascii(b: u8) -> bool {
+    (0x21..=0x7e).contains(&b)
+}
+
+/// Returns the client's `X-Request-Id` when it is 1 to [`REQUEST_ID_BYTES_MAX`] visible ASCII
+/// characters; anything else is replaced by one of the server's, never refused.
+pub(crate) fn valid_request_id(raw: &[u8]) -> Option<&str> {
+    if raw.is_empty() || raw.len() > REQUEST_ID_BYTES_MAX {
+        return None;
+    }
+    if !raw.iter().copied().all(is_visible_ascii) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_kept_only_when_valid() {
+        assert_eq!(valid_request_id(b"abc-123"), Some("abc-123"));
+        assert_eq!(valid_request_id(&[b'r'; REQUEST_ID_BYTES_MAX + 1]), None);
+        assert!(valid_request_id(&[b'r'; REQUEST_ID_BYTES_MAX]).is_some());
+        assert_eq!(valid_request_id(b""), None);
+        assert_eq!(valid_request_id(b"a b"), None);
+    }
+}

@@ -1,0 +1,52 @@
+//! The endpoints anyone may call: liveness, readiness, metrics and the API's description.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderValue};
+use hyper::{Response, StatusCode};
+
+use super::{HttpResponse, json_response};
+use crate::app::App;
+use crate::problem::ApiError;
+
+/// How long `/readyz` waits for the database to prove a write could begin.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The OpenAPI document, embedded so the binary serves it with no file beside it.
+pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
+
+/// `GET /healthz`: answers while the process runs.
+pub(crate) fn healthz() -> HttpResponse {
+    json_response(StatusCode::OK, r#"{"status":"ok"}"#)
+}
+
+/// `GET /readyz`: `200` once a write transaction could begin within [`READY_TIMEOUT`]; a
+/// database locked by another process, full or read-only is `503`.
+pub(crate) async fn readyz(app: &App) -> Result<HttpResponse, ApiError> {
+    match tokio::time::timeout(READY_TIMEOUT, app.store.check_writable()).await {
+        Ok(Ok(())) => Ok(json_response(StatusCode::OK, r#"{"status":"ready"}"#)),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(ApiError::Unavailable(format!(
+            "the database could not begin a write within {} ms",
+            READY_TIMEOUT.as_millis()
+        ))),
+    }
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+pub(crate) fn metrics(app: &App) -> HttpResponse {
+    let text = app.metrics.render(&app.store.gauges());
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// `GET /v1/openapi.json`.
+pub(crate) fn openapi() -> HttpResponse {
+    json_response(StatusCode::OK, OPENAPI_JSON)
+}

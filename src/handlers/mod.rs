@@ -1,0 +1,479 @@
+//! One function per endpoint, a file per resource: request → domain types → store command →
+//! response. This file holds what every handler shares: reading a bounded body, the media
+//! type checks, the JSON object reader, the `Idempotency-Key` header and the rendering of a
+//! keyed write's answer.
+
+pub(crate) mod health;
+pub(crate) mod tenants;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::auth::Principal;
+use crate::domain::{BodyFingerprint, IdempotencyKey};
+use crate::problem::{ApiError, FieldError};
+use crate::store::{Keyed, StoreError, StoredResponse, Written};
+
+/// The largest request body read, in bytes; a larger one is `413` and is not read to its end.
+pub const BODY_BYTES_MAX: usize = 65_536;
+
+/// The response every handler returns.
+pub(crate) type HttpResponse = Response<Full<Bytes>>;
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::TenantNotFound => Self::TenantNotFound,
+            StoreError::TenantNameTaken => Self::TenantNameTaken,
+            StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
+            StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),
+            StoreError::Unavailable(cause) => Self::Unavailable(cause),
+            StoreError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+/// A response with a JSON body.
+fn json_response(status: StatusCode, body: impl Into<Bytes>) -> HttpResponse {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A tenant's data is not for caches.
+fn no_store(mut response: HttpResponse) -> HttpResponse {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The response a keyed write keeps, sent now or replayed later.
+fn stored_response(stored: StoredResponse, replayed: bool) -> HttpResponse {
+    let status = StatusCode::from_u16(stored.status).expect("a stored status is a 2xx");
+    let mut response = no_store(json_response(status, stored.body));
+    let headers = response.headers_mut();
+    if let Some(location) = stored.location {
+        headers.insert(
+            header::LOCATION,
+            HeaderValue::from_str(&location).expect("locations are visible ASCII"),
+        );
+    }
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// The answer to a write: a fresh result rendered by `render`, or the replay of the
+/// response kept for its key.
+fn respond<T>(written: Written<T>, render: impl FnOnce(&T) -> StoredResponse) -> HttpResponse {
+    match written {
+        Written::Fresh(value) => stored_response(render(&value), false),
+        Written::Replayed(stored) => stored_response(stored, true),
+    }
+}
+
+/// What binds `key` (if the request sent one) for `principal`: the method, the path and the
+/// body's fingerprint, and how to render the response to keep.
+fn keyed<T>(
+    principal: &Principal,
+    key: Option<IdempotencyKey>,
+    method: &'static str,
+    path: &str,
+    fingerprint: BodyFingerprint,
+    render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
+) -> Option<Keyed<T>> {
+    key.map(|key| Keyed {
+        principal: principal.idempotency_scope(),
+        key,
+        method,
+        path: path.to_owned(),
+        fingerprint,
+        render: Box::new(render),
+    })
+}
+
+/// Reads at most [`BODY_BYTES_MAX`] bytes: a declared length over it is refused before a
+/// byte is read, and a chunked body is cut off as soon as it passes it. A body that trickles
+/// in slower than `timeout` is refused too, so it cannot hold a connection forever.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Incoming,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
+    let too_large = ApiError::PayloadTooLarge {
+        bytes_max: BODY_BYTES_MAX,
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > BODY_BYTES_MAX as u64) {
+        return Err(too_large);
+    }
+    let collected = tokio::time::timeout(timeout, Limited::new(body, BODY_BYTES_MAX).collect())
+        .await
+        .map_err(|_| ApiError::BodyTimeout)?;
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(too_large),
+        Err(e) => Err(ApiError::MalformedJson(format!(
+            "the body could not be read ({e})"
+        ))),
+    }
+}
+
+/// `415` for a body that is not `application/json` or carries a content coding, then `501`
+/// for a transfer coding that cannot be read: the contract's order.
+fn check_json_body_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+    if !is_json(headers) || has_content_coding(headers) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    check_transfer_coding(headers)
+}
+
+/// `application/json`, with any parameters, but no charset other than UTF-8 (the only one
+/// JSON allows).
+fn is_json(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    let mut parts = value.split(';');
+    let media_type = parts.next().unwrap_or_default().trim();
+    if !media_type.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|param| match param.split_once('=') {
+        Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+            value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        }
+        _ => true,
+    })
+}
+
+/// The HTTP layer decodes `chunked` and nothing else; it lets `gzip, chunked` through with
+/// the body still gzipped. Any coding but a lone `chunked` is refused (RFC 9112 §6.1: 501).
+fn check_transfer_coding(headers: &HeaderMap) -> Result<(), ApiError> {
+    for value in headers.get_all(header::TRANSFER_ENCODING) {
+        let codings = value
+            .to_str()
+            .map_err(|_| ApiError::UnsupportedTransferCoding)?;
+        for coding in codings.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            if !coding.eq_ignore_ascii_case("chunked") {
+                return Err(ApiError::UnsupportedTransferCoding);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `Content-Encoding` other than `identity`: the body is not the JSON it claims to be
+/// (RFC 9110 §15.5.16 answers it with 415).
+fn has_content_coding(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .any(|value| {
+            !value.to_str().is_ok_and(|codings| {
+                codings
+                    .split(',')
+                    .map(str::trim)
+                    .all(|c| c.is_empty() || c.eq_ignore_ascii_case("identity"))
+            })
+        })
+}
+
+/// The request's `Idempotency-Key`, if it sent one; more than one is a `400`.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiError> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::InvalidHeader(
+            "send at most one Idempotency-Key header",
+        ));
+    }
+    IdempotencyKey::parse(value.as_bytes())
+        .map(Some)
+        .map_err(ApiError::InvalidHeader)
+}
+
+/// One member's value, as much as a validator needs to know of it. Numbers are classified,
+/// never converted, so a number no float can hold (`1e400`) is still a number of a JSON
+/// object, reported against its field rather than refusing the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Member {
+    String(String),
+    Number,
+    Null,
+    Other,
+}
+
+/// The nesting a body may have, as the JSON parser's own recursion limit: the object itself
+/// is one level.
+const MEMBER_DEPTH_MAX: usize = 128;
+
+/// A JSON object's members in order, duplicates kept, so that a duplicate can be refused
+/// rather than silently resolved.
+struct RawMembers(Vec<(String, Box<RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for RawMembers {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = RawMembers;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMembers, A::Error> {
+                let mut members = Vec::new();
+                while let Some(entry) = map.next_entry::<String, Box<RawValue>>()? {
+                    members.push(entry);
+                }
+                Ok(RawMembers(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+/// Reads a body as one JSON object: `400 malformed_json` unless it is one (nested deeper
+/// than [`MEMBER_DEPTH_MAX`] counts as not JSON, as the parser would have it).
+fn object_members(body: &[u8]) -> Result<Vec<(String, Member)>, ApiError> {
+    let malformed = |e: serde_json::Error| {
+        let why = match e.classify() {
+            serde_json::error::Category::Data => "it must be a JSON object".to_owned(),
+            _ => e.to_string(),
+        };
+        ApiError::MalformedJson(why)
+    };
+    let RawMembers(raw) = serde_json::from_slice(body).map_err(malformed)?;
+    raw.into_iter()
+        .map(|(name, value)| {
+            let text = value.get();
+            let member = match text.as_bytes().first() {
+                Some(b'"') => Member::String(serde_json::from_str(text).map_err(malformed)?),
+                Some(b'-' | b'0'..=b'9') => Member::Number,
+                Some(b'n') => Member::Null,
+                Some(b'[' | b'{') => {
+                    check_depth(text)?;
+                    Member::Other
+                }
+                _ => Member::Other,
+            };
+            Ok((name, member))
+        })
+        .collect()
+}
+
+/// Refuses an array or object nested deeper than [`MEMBER_DEPTH_MAX`]. `text` is JSON the
+/// parser has already accepted, so counting brackets outside strings is exact.
+fn check_depth(text: &str) -> Result<(), ApiError> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') | (false, b'"') => in_string = !in_string,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                // The object holding the member is the first level.
+                if 1 + depth > MEMBER_DEPTH_MAX {
+                    return Err(ApiError::MalformedJson(format!(
+                        "it nests deeper than {MEMBER_DEPTH_MAX} levels"
+                    )));
+                }
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Collects a body's field errors, each field once, in the order met.
+#[derive(Default)]
+struct FieldErrors {
+    errors: Vec<FieldError>,
+    reported: HashSet<String>,
+}
+
+impl FieldErrors {
+    fn add(&mut self, field: &str, message: &str) {
+        if self.reported.insert(field.to_owned()) {
+            self.errors.push(FieldError {
+                field: field.to_owned(),
+                message: message.to_owned(),
+            });
+        }
+    }
+
+    /// Walks `members` once: a duplicate is an error of its own, a known member goes to
+    /// `check`, an unknown one is reported, and a missing `required` one too.
+    fn walk(
+        &mut self,
+        members: &[(String, Member)],
+        required: &[&str],
+        mut check: impl FnMut(&mut Self, &str, &Member) -> bool,
+    ) {
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+        for (name, _) in members {
+            *seen.entry(name.as_str()).or_insert(0) += 1;
+        }
+        for (name, value) in members {
+            if seen[name.as_str()] > 1 {
+                self.add(name, "must appear only once");
+            } else if !check(self, name, value) {
+                self.add(name, "is not a known member");
+            }
+        }
+        for name in required {
+            if !seen.contains_key(name) {
+                self.add(name, "is required");
+            }
+        }
+    }
+
+    /// `422` with every error found, if there was one.
+    fn finish(self) -> Result<(), ApiError> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::ValidationFailed(self.errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_classified_not_converted() {
+        let members = object_members(
+            br#"{"s":"x\u00e9","n":1e400,"m":-1e400,"i":123456789012345678901234567890123456789012,"z":null,"a":[1],"o":{},"b":true}"#,
+        )
+        .expect("an object");
+        let kinds: Vec<(&str, &Member)> = members.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("s", &Member::String("xé".into())),
+                ("n", &Member::Number),
+                ("m", &Member::Number),
+                ("i", &Member::Number),
+                ("z", &Member::Null),
+                ("a", &Member::Other),
+                ("o", &Member::Other),
+                ("b", &Member::Other),
+            ]
+        );
+    }
+
+    #[test]
+    fn non_objects_are_malformed() {
+        let deep = format!("{{\"name\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        let just_too_deep = format!(
+            "{{\"name\":{}{}}}",
+            "[".repeat(MEMBER_DEPTH_MAX + 1),
+            "]".repeat(MEMBER_DEPTH_MAX + 1)
+        );
+        for body in [
+            "",
+            "[]",
+            "\"x\"",
+            "1",
+            "1e400",
+            "null",
+            "{",
+            "{\"name\":\"a\"} x",
+            "\u{fffd}",
+            &deep,
+            &just_too_deep,
+        ] {
+            assert!(
+                matches!(
+                    object_members(body.as_bytes()),
+                    Err(ApiError::MalformedJson(_))
+                ),
+                "{body:?}"
+            );
+        }
+        assert!(matches!(
+            object_members(b"{\"name\":\"\xff\"}"),
+            Err(ApiError::MalformedJson(_))
+        ));
+        let deep_enough = format!(
+            "{{\"name\":{}{}}}",
+            "[".repeat(MEMBER_DEPTH_MAX - 1),
+            "]".repeat(MEMBER_DEPTH_MAX - 1)
+        );
+        assert!(object_members(deep_enough.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn only_plain_chunked_framing_is_read() {
+        let cases = [
+            ("chunked", true),
+            ("Chunked", true),
+            ("gzip, chunked", false),
+            ("chunked, gzip", false),
+            ("identity", false),
+            ("x-custom, chunked", false),
+        ];
+        for (value, readable) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static(value));
+            assert_eq!(check_transfer_coding(&headers).is_ok(), readable, "{value}");
+        }
+        assert!(check_transfer_coding(&HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn json_media_types_are_recognised() {
+        let cases = [
+            ("application/json", true),
+            ("Application/JSON", true),
+            ("application/json; charset=utf-8", true),
+            ("application/json;charset=\"UTF-8\"", true),
+            ("application/json; charset=latin1", false),
+            ("application/vnd.x+json", false),
+            ("text/plain", false),
+            ("application/jsonx", false),
+        ];
+        for (value, want) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            assert_eq!(is_json(&headers), want, "{value}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_content_coding_is_refused_but_identity() {
+        for (value, coded) in [("gzip", true), ("identity", false), ("identity, br", true)] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(value));
+            assert_eq!(has_content_coding(&headers), coded, "{value}");
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! `/v1/tenants`: create, read and tombstone a tenant.
+
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
+use hyper::{Request, StatusCode};
+
+use super::{
+    FieldErrors, HttpResponse, Member, check_json_body_headers, idempotency_key, json_response,
+    keyed, no_store, object_members, read_body, respond,
+};
+use crate::app::App;
+use crate::auth::Principal;
+use crate::domain::{Atomic, IdempotencyKey, NewTenant, TenantId, TenantName};
+use crate::problem::ApiError;
+use crate::store::{CreateTenant, Created, StoredResponse};
+use crate::views;
+
+/// A create request as the handler hands it to the store: the parsed body and its key.
+#[derive(Debug)]
+pub struct CreateRequest {
+    /// What to create.
+    pub(crate) tenant: NewTenant,
+    /// The `Idempotency-Key`, if one was sent.
+    pub(crate) idempotency_key: Option<IdempotencyKey>,
+}
+
+impl CreateRequest {
+    /// The name asked for.
+    pub fn name(&self) -> &str {
+        self.tenant.name.as_str()
+    }
+
+    /// The opening deposit asked for.
+    pub fn opening_deposit(&self) -> u128 {
+        self.tenant.opening_deposit.get()
+    }
+
+    /// The key, if one was sent.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_ref().map(IdempotencyKey::as_str)
+    }
+}
+
+/// `POST /v1/tenants`. Checks in the contract's order: `413`, `415`, then a body sent with a
+/// transfer coding that cannot be read (`501`, not in the contract's table), `400` (headers,
+/// then JSON), `422`, `409`. The still-encoded body is read (and bounded) before it is
+/// refused.
+pub(crate) async fn create(
+    app: &App,
+    principal: &Principal,
+    request: Request<Incoming>,
+) -> Result<HttpResponse, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
+    let CreateRequest {
+        tenant,
+        idempotency_key,
+    } = create_request(&parts.headers, &body)?;
+    let url = app.public_url.clone();
+    let keyed = keyed(
+        principal,
+        idempotency_key,
+        "POST",
+        parts.uri.path(),
+        tenant.fingerprint(),
+        move |created: &Created| created_response(created, &url),
+    );
+    let written = app
+        .store
+        .create_tenant(CreateTenant {
+            tenant,
+            actor: principal.actor(),
+            keyed,
+        })
+        .await?;
+    Ok(respond(written, |created| {
+        created_response(created, &app.public_url)
+    }))
+}
+
+/// The `201` of a create, with the sidecar's environment.
+fn created_response(created: &Created, public_url: &str) -> StoredResponse {
+    StoredResponse {
+        status: StatusCode::CREATED.as_u16(),
+        location: Some(format!("/v1/tenants/{}", created.tenant.id)),
+        body: views::created_json(&created.tenant, &created.token, public_url),
+    }
+}
+
+/// Turns a create's headers and whole body into a store command: `415`, `501`, then `400`
+/// (the `Idempotency-Key`, then the JSON), then `422`. Everything below the socket and above
+/// the store, so the fuzzer drives exactly what a client can reach.
+pub fn create_request(headers: &HeaderMap, body: &[u8]) -> Result<CreateRequest, ApiError> {
+    check_json_body_headers(headers)?;
+    let idempotency_key = idempotency_key(headers)?;
+    let tenant = parse_create(body)?;
+    Ok(CreateRequest {
+        tenant,
+        idempotency_key,
+    })
+}
+
+/// Parses and validates a create body, reporting every bad field at once.
+fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
+    let members = object_members(body)?;
+    let mut errors = FieldErrors::default();
+    let (mut name, mut deposit) = (None, None);
+    errors.walk(
+        &members,
+        &["name", "opening_deposit_atomic"],
+        |errors, field, value| {
+            match field {
+                "name" => name = parse_name(errors, field, value),
+                "opening_deposit_atomic" => deposit = parse_amount(errors, field, value),
+                _ => return false,
+            }
+            true
+        },
+    );
+    errors.finish()?;
+    match (name, deposit) {
+        (Some(name), Some(opening_deposit)) => Ok(NewTenant {
+            name,
+            opening_deposit,
+        }),
+        _ => unreachable!("a body without errors has every required member"),
+    }
+}
+
+/// A name member, or its error.
+fn parse_name(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<TenantName> {
+    match value {
+        Member::String(raw) => TenantName::parse(raw)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        _ => {
+            errors.add(field, "must be a string");
+            None
+        }
+    }
+}
+
+/// An amount member (a string of decimal digits), or its error.
+fn parse_amount(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Atomic> {
+    match value {
+        Member::String(raw) => Atomic::parse(raw)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        Member::Number => {
+            errors.add(
+                field,
+                "must be a string of decimal digits, not a JSON number",
+            );
+            None
+        }
+        _ => {
+            errors.add(field, "must be a string");
+            None
+        }
+    }
+}
+
+/// `GET /v1/tenants/<id>`.
+pub(crate) async fn get(app: &App, id: &str) -> Result<HttpResponse, ApiError> {
+    let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
+    let tenant = app.store.tenant(id).await?;
+    Ok(no_store(json_response(
+        StatusCode::OK,
+        views::tenant_json(&tenant),
+    )))
+}
+
+/// `DELETE /v1/tenants/<id>`.
+pub(crate) async fn tombstone(
+    app: &App,
+    principal: &Principal,
+    id: &str,
+) -> Result<HttpResponse, ApiError> {
+    let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
+    let tenant = app.store.tombstone_tenant(id, principal.actor()).await?;
+    Ok(no_store(json_response(
+        StatusCode::OK,
+        views::tenant_json(&tenant),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::{self, HeaderValue};
+
+    fn fields(body: &str) -> Vec<String> {
+        match parse_create(body.as_bytes()) {
+            Err(ApiError::ValidationFailed(errors)) => {
+                errors.into_iter().map(|e| e.field).collect()
+            }
+            other => panic!("{body}: expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_good_body_parses() {
+        let parsed =
+            parse_create(br#"{ "opening_deposit_atomic": "7", "name": "acme" }"#).expect("valid");
+        assert_eq!(parsed.name.as_str(), "acme");
+        assert_eq!(parsed.opening_deposit.get(), 7);
+    }
+
+    #[test]
+    fn every_bad_field_is_reported_once() {
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{}"#, &["name", "opening_deposit_atomic"]),
+            (
+                r#"{"name":"","opening_deposit_atomic":"01"}"#,
+                &["name", "opening_deposit_atomic"],
+            ),
+            (
+                r#"{"name":"a","opening_deposit_atomic":5}"#,
+                &["opening_deposit_atomic"],
+            ),
+            (
+                r#"{"name":"n","opening_deposit_atomic":1e400}"#,
+                &["opening_deposit_atomic"],
+            ),
+            (
+                r#"{"name":"n","opening_deposit_atomic":"1","x":1e400}"#,
+                &["x"],
+            ),
+            (r#"{"name":1,"opening_deposit_atomic":"5"}"#, &["name"]),
+            (
+                r#"{"name":"a","opening_deposit_atomic":"5","nmae":"x"}"#,
+                &["nmae"],
+            ),
+            (
+                r#"{"name":"a","name":"b","opening_deposit_atomic":"5"}"#,
+                &["name"],
+            ),
+            (
+                r#"{"name":null,"opening_deposit_atomic":null,"x":1,"y":2}"#,
+                &["name", "opening_deposit_atomic", "x", "y"],
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(fields(body), *want, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_media_type_outranks_an_unknown_transfer_coding() {
+        let body = br#"{"name":"a","opening_deposit_atomic":"1"}"#;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("gzip, chunked"),
+        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(matches!(
+            create_request(&headers, body),
+            Err(ApiError::UnsupportedMediaType)
+        ));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        assert!(matches!(
+            create_request(&headers, body),
+            Err(ApiError::UnsupportedTransferCoding)
+        ));
+    }
+
+    #[test]
+    fn a_content_coding_makes_a_create_415() {
+        for (value, coded) in [("gzip", true), ("identity", false), ("identity, br", true)] {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(value));
+            let body = br#"{"name":"a","opening_deposit_atomic":"1"}"#;
+            assert_eq!(
+                matches!(
+                    create_request(&headers, body),
+                    Err(ApiError::UnsupportedMediaType)
+                ),
+                coded,
+                "{value}"
+            );
+        }
+    }
+}

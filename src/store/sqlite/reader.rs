@@ -1,0 +1,38 @@
+//! The readers: threads that each own a read-only connection and answer reads, so a read
+//! never waits behind a write batch. WAL gives each read a snapshot of what is committed; a
+//! reader never sees a write before its commit. The credential thread runs the same loop on a
+//! queue of its own.
+
+use rusqlite::Connection;
+
+use super::{Reply, queries, run_guarded};
+use crate::domain::{Tenant, TenantId};
+use crate::store::{Credential, StoreError};
+
+/// The commands a reader answers.
+pub(super) enum ReadCommand {
+    /// A tenant by id.
+    Tenant(TenantId, Reply<Tenant>),
+    /// What a token of this tenant must match.
+    Credential(TenantId, Reply<Option<Credential>>),
+    /// Ends the thread that takes it.
+    Shutdown,
+}
+
+/// Answers read commands until it takes a `Shutdown` or every sender is gone. The channel
+/// hands each command to the first free thread.
+pub(super) fn run(conn: &Connection, queue: &flume::Receiver<ReadCommand>) {
+    while let Ok(command) = queue.recv() {
+        match command {
+            ReadCommand::Tenant(id, reply) => {
+                let result =
+                    run_guarded(|| queries::tenant(conn, &id)?.ok_or(StoreError::TenantNotFound));
+                let _ = reply.send(result);
+            }
+            ReadCommand::Credential(id, reply) => {
+                let _ = reply.send(run_guarded(|| queries::credential(conn, &id)));
+            }
+            ReadCommand::Shutdown => return,
+        }
+    }
+}

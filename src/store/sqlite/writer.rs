@@ -1,0 +1,869 @@
+//! The writer: the one thread that changes the database, in group-committed batches.
+//!
+//! It blocks for one command, then takes whatever else is already queued, up to
+//! `commit_batch_max`, and runs the lot in ONE transaction, each write inside its own
+//! `SAVEPOINT` so that a failing command (a name clash, a panic) rolls back alone. It commits
+//! once and only then answers every command in the batch: no answer leaves before the commit
+//! that holds it, and no time is spent waiting for a batch to fill.
+//!
+//! A transaction that cannot be ended cleanly (a `ROLLBACK` that fails) is never trusted: the
+//! connection is closed, which rolls it back, and a new one is opened before anything else is
+//! read or written.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+
+use super::checkpoint::Checkpointer;
+use super::{Reply, Stats, audit, open, queries, run_guarded};
+use crate::audit::{Actor, AuditEvent, Head};
+use crate::domain::{Tenant, TenantBudget, TenantId, TenantState};
+use crate::ids::{self, IdGenerator, TenantToken};
+use crate::store::{
+    CreateTenant, Created, Keyed, StoreConfig, StoreError, StoredResponse, Written,
+};
+
+/// The commands the writer runs.
+pub(super) enum WriteCommand {
+    /// Creates a tenant, bound to its key if it has one.
+    CreateTenant(CreateTenant, Reply<Written<Created>>),
+    /// Tombstones a tenant.
+    TombstoneTenant(TenantId, Actor, Reply<Tenant>),
+    /// Answers once a write transaction could begin: the readiness probe.
+    CheckWritable(Reply<()>),
+    /// Erases idempotency records older than the replay window.
+    PurgeExpired(Reply<usize>),
+    /// Refuses new commands, finishes the queued ones, checkpoints and ends the thread.
+    Shutdown,
+}
+
+impl WriteCommand {
+    fn writes(&self) -> bool {
+        matches!(
+            self,
+            Self::CreateTenant(..) | Self::TombstoneTenant(..) | Self::PurgeExpired(..)
+        )
+    }
+}
+
+/// What one batch changed, applied to [`Stats`] once it is committed.
+#[derive(Debug, Default)]
+struct Delta {
+    created: u64,
+    tombstoned: u64,
+    audit_events: u64,
+    /// Idempotency records erased; their tokens must leave the WAL too.
+    purged: usize,
+}
+
+/// A finished command, waiting for its batch's commit to decide its answer.
+type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
+    Box::new(move |commit_error| {
+        let answer = match commit_error {
+            Some(e) => Err(e.clone()),
+            None => result,
+        };
+        // The requester may have gone away; the outcome stands either way.
+        let _ = reply.send(answer);
+    })
+}
+
+/// The state of the store thread.
+pub(super) struct Writer {
+    conn: Connection,
+    config: StoreConfig,
+    stats: Arc<Stats>,
+    head: Head,
+    ids: IdGenerator,
+    delta: Delta,
+    /// Set when a command left the transaction in a state the batch must not commit.
+    poisoned: Option<StoreError>,
+    /// Set when the head could not be read back after a failed batch: it is read again at
+    /// the start of the next transaction, before anything is appended.
+    head_stale: bool,
+    /// Set when a transaction could not be ended and the connection could not be replaced:
+    /// a new connection is opened before the next batch.
+    reopen_pending: bool,
+    checkpointer: Checkpointer,
+    /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
+    #[cfg(test)]
+    fail_next_rollback: bool,
+}
+
+impl Writer {
+    pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, open::OpenError> {
+        let checkpointer = Checkpointer::start(open::open_checkpointer(&config.path)?)
+            .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
+        checkpointer.watch(&mut conn)?;
+        let head = audit::load_head(&conn)?;
+        let latest: Option<String> =
+            conn.query_row("SELECT max(id) FROM tenants", [], |r| r.get(0))?;
+        let latest = latest.as_deref().and_then(TenantId::parse);
+        let stats = Stats::default();
+        load_counts(&conn, &stats)?;
+        stats
+            .audit_events
+            .store(u64::try_from(head.seq).unwrap_or(0), Ordering::Relaxed);
+        Ok(Self {
+            conn,
+            config,
+            stats: Arc::new(stats),
+            head,
+            ids: IdGenerator::after(latest.as_ref()),
+            delta: Delta::default(),
+            poisoned: None,
+            head_stale: false,
+            reopen_pending: false,
+            checkpointer,
+            #[cfg(test)]
+            fail_next_rollback: false,
+        })
+    }
+
+    pub(super) fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender
+    /// is gone; then checkpoints and closes.
+    pub(super) fn run(mut self, queue: &flume::Receiver<WriteCommand>) {
+        let mut batch = Vec::with_capacity(self.config.commit_batch_max);
+        let mut stopping = false;
+        loop {
+            if !stopping {
+                match queue.recv() {
+                    Ok(first) => batch.push(first),
+                    Err(_) => break,
+                }
+            }
+            while batch.len() < self.config.commit_batch_max {
+                match queue.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                break;
+            }
+            // After the marker, what is still queued runs, and then the thread ends.
+            stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
+            self.run_batch(&mut batch);
+        }
+        self.close();
+    }
+
+    /// Runs a batch in one transaction and answers every command once it is settled. When
+    /// the transaction cannot begin, is rolled back by SQLite itself (disk full, I/O error), or
+    /// a savepoint cannot be closed cleanly, no further command of the batch runs and every
+    /// command is answered with the error: nothing runs outside the transaction.
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
+        let writes = batch.iter().filter(|c| c.writes()).count();
+        let head_before = self.head.clone();
+        let mut failed = self.reopen_if_pending().err();
+        if failed.is_none() && writes > 0 {
+            failed = self
+                .sql("BEGIN IMMEDIATE")
+                .and_then(|()| self.reload_stale_head())
+                .err();
+        }
+        let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+        for command in batch.drain(..) {
+            if failed.is_some() {
+                finished.push(unanswered(command));
+                continue;
+            }
+            finished.push(self.execute(command, writes > 0));
+            if let Some(error) = self.poisoned.take() {
+                failed = Some(error);
+            } else if writes > 0 && self.conn.is_autocommit() {
+                failed = Some(StoreError::Unavailable(
+                    "SQLite rolled the transaction back".into(),
+                ));
+            }
+        }
+        let outcome = match failed {
+            Some(error) => {
+                self.end_failed_transaction();
+                Err(error)
+            }
+            None if writes > 0 => self.commit(&head_before),
+            None => Ok(()),
+        };
+        let delta = std::mem::take(&mut self.delta);
+        match &outcome {
+            Ok(()) if writes > 0 => self.apply(delta, writes),
+            Ok(()) => {}
+            Err(e) => {
+                log::warn!(
+                    "a batch of {} commands did not commit: {e:?}",
+                    finished.len()
+                );
+                self.head = head_before;
+                self.resync();
+            }
+        }
+        for done in finished {
+            done(outcome.as_ref().err());
+        }
+    }
+
+    fn sql(&self, statement: &str) -> Result<(), StoreError> {
+        self.conn.prepare_cached(statement)?.execute([])?;
+        Ok(())
+    }
+
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_next_rollback) {
+            return Err(StoreError::Internal("an injected ROLLBACK failure".into()));
+        }
+        self.sql("ROLLBACK")
+    }
+
+    /// Ends a transaction that must not commit. When `ROLLBACK` fails, or leaves a
+    /// transaction open, the connection is replaced: closing it rolls the transaction back,
+    /// and nothing is read through it again.
+    fn end_failed_transaction(&mut self) {
+        if self.conn.is_autocommit() {
+            return;
+        }
+        match self.rollback() {
+            Ok(()) if self.conn.is_autocommit() => return,
+            Ok(()) => log::error!("ROLLBACK left a transaction open; reopening the database"),
+            Err(e) => log::error!("ROLLBACK failed ({e:?}); reopening the database"),
+        }
+        self.reopen_pending = true;
+        if let Err(e) = self.reopen_if_pending() {
+            log::error!("cannot reopen the database ({e:?}); trying again before the next batch");
+        }
+    }
+
+    /// Replaces the connection if an earlier failure asked for it.
+    fn reopen_if_pending(&mut self) -> Result<(), StoreError> {
+        if !self.reopen_pending {
+            return Ok(());
+        }
+        let mut conn = open::open_writer(&self.config.path)
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        self.checkpointer.watch(&mut conn)?;
+        // The old connection is closed here, and SQLite rolls back what it left open.
+        self.conn = conn;
+        self.reopen_pending = false;
+        self.head_stale = true;
+        Ok(())
+    }
+
+    /// Commits the batch. A `COMMIT` that reports an error may still have made the batch
+    /// durable; when the chain in the database ends where the batch left it (and the batch
+    /// appended to it), the batch did commit, and its commands get their own answers.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        let Err(error) = self.sql("COMMIT") else {
+            return Ok(());
+        };
+        self.end_failed_transaction();
+        if !self.conn.is_autocommit() || self.reopen_pending {
+            return Err(error);
+        }
+        let appended = self.head != *head_before;
+        match audit::load_head(&self.conn) {
+            Ok(stored) if appended && stored == self.head => {
+                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
+                Ok(())
+            }
+            _ => Err(error),
+        }
+    }
+
+    /// Reads the head again if a failed batch left it unknown.
+    fn reload_stale_head(&mut self) -> Result<(), StoreError> {
+        if self.head_stale {
+            self.head = audit::load_head(&self.conn)?;
+            self.head_stale = false;
+        }
+        Ok(())
+    }
+
+    /// After a failed batch, takes the audit head and the counts from the database again
+    /// rather than trusting what was in memory: a failed `COMMIT` may still have made its
+    /// data durable. Only outside a transaction: one left open could show what never
+    /// committed.
+    fn resync(&mut self) {
+        if !self.conn.is_autocommit() || self.reopen_pending {
+            self.head_stale = true;
+            return;
+        }
+        match audit::load_head(&self.conn) {
+            Ok(head) => {
+                self.head = head;
+                self.head_stale = false;
+            }
+            Err(e) => {
+                log::error!(
+                    "cannot reload the audit head ({e}); it is read again before the next write"
+                );
+                self.head_stale = true;
+            }
+        }
+        if let Err(e) = load_counts(&self.conn, &self.stats) {
+            log::warn!("cannot reload the tenant counts: {e}");
+        }
+    }
+
+    fn apply(&self, delta: Delta, commands: usize) {
+        let stats = &self.stats;
+        stats.active.fetch_add(delta.created, Ordering::Relaxed);
+        stats.active.fetch_sub(delta.tombstoned, Ordering::Relaxed);
+        stats
+            .tombstoned
+            .fetch_add(delta.tombstoned, Ordering::Relaxed);
+        stats
+            .audit_events
+            .fetch_add(delta.audit_events, Ordering::Relaxed);
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.commands.fetch_add(commands as u64, Ordering::Relaxed);
+        if delta.purged > 0 {
+            self.checkpointer.request_truncate();
+        }
+    }
+
+    fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
+        match command {
+            WriteCommand::CreateTenant(create, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    let CreateTenant {
+                        tenant,
+                        actor,
+                        keyed,
+                    } = create;
+                    w.keyed(keyed, |w| w.create_tenant(&tenant, &actor))
+                });
+                finish(reply, result)
+            }
+            WriteCommand::TombstoneTenant(id, actor, reply) => {
+                let result = self.guarded(in_transaction, |w| w.tombstone_tenant(&id, &actor));
+                finish(reply, result)
+            }
+            WriteCommand::CheckWritable(reply) => {
+                let result = self.guarded(false, |w| w.check_writable(in_transaction));
+                finish(reply, result)
+            }
+            WriteCommand::PurgeExpired(reply) => {
+                let result = self.guarded(in_transaction, Writer::purge_expired);
+                finish(reply, result)
+            }
+            WriteCommand::Shutdown => Box::new(|_| {}),
+        }
+    }
+
+    /// Runs `op` inside a savepoint (for writes in a transaction), rolling it back alone when
+    /// it fails or panics. A panic becomes [`StoreError::Internal`]; the thread lives on.
+    fn guarded<T>(
+        &mut self,
+        savepoint: bool,
+        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if savepoint {
+            self.sql("SAVEPOINT command")?;
+        }
+        let head = self.head.clone();
+        let result = run_guarded(|| op(self));
+        if result.is_err() {
+            self.head = head.clone();
+        }
+        if savepoint {
+            let ended = if result.is_ok() {
+                self.sql("RELEASE command")
+            } else {
+                self.sql("ROLLBACK TO command")
+                    .and_then(|()| self.sql("RELEASE command"))
+            };
+            if let Err(error) = ended {
+                // The command's changes cannot be told apart from the batch's any more: the
+                // whole batch must fail rather than commit them behind an error answer.
+                self.poisoned = Some(error.clone());
+                if result.is_ok() {
+                    self.head = head;
+                    return Err(error);
+                }
+            }
+        }
+        result
+    }
+
+    /// The one idempotency wrapper: with a key, the stored response if the key is bound (or
+    /// `IdempotencyMismatch` if it is bound to another request); else runs `op` and keeps its
+    /// rendered response beside its effect, in the same transaction.
+    fn keyed<T>(
+        &mut self,
+        keyed: Option<Keyed<T>>,
+        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<Written<T>, StoreError> {
+        let Some(keyed) = keyed else {
+            return op(self).map(Written::Fresh);
+        };
+        let now_ms = ids::now_unix_ms();
+        if let Some(stored) = self.replay(&keyed, now_ms)? {
+            return Ok(Written::Replayed(stored));
+        }
+        let value = op(self)?;
+        let Keyed {
+            principal,
+            key,
+            method,
+            path,
+            fingerprint,
+            render,
+        } = keyed;
+        let response = render(&value);
+        // REPLACE: an expired record of the same key may still be waiting for the purge.
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO idempotency_keys (principal, key, method, path, \
+                 fingerprint, status, location, response_body, created_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                principal,
+                key.as_str(),
+                method,
+                path,
+                &fingerprint.as_bytes()[..],
+                response.status,
+                response.location,
+                response.body,
+                i64::try_from(now_ms).unwrap_or(i64::MAX),
+            ])?;
+        Ok(Written::Fresh(value))
+    }
+
+    /// The stored response for `keyed` if its key is bound and unexpired.
+    fn replay<T>(
+        &self,
+        keyed: &Keyed<T>,
+        now_ms: u64,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        type Row = (String, String, Vec<u8>, u16, Option<String>, String);
+        let found: Option<Row> = self
+            .conn
+            .prepare_cached(
+                "SELECT method, path, fingerprint, status, location, response_body \
+                 FROM idempotency_keys WHERE principal = ?1 AND key = ?2 AND created_ms > ?3",
+            )?
+            .query_row(
+                params![
+                    keyed.principal,
+                    keyed.key.as_str(),
+                    self.expiry_cutoff_ms(now_ms)
+                ],
+                |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((method, path, fingerprint, status, location, body)) = found else {
+            return Ok(None);
+        };
+        let same = method == keyed.method
+            && path == keyed.path
+            && fingerprint.as_slice() == keyed.fingerprint.as_bytes();
+        if !same {
+            return Err(StoreError::IdempotencyMismatch);
+        }
+        Ok(Some(StoredResponse {
+            status,
+            location,
+            body,
+        }))
+    }
+
+    fn expiry_cutoff_ms(&self, now_ms: u64) -> i64 {
+        let ttl_ms = u64::try_from(self.config.idempotency_ttl.as_millis()).unwrap_or(u64::MAX);
+        i64::try_from(now_ms.saturating_sub(ttl_ms)).unwrap_or(i64::MAX)
+    }
+
+    fn purge_expired(&mut self) -> Result<usize, StoreError> {
+        let cutoff = self.expiry_cutoff_ms(ids::now_unix_ms());
+        let purged = self
+            .conn
+            .prepare_cached("DELETE FROM idempotency_keys WHERE created_ms <= ?1")?
+            .execute([cutoff])?;
+        self.delta.purged += purged;
+        Ok(purged)
+    }
+
+    /// Proves a write could begin: inside a write batch the lock is held already; otherwise
+    /// `BEGIN IMMEDIATE` takes it (waiting out the busy timeout) and lets it go.
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
+        if in_transaction {
+            return Ok(());
+        }
+        self.sql("BEGIN IMMEDIATE")?;
+        if self.rollback().is_err() || !self.conn.is_autocommit() {
+            self.end_failed_transaction();
+        }
+        Ok(())
+    }
+
+    /// Appends `event` to the chain, inside the caller's transaction.
+    fn record(
+        &mut self,
+        occurred_at: &str,
+        actor: &Actor,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError> {
+        let row = self.head.link(occurred_at, actor, event);
+        audit::append(&self.conn, &row)?;
+        self.head = row.head();
+        self.delta.audit_events += 1;
+        Ok(())
+    }
+
+    fn create_tenant(
+        &mut self,
+        new: &crate::domain::NewTenant,
+        actor: &Actor,
+    ) -> Result<Created, StoreError> {
+        #[cfg(test)]
+        self.inject_faults(new.name.as_str());
+        let id = self.ids.next_id(ids::now_unix_ms());
+        let token = TenantToken::mint(&id);
+        let created_at = queries::now(&self.conn)?;
+        let deposit = new.opening_deposit;
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO tenants (id, name, state, opening_deposit_atomic, balance_atomic, \
+                 token_hash, created_at, tombstoned_at) \
+                 VALUES (?1, ?2, 'active', ?3, ?3, ?4, ?5, NULL)",
+            )?
+            .execute(params![
+                id.as_str(),
+                new.name.as_str(),
+                deposit.to_string(),
+                &token.hash()[..],
+                created_at,
+            ]);
+        if let Err(e) = inserted {
+            return Err(if is_name_clash(&e) {
+                StoreError::TenantNameTaken
+            } else {
+                e.into()
+            });
+        }
+        let event = AuditEvent::TenantCreated {
+            id: id.clone(),
+            name: new.name.clone(),
+            opening_deposit: deposit,
+        };
+        self.record(&created_at, actor, &event)?;
+        self.delta.created += 1;
+        #[cfg(test)]
+        if new.name.as_str() == crate::store::FAULT_ROLLBACK_NAME {
+            self.fail_next_rollback = true;
+            self.poisoned = Some(StoreError::Unavailable("an injected failure".into()));
+        }
+        Ok(Created {
+            tenant: Tenant {
+                id,
+                name: new.name.clone(),
+                created_at,
+                state: TenantState::Active,
+                budget: TenantBudget {
+                    opening_deposit: deposit,
+                    balance: deposit,
+                },
+            },
+            token,
+        })
+    }
+
+    /// The test builds' fault hooks, keyed by the name of a tenant being created.
+    #[cfg(test)]
+    fn inject_faults(&mut self, name: &str) {
+        if name == crate::store::FAULT_PANIC_NAME {
+            panic!("an injected fault");
+        }
+    }
+
+    fn tombstone_tenant(&mut self, id: &TenantId, actor: &Actor) -> Result<Tenant, StoreError> {
+        let mut tenant = queries::tenant(&self.conn, id)?.ok_or(StoreError::TenantNotFound)?;
+        if tenant.state != TenantState::Active {
+            return Ok(tenant);
+        }
+        let now = queries::now(&self.conn)?;
+        self.conn
+            .prepare_cached(
+                "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
+            )?
+            .execute(params![id.as_str(), now])?;
+        self.record(
+            &now,
+            actor,
+            &AuditEvent::TenantTombstoned { id: id.clone() },
+        )?;
+        tenant.state = TenantState::Tombstoned { at: now };
+        self.delta.tombstoned += 1;
+        Ok(tenant)
+    }
+
+    /// Checkpoints the WAL into the main file so the database is one self-contained file
+    /// after a clean stop.
+    fn close(mut self) {
+        self.checkpointer.stop();
+        let checkpoint = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        match checkpoint {
+            Ok(0) => log::info!("store closed; the WAL is checkpointed"),
+            Ok(_) => log::warn!("store closed; the checkpoint was blocked by a reader"),
+            Err(e) => log::warn!("store closed without a checkpoint: {e}"),
+        }
+    }
+}
+
+/// Counts tenants by state into `stats`.
+fn load_counts(conn: &Connection, stats: &Stats) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM tenants GROUP BY state")?;
+    let mut rows = stmt.query([])?;
+    let (mut active, mut tombstoned) = (0, 0);
+    while let Some(row) = rows.next()? {
+        let count = row.get::<_, i64>(1)?.unsigned_abs();
+        match row.get::<_, String>(0)?.as_str() {
+            "active" => active = count,
+            "tombstoned" => tombstoned = count,
+            _ => {}
+        }
+    }
+    stats.active.store(active, Ordering::Relaxed);
+    stats.tombstoned.store(tombstoned, Ordering::Relaxed);
+    Ok(())
+}
+
+/// An answer for a command that was not run because its batch had already failed; the
+/// batch's error is what it receives.
+fn unanswered(command: WriteCommand) -> Finish {
+    let not_run = || StoreError::Internal("not run".into());
+    match command {
+        WriteCommand::CreateTenant(_, reply) => finish(reply, Err(not_run())),
+        WriteCommand::TombstoneTenant(_, _, reply) => finish(reply, Err(not_run())),
+        WriteCommand::CheckWritable(reply) => finish(reply, Err(not_run())),
+        WriteCommand::PurgeExpired(reply) => finish(reply, Err(not_run())),
+        WriteCommand::Shutdown => Box::new(|_| {}),
+    }
+}
+
+/// True when `e` is the unique index on active names refusing a second holder.
+fn is_name_clash(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(err, Some(message)) => {
+            err.code == ErrorCode::ConstraintViolation && message.contains("tenants.name")
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, NewTenant, TenantName};
+    use crate::store::{FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX};
+
+    /// A writer on a fresh database in `dir`.
+    fn writer(dir: &tempfile::TempDir) -> Writer {
+        let config = StoreConfig {
+            path: dir.path().join("t.db"),
+            queue_depth: 8,
+            credential_queue_depth: 8,
+            commit_batch_max: 8,
+            readers: 1,
+            idempotency_ttl: IDEMPOTENCY_TTL_MAX,
+        };
+        let conn = open::open_writer(&config.path).expect("the database opens");
+        Writer::new(conn, config).expect("the writer starts")
+    }
+
+    fn new_tenant(name: &str) -> NewTenant {
+        NewTenant {
+            name: TenantName::parse(name).expect("a name"),
+            opening_deposit: Atomic::parse("5").expect("an amount"),
+        }
+    }
+
+    /// A create command and the receiver of its answer.
+    fn create(
+        name: &str,
+        keyed: Option<Keyed<Created>>,
+    ) -> (
+        WriteCommand,
+        oneshot::Receiver<Result<Written<Created>, StoreError>>,
+    ) {
+        let (reply, answer) = oneshot::channel();
+        let command = CreateTenant {
+            tenant: new_tenant(name),
+            actor: Actor::Admin,
+            keyed,
+        };
+        (WriteCommand::CreateTenant(command, reply), answer)
+    }
+
+    /// Runs `commands` as one batch.
+    fn run(writer: &mut Writer, commands: Vec<WriteCommand>) {
+        let mut batch = commands;
+        writer.run_batch(&mut batch);
+    }
+
+    fn tenant_names(writer: &Writer) -> Vec<String> {
+        let mut stmt = writer
+            .conn
+            .prepare("SELECT name FROM tenants ORDER BY id")
+            .expect("a query");
+        stmt.query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("names")
+    }
+
+    fn keyed(principal: &str, key: &str, path: &str, body: &[u8]) -> Option<Keyed<Created>> {
+        Some(Keyed {
+            principal: principal.into(),
+            key: IdempotencyKey::parse(key.as_bytes()).expect("a key"),
+            method: "POST",
+            path: path.into(),
+            fingerprint: BodyFingerprint::of(body),
+            render: Box::new(|created: &Created| StoredResponse {
+                status: 201,
+                location: None,
+                body: created.tenant.id.to_string(),
+            }),
+        })
+    }
+
+    /// A `ROLLBACK` that fails leaves a transaction open, holding the failed batch's rows. The
+    /// connection is replaced (which rolls them back), nothing of the batch survives, the
+    /// very next write commits, and the chain is whole.
+    #[test]
+    fn a_failed_rollback_reopens_the_connection() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let (first, first_answer) = create("first", None);
+        let (faulty, faulty_answer) = create(FAULT_ROLLBACK_NAME, None);
+        run(&mut writer, vec![first, faulty]);
+        assert!(first_answer.blocking_recv().expect("an answer").is_err());
+        assert!(faulty_answer.blocking_recv().expect("an answer").is_err());
+        assert!(writer.conn.is_autocommit(), "no transaction is left open");
+
+        let (next, next_answer) = create("next", None);
+        run(&mut writer, vec![next]);
+        let created = next_answer
+            .blocking_recv()
+            .expect("an answer")
+            .expect("the next write commits");
+        assert!(matches!(created, Written::Fresh(_)));
+        assert_eq!(
+            tenant_names(&writer),
+            ["next"],
+            "nothing of the failed batch"
+        );
+        let head = audit::verify(&writer.conn).expect("the chain verifies");
+        assert_eq!(head.seq, 1);
+        assert_eq!(head, writer.head, "the writer's head is the stored one");
+    }
+
+    #[test]
+    fn a_created_tenant_never_shows_its_token() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let (command, answer) = create("secret", None);
+        run(&mut writer, vec![command]);
+        let Ok(Written::Fresh(created)) = answer.blocking_recv().expect("an answer") else {
+            panic!("a fresh create");
+        };
+        let shown = format!("{created:?}");
+        assert!(!shown.contains(created.token.plaintext()), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    /// Keys belong to their principal and bind method, path and body.
+    #[test]
+    fn keys_are_scoped_to_their_principal_and_request() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let answer = |writer: &mut Writer, name: &str, keyed| {
+            let (command, answer) = create(name, keyed);
+            run(writer, vec![command]);
+            answer.blocking_recv().expect("an answer")
+        };
+        let first = answer(&mut writer, "a", keyed("admin", "k", "/v1/tenants", b"x"));
+        let Ok(Written::Fresh(first)) = first else {
+            panic!("a fresh create: {first:?}");
+        };
+        match answer(&mut writer, "b", keyed("admin", "k", "/v1/tenants", b"x")) {
+            Ok(Written::Replayed(stored)) => {
+                assert_eq!(stored.body, first.tenant.id.to_string());
+                assert_eq!(stored.status, 201);
+            }
+            other => panic!("a replay: {other:?}"),
+        }
+        for (what, keyed) in [
+            ("another body", keyed("admin", "k", "/v1/tenants", b"y")),
+            ("another path", keyed("admin", "k", "/v1/other", b"x")),
+        ] {
+            assert!(
+                matches!(
+                    answer(&mut writer, "c", keyed),
+                    Err(StoreError::IdempotencyMismatch)
+                ),
+                "{what}"
+            );
+        }
+        let other = answer(
+            &mut writer,
+            "d",
+            keyed("tenant:ten_x", "k", "/v1/tenants", b"x"),
+        );
+        assert!(
+            matches!(other, Ok(Written::Fresh(_))),
+            "another principal's key of the same name is its own: {other:?}"
+        );
+        assert_eq!(tenant_names(&writer), ["a", "d"]);
+    }
+
+    /// Readiness proves a write could begin: a write lock held by another connection makes
+    /// it fail once the busy timeout is over.
+    #[test]
+    fn writability_needs_the_write_lock() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let check = |writer: &mut Writer| {
+            let (reply, answer) = oneshot::channel();
+            run(writer, vec![WriteCommand::CheckWritable(reply)]);
+            answer.blocking_recv().expect("an answer")
+        };
+        assert_eq!(check(&mut writer), Ok(()));
+        let other = Connection::open(dir.path().join("t.db")).expect("a second connection");
+        other
+            .execute_batch("BEGIN IMMEDIATE")
+            .expect("the other takes the lock");
+        assert!(
+            matches!(check(&mut writer), Err(StoreError::Unavailable(_))),
+            "a locked database is not ready"
+        );
+        assert!(writer.conn.is_autocommit());
+        other.execute_batch("ROLLBACK").expect("the lock is let go");
+        assert_eq!(check(&mut writer), Ok(()));
+    }
+}
