@@ -7,11 +7,12 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test bench crash-test static clean help fuzz api-fuzz
+.PHONY: run build test check bench crash-test static clean help fuzz api-fuzz
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
-	@echo "make test    formatting, lints and every test"
+	@echo "make test    formatting, lints and every test (what CI runs)"
+	@echo "make check   the quick loop: formatting, lints and cargo test (no root, no network)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
@@ -43,6 +44,13 @@ test:
 	$(CARGO) test --release --locked
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
+
+# The quick loop while working: what `make test` runs first, without the benchmark smoke run
+# and the Schemathesis run (which install Python packages), and without needing root.
+check:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --locked --all-targets -- -D warnings
+	$(CARGO) test --release --locked
 
 # kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).
 CRASH_CYCLES ?= 200

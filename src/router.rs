@@ -70,12 +70,19 @@ pub(crate) fn route_labels() -> Vec<&'static str> {
 /// What a request's path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target<'a> {
+    /// `/healthz`.
     Healthz,
+    /// `/readyz`.
     Readyz,
+    /// `/metrics`.
     Metrics,
+    /// `/v1/openapi.json`.
     OpenApi,
+    /// `/v1/tenants`.
     Tenants,
+    /// `/v1/tenants/<id>`, with the id as written (not yet parsed).
     Tenant(&'a str),
+    /// Any other path.
     Unknown,
 }
 

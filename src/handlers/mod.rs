@@ -3,7 +3,9 @@
 //! type checks, the JSON object reader, the `Idempotency-Key` header and the rendering of a
 //! keyed write's answer.
 
+/// Liveness, readiness, metrics and the API document.
 pub(crate) mod health;
+/// `/v1/tenants` and `/v1/tenants/<id>`.
 pub(crate) mod tenants;
 
 use std::collections::{HashMap, HashSet};

@@ -46,6 +46,7 @@ pub(super) struct Checkpointer {
 }
 
 impl Checkpointer {
+    /// Starts the thread on its own connection.
     pub(super) fn start(conn: Connection) -> std::io::Result<Self> {
         conn.busy_timeout(CHECKPOINT_BUSY_TIMEOUT)
             .map_err(std::io::Error::other)?;

@@ -134,6 +134,7 @@ pub(super) fn open(config: StoreConfig) -> Result<(Handle, Threads), OpenError> 
 }
 
 impl Handle {
+    /// Figures for `/metrics`, read now.
     pub(super) fn gauges(&self) -> StoreGauges {
         let stats = &self.stats;
         let queued = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
@@ -173,6 +174,7 @@ impl Handle {
         answer.await.map_err(|_| dropped())?
     }
 
+    /// See [`crate::store::Store::create_tenant`].
     pub(super) async fn create_tenant(
         &self,
         create: CreateTenant,
@@ -181,6 +183,7 @@ impl Handle {
             .await
     }
 
+    /// See [`crate::store::Store::tombstone_tenant`].
     pub(super) async fn tombstone_tenant(
         &self,
         id: TenantId,
@@ -190,14 +193,17 @@ impl Handle {
             .await
     }
 
+    /// See [`crate::store::Store::check_writable`].
     pub(super) async fn check_writable(&self) -> Result<(), StoreError> {
         self.write(WriteCommand::CheckWritable).await
     }
 
+    /// See [`crate::store::Store::purge_expired`].
     pub(super) async fn purge_expired(&self) -> Result<usize, StoreError> {
         self.write(WriteCommand::PurgeExpired).await
     }
 
+    /// See [`crate::store::Store::tenant`].
     pub(super) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
         self.read(|reply| ReadCommand::Tenant(id, reply)).await
     }
@@ -281,11 +287,13 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
+/// Replays the chain of the file at `path` against its rows.
 pub(super) fn verify_audit(path: &Path) -> Result<Head, String> {
     let conn = open::open_reader(path).map_err(|e| format!("{}: {e}", path.display()))?;
     audit::verify(&conn).map_err(|e| e.to_string())
 }
 
+/// Writes a verified copy of the file at `path` to the new file `to`.
 pub(super) fn backup(path: &Path, to: &Path) -> Result<BackupSummary, String> {
     backup::run(path, to)
 }

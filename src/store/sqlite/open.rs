@@ -47,12 +47,16 @@ pub(super) fn schema_version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
+/// Why the file could not be opened.
 #[derive(Debug)]
 pub(super) enum OpenError {
+    /// The file system refused, said in a sentence.
     Io(String),
+    /// SQLite refused.
     Sqlite(rusqlite::Error),
     /// The file was written by a newer tenantd.
     TooNew {
+        /// Its schema version.
         found: i64,
     },
 }

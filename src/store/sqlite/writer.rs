@@ -94,6 +94,7 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// Takes over the read-write connection: starts the checkpointer, reads the head, the counts and the latest id.
     pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, open::OpenError> {
         let checkpointer = Checkpointer::start(open::open_checkpointer(&config.path)?)
             .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
@@ -123,6 +124,7 @@ impl Writer {
         })
     }
 
+    /// The counters the handle reads for `/metrics`.
     pub(super) fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.stats)
     }
