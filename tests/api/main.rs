@@ -14,5 +14,8 @@ mod idempotency;
 mod logging;
 mod metrics;
 mod shutdown;
+mod timeouts;
 mod tombstone;
 mod validation;
+#[path = "../wire/mod.rs"]
+mod wire;

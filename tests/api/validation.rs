@@ -23,8 +23,10 @@ fn refused_bodies_name_every_bad_field() {
     let app = spawn_app();
     let ok = || json!("fine-name");
     let one = || json!("1");
-    let long_ascii = "a".repeat(201);
-    let long_multi = multibyte_name(201, 'x');
+    let long_ascii = "a".repeat(NAME_CHARS_MAX + 1);
+    let long_multi = multibyte_name(NAME_CHARS_MAX + 1, 'x');
+    let long_ascii_msg = format!("name {} ASCII characters", NAME_CHARS_MAX + 1);
+    let long_multi_msg = format!("name {} multibyte characters", NAME_CHARS_MAX + 1);
     let cases: Vec<(&str, String, Vec<&str>)> = vec![
         // Missing or mistyped members.
         ("an empty object", "{}".to_owned(), vec![NAME, AMOUNT]),
@@ -50,12 +52,12 @@ fn refused_bodies_name_every_bad_field() {
         // Name rules.
         ("name empty", body(json!(""), one()), vec![NAME]),
         (
-            "name 201 ASCII characters",
+            long_ascii_msg.as_str(),
             body(json!(long_ascii), one()),
             vec![NAME],
         ),
         (
-            "name 201 multibyte characters",
+            long_multi_msg.as_str(),
             body(json!(long_multi), one()),
             vec![NAME],
         ),
@@ -269,6 +271,9 @@ fn refused_bodies_name_every_bad_field() {
 #[test]
 fn boundary_values_are_accepted() {
     let app = spawn_app();
+    let longest_ascii = format!("a {NAME_CHARS_MAX}-character ASCII name");
+    let longest_multi = format!("a {NAME_CHARS_MAX}-character multibyte name");
+    let longest_four_byte = format!("a name of {NAME_CHARS_MAX} four-byte characters");
     let cases: Vec<(&str, String, String)> = vec![
         ("amount zero", "zero-deposit".to_owned(), "0".to_owned()),
         (
@@ -283,18 +288,18 @@ fn boundary_values_are_accepted() {
         ),
         ("a one-character name", "x".to_owned(), "1".to_owned()),
         (
-            "a 200-character ASCII name",
-            "b".repeat(200),
+            longest_ascii.as_str(),
+            "b".repeat(NAME_CHARS_MAX),
             "1".to_owned(),
         ),
         (
-            "a 200-character multibyte name",
-            multibyte_name(200, 'y'),
+            longest_multi.as_str(),
+            multibyte_name(NAME_CHARS_MAX, 'y'),
             "1".to_owned(),
         ),
         (
-            "a name of 200 four-byte characters",
-            "🦀".repeat(200),
+            longest_four_byte.as_str(),
+            "🦀".repeat(NAME_CHARS_MAX),
             "1".to_owned(),
         ),
         (
