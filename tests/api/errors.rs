@@ -761,30 +761,41 @@ fn known_paths_with_other_methods_are_405_with_allow() {
             "POST on a tenant",
             "POST",
             &tenant_path,
-            vec!["DELETE", "GET"],
+            vec!["DELETE", "GET", "HEAD"],
         ),
         (
             "PUT on a tenant",
             "PUT",
             &tenant_path,
-            vec!["DELETE", "GET"],
+            vec!["DELETE", "GET", "HEAD"],
         ),
         (
             "PATCH on a tenant",
             "PATCH",
             &tenant_path,
-            vec!["DELETE", "GET"],
+            vec!["DELETE", "GET", "HEAD"],
         ),
-        ("POST on /healthz", "POST", "/healthz", vec!["GET"]),
-        ("DELETE on /readyz", "DELETE", "/readyz", vec!["GET"]),
-        ("PUT on /metrics", "PUT", "/metrics", vec!["GET"]),
+        ("POST on /healthz", "POST", "/healthz", vec!["GET", "HEAD"]),
+        (
+            "DELETE on /readyz",
+            "DELETE",
+            "/readyz",
+            vec!["GET", "HEAD"],
+        ),
+        ("PUT on /metrics", "PUT", "/metrics", vec!["GET", "HEAD"]),
         (
             "POST on the OpenAPI document",
             "POST",
             "/v1/openapi.json",
-            vec!["GET"],
+            vec!["GET", "HEAD"],
         ),
-        ("HEAD on /healthz", "HEAD", "/healthz", vec!["GET"]),
+        // HEAD is answered wherever GET is, so only the collection refuses it.
+        (
+            "HEAD on the collection",
+            "HEAD",
+            "/v1/tenants",
+            vec!["POST"],
+        ),
     ];
     for (msg, method, path, allow) in cases {
         let resp = app.request(method, path, &[("Authorization", auth.as_str())], None);

@@ -7,6 +7,7 @@ mod crash;
 mod create;
 mod errors;
 mod faults;
+mod head;
 mod health;
 mod helpers;
 mod hostile;

@@ -448,3 +448,49 @@ fn bodies_that_are_not_json_objects_are_malformed_json() {
     }
     assert_eq!(app.tenant_count(), 0, "no malformed body created a tenant");
 }
+
+/// Digits of the integer too big for any float in the tests below.
+const HUGE_DIGITS: usize = 400;
+
+/// A number too big for a float (`1e400`, a 400-digit integer) is still a JSON number, so the
+/// body is still a JSON object: the number is a bad value of its member, or an unknown
+/// member, never `400 malformed_json`. Nothing is written.
+#[test]
+fn numbers_too_big_for_a_float_are_field_errors_not_malformed_json() {
+    let app = spawn_app();
+    let digits = "9".repeat(HUGE_DIGITS);
+    let huge_integer = format!("a {HUGE_DIGITS}-digit integer");
+    let numbers = [
+        ("1e400", "1e400"),
+        ("-1e400", "-1e400"),
+        (huge_integer.as_str(), digits.as_str()),
+    ];
+    let mut cases: Vec<(String, String, &str)> = Vec::new();
+    for (what, number) in numbers {
+        cases.push((
+            format!("{what} as the deposit"),
+            format!(r#"{{"name":"n","opening_deposit_atomic":{number}}}"#),
+            AMOUNT,
+        ));
+        cases.push((
+            format!("{what} as an unknown member"),
+            format!(r#"{{"name":"n","opening_deposit_atomic":"1","x":{number}}}"#),
+            "x",
+        ));
+    }
+    for (msg, text, field) in &cases {
+        let resp = app.post_tenants(text, &[]);
+        let problem = assert_problem(&resp, 422, "validation_failed", msg);
+        assert_eq!(
+            error_fields(&problem, msg),
+            [*field],
+            "{msg}: exactly one error entry, for {field}; body sent: {text}"
+        );
+    }
+    assert_eq!(app.tenant_count(), 0, "no such create wrote a tenant");
+    assert_eq!(
+        app.audit_count(),
+        0,
+        "no such create appended an audit event"
+    );
+}

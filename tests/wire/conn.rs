@@ -161,6 +161,11 @@ impl Conn {
         self.next_response(false, timeout)
     }
 
+    /// The next response to a `HEAD`: its head alone, since no body follows it.
+    pub fn head_response(&mut self, timeout: Duration) -> Option<Response> {
+        self.next_response(true, timeout)
+    }
+
     /// Waits up to `timeout` for the server to close the connection.
     pub fn closes_within(&mut self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use super::shapes::hex;
+use super::shapes::{CROCKFORD, ULID_CHARS, hex};
 
 /// Bytes from the OS random source, for tokens and unique names.
 pub fn random_bytes(n: usize) -> Vec<u8> {
@@ -26,6 +26,20 @@ pub fn unique(prefix: &str) -> String {
 /// A fresh 64-character admin token.
 pub fn random_admin_token() -> String {
     random_hex(32)
+}
+
+/// A ULID of random bits that fits 128 bits (its first character is at most `7`), in the
+/// contract's upper-case Crockford base32: the shape of an id no tenant need have.
+pub fn random_ulid() -> String {
+    let alphabet = CROCKFORD.as_bytes();
+    random_bytes(ULID_CHARS)
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let choices = if i == 0 { 8 } else { alphabet.len() };
+            char::from(alphabet[usize::from(*b) % choices])
+        })
+        .collect()
 }
 
 /// A tiny deterministic generator (xorshift64*), seeded by the caller, for test timing.
