@@ -9,8 +9,13 @@
 //!
 //! `--smoke` is a run of a few seconds that fails on any error; CI runs it so the generator
 //! cannot rot.
+//!
+//! Requests are written and responses parsed by the black-box tests' wire-level client
+//! (`tests/wire/`), into buffers each connection reuses, so the client allocates nothing per
+//! request.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -21,6 +26,13 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+// The load generator uses the request writer, the response parser and a one-shot request
+// (to wait for the server); the rest of the module (the blocking connection's finer tools)
+// serves the tests only.
+#[allow(dead_code)]
+#[path = "../tests/wire/mod.rs"]
+mod wire;
 
 const USAGE: &str = "\
 usage: cargo bench --bench load -- [OPTIONS]
@@ -43,6 +55,12 @@ const RESPONSE_BYTES_MAX: usize = 1 << 20;
 
 /// Latencies above this are recorded as this (the histogram's range).
 const LATENCY_US_MAX: u64 = 60_000_000;
+
+/// How long a started server may take to answer `GET /healthz`.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes a connection reads from its socket at a time.
+const READ_CHUNK_BYTES: usize = 8192;
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -207,17 +225,19 @@ impl Server {
         Ok(server)
     }
 
+    /// Waits until `GET /healthz` answers `200`.
     fn wait_ready(&self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let addr = self.addr.to_string();
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(self.addr).is_ok() {
+            let health = wire::try_request(&addr, "GET", "/healthz", &[], None);
+            if health.is_ok_and(|response| response.status == 200) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         Err(format!(
-            "the server did not listen on {} within 10 s",
-            self.addr
+            "the server did not answer GET /healthz on {addr} within {READY_TIMEOUT:?}"
         ))
     }
 
@@ -309,72 +329,74 @@ enum Kind {
 /// Everything a connection needs to make requests.
 struct Workload {
     kind: Kind,
-    token: String,
-    /// Ids to read, chosen at random.
-    ids: Arc<Vec<String>>,
+    /// `Bearer <admin token>`.
+    auth: String,
+    /// Paths of tenants to read (`/v1/tenants/<id>`), chosen at random.
+    paths: Arc<Vec<String>>,
     /// Makes every created name unique across connections and runs.
     names: AtomicU64,
     run: u128,
-    /// Collect created ids (for seeding).
+    /// Collect the paths of created tenants (for seeding).
     collect: bool,
 }
 
 impl Workload {
-    fn new(kind: Kind, server: &Server, ids: Arc<Vec<String>>, collect: bool) -> Self {
+    fn new(kind: Kind, server: &Server, paths: Arc<Vec<String>>, collect: bool) -> Self {
         Self {
             kind,
-            token: server.token.clone(),
-            ids,
+            auth: format!("Bearer {}", server.token),
+            paths,
             names: AtomicU64::new(0),
             run: seed_from_clock(),
             collect,
         }
     }
 
-    fn write_request(&self, rng: &mut u64, out: &mut Vec<u8>) {
+    /// Writes the next request into `out`, and a create's body into `body` first; both
+    /// buffers are reused from one request to the next.
+    fn write_request(&self, rng: &mut u64, out: &mut Vec<u8>, body: &mut Vec<u8>) {
         out.clear();
         let create = match self.kind {
             Kind::Healthz => {
-                out.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n");
+                wire::write_request(out, "GET", "/healthz", wire::HTTP_11, &[HOST], None);
                 return;
             }
             Kind::Create => true,
             Kind::Read => false,
             Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
         };
-        if create || self.ids.is_empty() {
+        if create || self.paths.is_empty() {
             let n = self.names.fetch_add(1, Ordering::Relaxed);
-            let body = format!(
+            body.clear();
+            write!(
+                body,
                 r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"1000000"}}"#,
                 self.run
-            );
-            let _ = write!(
-                Buf(out),
-                "POST /v1/tenants HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                self.token,
-                body.len()
+            )
+            .expect("writing to a Vec cannot fail");
+            let headers = [
+                HOST,
+                ("Authorization", self.auth.as_str()),
+                ("Content-Type", "application/json"),
+            ];
+            wire::write_request(
+                out,
+                "POST",
+                "/v1/tenants",
+                wire::HTTP_11,
+                &headers,
+                Some(body),
             );
         } else {
-            let id = &self.ids[(next(rng) % self.ids.len() as u64) as usize];
-            let _ = write!(
-                Buf(out),
-                "GET /v1/tenants/{id} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\r\n",
-                self.token
-            );
+            let path = &self.paths[(next(rng) % self.paths.len() as u64) as usize];
+            let headers = [HOST, ("Authorization", self.auth.as_str())];
+            wire::write_request(out, "GET", path, wire::HTTP_11, &headers, None);
         }
     }
 }
 
-/// `fmt::Write` into a byte buffer.
-struct Buf<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Buf<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
+/// The `Host` header of every request.
+const HOST: (&str, &str) = ("Host", "bench");
 
 /// xorshift64*: plenty for picking ids.
 fn next(state: &mut u64) -> u64 {
@@ -407,7 +429,8 @@ struct Tally {
     requests: u64,
     errors: u64,
     statuses: Vec<(u16, u64)>,
-    ids: Vec<String>,
+    /// Paths of the tenants created, when collected.
+    paths: Vec<String>,
 }
 
 impl Tally {
@@ -431,7 +454,7 @@ impl Tally {
                 None => self.statuses.push((status, n)),
             }
         }
-        self.ids.extend(other.ids);
+        self.paths.extend(other.paths);
     }
 }
 
@@ -449,84 +472,58 @@ async fn connection(
     let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     let mut rng = seed | 1;
-    let (mut request, mut buf) = (Vec::with_capacity(512), Vec::with_capacity(8192));
+    let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
+    let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut hist = histogram();
     let mut tally = Tally::default();
     while stop.take() {
-        workload.write_request(&mut rng, &mut request);
+        workload.write_request(&mut rng, &mut request, &mut body);
         let started = Instant::now();
         stream
             .write_all(&request)
             .await
             .map_err(|e| e.to_string())?;
-        let (status, body) = read_response(&mut stream, &mut buf).await?;
+        let frame = read_response(&mut stream, &mut buf).await?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        let status = frame.head.status;
         tally.count(status);
         if workload.collect
             && status == 201
-            && let Some(id) = find_id(&buf[body])
+            && let Some(path) = tenant_path(&buf[frame.body.clone()])
         {
-            tally.ids.push(id);
+            tally.paths.push(path);
         }
+        buf.drain(..frame.len);
     }
     Ok((hist, tally))
 }
 
-/// Reads one response; returns its status and the body's range in `buf`.
-async fn read_response(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-) -> Result<(u16, std::ops::Range<usize>), String> {
-    buf.clear();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = find(buf, b"\r\n\r\n") {
-            break i + 4;
+/// Reads until a whole response lies at the front of `buf`, and locates it there.
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire::Frame, String> {
+    let mut chunk = [0u8; READ_CHUNK_BYTES];
+    loop {
+        if let Some(frame) = wire::parse_frame(buf, false, false).map_err(|e| e.to_string())? {
+            return Ok(frame);
         }
         if buf.len() > RESPONSE_BYTES_MAX {
-            return Err("response head too long".into());
+            return Err(format!("a response longer than {RESPONSE_BYTES_MAX} bytes"));
         }
         let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
         if n == 0 {
-            return Err("the server closed the connection".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| "a non-UTF-8 head")?;
-    let status = head
-        .get(9..12)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| format!("bad status line: {head:?}"))?;
-    let length = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse::<usize>().ok())?
-        })
-        .ok_or("no content-length in the response")?;
-    if length > RESPONSE_BYTES_MAX {
-        return Err("response body too long".into());
-    }
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("the server closed the connection mid-body".into());
+            return Err(match wire::parse_frame(buf, false, true) {
+                Err(e) => format!("the server closed the connection: {e}"),
+                Ok(_) => "the server closed the connection".into(),
+            });
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    Ok((status, head_end..head_end + length))
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn find_id(body: &[u8]) -> Option<String> {
-    let start = find(body, b"\"id\":\"")? + 6;
-    let len = find(&body[start..], b"\"")?;
-    String::from_utf8(body[start..start + len].to_vec()).ok()
+/// The path of the tenant a create's body describes.
+fn tenant_path(body: &[u8]) -> Option<String> {
+    let created: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(format!("/v1/tenants/{}", created["id"].as_str()?))
 }
 
 /// Runs `connections` closed loops until `stop`, and merges what they saw.
@@ -572,14 +569,14 @@ async fn measure(
     server: &Server,
     name: &str,
     kind: Kind,
-    ids: &Arc<Vec<String>>,
+    paths: &Arc<Vec<String>>,
 ) -> Result<Row, String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s measured",
         args.warmup.as_secs_f64(),
         args.duration.as_secs_f64()
     );
-    let warm = Arc::new(Workload::new(kind, server, Arc::clone(ids), false));
+    let warm = Arc::new(Workload::new(kind, server, Arc::clone(paths), false));
     phase(
         server,
         warm,
@@ -587,7 +584,7 @@ async fn measure(
         Stop::At(Instant::now() + args.warmup),
     )
     .await?;
-    let workload = Arc::new(Workload::new(kind, server, Arc::clone(ids), false));
+    let workload = Arc::new(Workload::new(kind, server, Arc::clone(paths), false));
     let cpu_before = server.cpu_us();
     let started = Instant::now();
     let (hist, tally) = phase(
@@ -610,10 +607,10 @@ async fn measure(
 }
 
 /// Creates tenants through the API until `total` exist (of which `have` already do), and
-/// returns the new ids.
+/// returns the new tenants' paths.
 async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec<String>, String> {
     const STEP: u64 = 100_000;
-    let mut ids = Vec::new();
+    let mut paths = Vec::new();
     let started = Instant::now();
     let mut done = have;
     while done < total {
@@ -637,14 +634,14 @@ async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec
                 tally.errors, tally.statuses
             ));
         }
-        ids.extend(tally.ids);
+        paths.extend(tally.paths);
         done += count;
         eprintln!(
             "  seeded {done} / {total} tenants ({:.0}/s)",
             (done - have) as f64 / started.elapsed().as_secs_f64()
         );
     }
-    Ok(ids)
+    Ok(paths)
 }
 
 struct Report {
@@ -655,38 +652,38 @@ struct Report {
 async fn run(args: &Args) -> Result<Report, String> {
     let wanted = |group: &str| args.only.as_deref().is_none_or(|only| only == group);
     let mut rows = Vec::new();
-    let no_ids = Arc::new(Vec::new());
+    let no_paths = Arc::new(Vec::new());
     let mut db_bytes = 0;
 
     if wanted("base") {
         eprintln!("server: health, reads and the mix at {} tenants", args.base);
         let server = Server::start(args, &[])?;
-        rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_ids).await?);
-        let ids = Arc::new(seed(&server, args, 0, args.base).await?);
+        rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_paths).await?);
+        let paths = Arc::new(seed(&server, args, 0, args.base).await?);
         let name = format!("GET tenant ({} tenants)", args.base);
-        rows.push(measure(args, &server, &name, Kind::Read, &ids).await?);
+        rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         let mix = Kind::Mix { read_percent: 90 };
-        rows.push(measure(args, &server, "90 % read / 10 % create", mix, &ids).await?);
+        rows.push(measure(args, &server, "90 % read / 10 % create", mix, &paths).await?);
         server.stop();
     }
     if wanted("create") {
         eprintln!("server: creates with group commit");
         let server = Server::start(args, &[])?;
         let name = "POST create (group commit)";
-        rows.push(measure(args, &server, name, Kind::Create, &no_ids).await?);
+        rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
         server.stop();
     }
     if wanted("create1") {
         eprintln!("server: creates with --commit-batch-max 1");
         let server = Server::start(args, &["--commit-batch-max", "1"])?;
         let name = "POST create (--commit-batch-max 1)";
-        rows.push(measure(args, &server, name, Kind::Create, &no_ids).await?);
+        rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
         server.stop();
     }
     if wanted("scale") {
         eprintln!("server: reads at {} tenants", args.scale);
         let server = Server::start(args, &[])?;
-        let ids = Arc::new(seed(&server, args, 0, args.scale).await?);
+        let paths = Arc::new(seed(&server, args, 0, args.scale).await?);
         db_bytes = server.db_bytes();
         eprintln!(
             "  database {:.1} MiB, of which WAL {:.1} MiB",
@@ -694,7 +691,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             server.file_bytes("tenantd.db-wal") as f64 / 1048576.0
         );
         let name = format!("GET tenant ({} tenants)", args.scale);
-        rows.push(measure(args, &server, &name, Kind::Read, &ids).await?);
+        rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         server.stop();
     }
 

@@ -1,6 +1,10 @@
 //! Authentication and the tenant token's scope.
 
+use std::thread;
+use std::time::{Duration, Instant};
+
 use crate::helpers::*;
+use crate::wire::{Response, request};
 
 #[test]
 fn the_bearer_scheme_is_case_insensitive() {
@@ -278,4 +282,128 @@ fn a_forged_token_naming_a_real_tenant_is_401() {
         200,
         "the real token still reads its tenant"
     );
+}
+
+/// Requests each flooding thread sends at most.
+const FLOOD_REQUESTS_PER_THREAD: usize = 100;
+
+/// How long the flood may last at most, well under what a test may take.
+const FLOOD_DURATION_MAX: Duration = Duration::from_secs(15);
+
+/// Who a flooding thread is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flooder {
+    /// The admin token: reads that fill the tiny store queue.
+    Admin,
+    /// The tenant's own token.
+    Genuine,
+    /// A token of the right shape for the tenant's ULID, with a random secret.
+    ForgedForTenant,
+    /// A token of the right shape for a random ULID.
+    ForgedForStranger,
+}
+
+/// A forged token is refused by what it is, whatever the store's load: `401`, never `503`.
+/// Meanwhile the admin and the genuine token may be turned away by the full queue (`503`),
+/// and the genuine token is never taken for a forged one (`401`).
+#[test]
+fn forged_tenant_tokens_are_401_even_while_the_store_queue_is_full() {
+    let app = AppBuilder::new()
+        .arg("--store-queue-depth")
+        .arg("1")
+        .arg("--readers")
+        .arg("1")
+        .spawn();
+    let created = app.create_ok(&unique("flooded"), "1");
+    let id = tenant_id(&created);
+    let ulid = id.strip_prefix("ten_").expect("a ten_ id").to_owned();
+    let path = format!("/v1/tenants/{id}");
+    let threads = [
+        Flooder::Admin,
+        Flooder::Admin,
+        Flooder::Admin,
+        Flooder::Admin,
+        Flooder::Genuine,
+        Flooder::ForgedForTenant,
+        Flooder::ForgedForTenant,
+        Flooder::ForgedForStranger,
+    ];
+    let deadline = Instant::now() + FLOOD_DURATION_MAX;
+    let handles: Vec<_> = threads
+        .iter()
+        .map(|&who| {
+            let addr = app.addr.clone();
+            let path = path.clone();
+            let admin = app.admin();
+            let genuine = bearer(&tenant_token(&created));
+            let ulid = ulid.clone();
+            thread::spawn(move || {
+                let mut answers = Vec::with_capacity(FLOOD_REQUESTS_PER_THREAD);
+                for _ in 0..FLOOD_REQUESTS_PER_THREAD {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    let auth = match who {
+                        Flooder::Admin => admin.clone(),
+                        Flooder::Genuine => genuine.clone(),
+                        Flooder::ForgedForTenant => {
+                            bearer(&format!("tkn_{ulid}_{}", random_hex(32)))
+                        }
+                        Flooder::ForgedForStranger => {
+                            bearer(&format!("tkn_{}_{}", random_ulid(), random_hex(32)))
+                        }
+                    };
+                    let resp = request(&addr, "GET", &path, &[("Authorization", &auth)], None);
+                    answers.push((who, resp));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<(Flooder, Response)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("a flooding thread"))
+        .collect();
+
+    let tally = |of: &[Flooder]| -> String {
+        let mut counts: Vec<(u16, usize)> = Vec::new();
+        for (_, resp) in answers.iter().filter(|(who, _)| of.contains(who)) {
+            match counts.iter_mut().find(|(status, _)| *status == resp.status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((resp.status, 1)),
+            }
+        }
+        counts.sort();
+        let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n}×{s}")).collect();
+        counts.join(", ")
+    };
+    let forged = [Flooder::ForgedForTenant, Flooder::ForgedForStranger];
+    let summary = format!(
+        "admin: {}; genuine: {}; forged: {}",
+        tally(&[Flooder::Admin]),
+        tally(&[Flooder::Genuine]),
+        tally(&forged)
+    );
+    assert!(
+        answers
+            .iter()
+            .filter(|(who, _)| forged.contains(who))
+            .all(|(_, resp)| resp.status == 401),
+        "every forged token gets 401, never 503, however full the queue ({summary})"
+    );
+    for (who, resp) in &answers {
+        let ctx = format!("{who:?} token during the flood ({summary})");
+        match who {
+            Flooder::ForgedForTenant | Flooder::ForgedForStranger => {
+                assert_problem(resp, 401, "unauthorized", &ctx);
+            }
+            Flooder::Admin | Flooder::Genuine if resp.status == 503 => {
+                assert_problem(resp, 503, "unavailable", &ctx);
+            }
+            Flooder::Admin | Flooder::Genuine => {
+                assert_eq!(resp.status, 200, "{ctx}: {}", resp.describe());
+            }
+        }
+    }
+    println!("forged tokens under a full store queue: {summary}");
 }

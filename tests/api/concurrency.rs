@@ -5,6 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::helpers::*;
+use crate::wire::{Response, request};
 
 const THREADS: usize = 24;
 

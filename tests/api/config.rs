@@ -10,9 +10,16 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::helpers::*;
+use crate::wire::request;
 
 /// How long a refusing start-up may take before the test calls it a hang.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest `--idempotency-ttl-s`: one day.
+const IDEMPOTENCY_TTL_S_MAX: u64 = 86_400;
+
+/// The shortest `--body-read-timeout-ms`.
+const BODY_READ_TIMEOUT_MS_MIN: u64 = 100;
 
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 path")
@@ -396,6 +403,11 @@ fn bad_command_lines_exit_2() {
     let token = dir.path().join("token");
     write_private(&token, &random_admin_token());
     let t = path_str(&token);
+    let ttl_over = (IDEMPOTENCY_TTL_S_MAX + 1).to_string();
+    let ttl_over_msg = format!("an idempotency TTL over its {IDEMPOTENCY_TTL_S_MAX} s maximum");
+    let body_timeout_under = (BODY_READ_TIMEOUT_MS_MIN - 1).to_string();
+    let body_timeout_under_msg =
+        format!("a body read timeout under its {BODY_READ_TIMEOUT_MS_MIN} ms minimum");
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("an unknown flag", vec!["--frobnicate"]),
         ("an unknown flag with a value", vec!["--frobnicate", "1"]),
@@ -416,12 +428,17 @@ fn bad_command_lines_exit_2() {
             vec!["--admin-token-file", t, "--idempotency-ttl-s", "0"],
         ),
         (
-            "an idempotency TTL over a day",
-            vec!["--admin-token-file", t, "--idempotency-ttl-s", "86401"],
+            ttl_over_msg.as_str(),
+            vec!["--admin-token-file", t, "--idempotency-ttl-s", &ttl_over],
         ),
         (
-            "a body read timeout under its 100 ms minimum",
-            vec!["--admin-token-file", t, "--body-read-timeout-ms", "99"],
+            body_timeout_under_msg.as_str(),
+            vec![
+                "--admin-token-file",
+                t,
+                "--body-read-timeout-ms",
+                &body_timeout_under,
+            ],
         ),
     ];
     for (msg, extra) in cases {

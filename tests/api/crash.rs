@@ -12,6 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::helpers::*;
+use crate::wire::try_request;
 
 const CYCLES_DEFAULT: usize = 10;
 const CLIENTS: usize = 6;

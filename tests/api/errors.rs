@@ -1,13 +1,10 @@
 //! The error table of the contract row by row, the precedence of the rules, body limits,
-//! media types, methods, request ids and the `503` of a locked database.
+//! media types, methods and request ids.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::helpers::*;
+use crate::wire::{Response, chunked};
 
 /// Who sends a request.
 #[derive(Clone, Copy, Debug)]
@@ -101,17 +98,6 @@ fn key(value: &str) -> (&'static str, String) {
 
 fn valid_body(name: &str) -> Option<Vec<u8>> {
     Some(tenant_body(name, "1").into_bytes())
-}
-
-/// A JSON body padded with spaces to `len` bytes.
-fn padded_body(name: &str, len: usize) -> Vec<u8> {
-    let mut body = tenant_body(name, "1").into_bytes();
-    assert!(
-        body.len() <= len,
-        "the padding target is larger than the body"
-    );
-    body.resize(len, b' ');
-    body
 }
 
 #[test]
@@ -587,26 +573,22 @@ fn head_only_post(
     auth: Option<&str>,
     content_length: usize,
 ) -> (Response, Duration) {
-    let mut head = format!(
-        "POST /v1/tenants HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {content_length}\r\n",
-        app.addr
-    );
+    let length = content_length.to_string();
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Content-Length", length.as_str()),
+    ];
     if let Some(auth) = auth {
-        head.push_str(&format!("Authorization: {auth}\r\n"));
+        headers.push(("Authorization", auth));
     }
-    head.push_str("\r\n");
     let started = Instant::now();
-    let bytes = app.raw(head.as_bytes());
-    let took = started.elapsed();
-    let resp = parse_response(&bytes, false).unwrap_or_else(|e| {
-        panic!(
-            "no complete answer to a head-only POST ({e}): {:?}",
-            String::from_utf8_lossy(&bytes)
-        )
-    });
-    (resp, took)
+    let resp = app.request("POST", "/v1/tenants", &headers, None);
+    (resp, started.elapsed())
 }
+
+/// How soon an answer that needs no body must come: far less than a client sending the body
+/// slowly would take, with room for a busy machine.
+const NO_BODY_ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 #[test]
 fn an_oversized_content_length_is_refused_without_reading_the_body() {
@@ -621,8 +603,9 @@ fn an_oversized_content_length_is_refused_without_reading_the_body() {
             &format!("Content-Length {length} without a body sent"),
         );
         assert!(
-            took < Duration::from_secs(5),
-            "the 413 comes without waiting for the body (took {took:?})"
+            took < NO_BODY_ANSWER_WITHIN,
+            "the 413 comes within {NO_BODY_ANSWER_WITHIN:?}, without waiting for the body \
+             (took {took:?})"
         );
     }
 }
@@ -638,32 +621,31 @@ fn authentication_is_checked_before_the_body_is_read() {
         "a POST head without a token, body never sent",
     );
     assert!(
-        took < Duration::from_secs(5),
-        "the 401 does not wait for the body (took {took:?})"
+        took < NO_BODY_ANSWER_WITHIN,
+        "the 401 comes within {NO_BODY_ANSWER_WITHIN:?}, without waiting for the body \
+         (took {took:?})"
     );
 }
 
 #[test]
 fn an_oversized_chunked_body_is_413() {
+    const BODY_BYTES: usize = 128 * 1024;
     let app = spawn_app();
-    let mut body = tenant_body("chunked-big", "1").into_bytes();
-    body.resize(128 * 1024, b' ');
-    let mut req = format!(
-        "POST /v1/tenants HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {}\r\n\
-         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
-        app.addr,
-        app.admin()
-    )
-    .into_bytes();
-    for chunk in body.chunks(8192) {
-        req.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-        req.extend_from_slice(chunk);
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"0\r\n\r\n");
-    let bytes = app.raw(&req);
-    let resp = parse_response(&bytes, false).expect("a complete answer to the chunked POST");
-    assert_problem(&resp, 413, "payload_too_large", "a 128 KiB chunked body");
+    let body = padded_body("chunked-big", BODY_BYTES);
+    let auth = app.admin();
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Transfer-Encoding", "chunked"),
+    ];
+    let framed = chunked(&body, 8192);
+    let resp = app.request("POST", "/v1/tenants", &headers, Some(&framed));
+    assert_problem(
+        &resp,
+        413,
+        "payload_too_large",
+        &format!("a chunked body of {BODY_BYTES} bytes, over the {BODY_BYTES_MAX}-byte limit"),
+    );
     assert_eq!(
         app.tenant_count(),
         0,
@@ -684,24 +666,18 @@ fn a_body_of_exactly_the_limit_is_accepted_chunked_or_not() {
     assert_eq!(
         resp.status,
         201,
-        "a body of exactly 65,536 bytes: {}",
+        "a body of exactly {BODY_BYTES_MAX} bytes: {}",
         resp.describe()
     );
 
     let small = tenant_body("small-chunked", "1");
-    let mut req = format!(
-        "POST /v1/tenants HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {auth}\r\n\
-         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
-        app.addr
-    )
-    .into_bytes();
-    for chunk in small.as_bytes().chunks(10) {
-        req.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-        req.extend_from_slice(chunk);
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"0\r\n\r\n");
-    let resp = parse_response(&app.raw(&req), false).expect("a complete answer");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Transfer-Encoding", "chunked"),
+    ];
+    let framed = chunked(small.as_bytes(), 10);
+    let resp = app.request("POST", "/v1/tenants", &headers, Some(&framed));
     assert_eq!(
         resp.status,
         201,
@@ -813,6 +789,7 @@ fn known_paths_with_other_methods_are_405_with_allow() {
             "/v1/openapi.json",
             vec!["GET", "HEAD"],
         ),
+        // HEAD is answered wherever GET is, so only the collection refuses it.
         (
             "HEAD on the collection",
             "HEAD",
@@ -838,10 +815,11 @@ fn known_paths_with_other_methods_are_405_with_allow() {
 #[test]
 fn a_valid_client_request_id_is_echoed() {
     let app = spawn_app();
-    let long = "r".repeat(128);
+    let longest = "r".repeat(REQUEST_ID_BYTES_MAX);
+    let longest_msg = format!("{REQUEST_ID_BYTES_MAX} characters");
     let cases = [
         ("a simple id", "client-req-1"),
-        ("128 characters", long.as_str()),
+        (longest_msg.as_str(), longest.as_str()),
         ("visible punctuation", "!#$%&'*+-.^_`|~:/?@[]{}\"\\"),
     ];
     for (msg, id) in cases {
@@ -868,9 +846,10 @@ fn a_valid_client_request_id_is_echoed() {
 #[test]
 fn an_invalid_client_request_id_is_replaced_silently() {
     let app = spawn_app();
-    let long = "r".repeat(129);
+    let long = "r".repeat(REQUEST_ID_BYTES_MAX + 1);
+    let long_msg = format!("{} characters", REQUEST_ID_BYTES_MAX + 1);
     let cases = [
-        ("129 characters", long.as_str()),
+        (long_msg.as_str(), long.as_str()),
         ("an inner space", "has space"),
         ("an empty value", ""),
         ("non-ASCII", "zähler"),
@@ -882,8 +861,10 @@ fn an_invalid_client_request_id_is_replaced_silently() {
         let got = resp.header("x-request-id").unwrap_or_default();
         assert_ne!(got, sent, "{msg}: the invalid id is replaced");
         assert!(
-            !got.is_empty() && got.len() <= 128 && got.bytes().all(|b| (0x21..=0x7e).contains(&b)),
-            "{msg}: the new id is 1 to 128 visible ASCII characters: {got:?}"
+            !got.is_empty()
+                && got.len() <= REQUEST_ID_BYTES_MAX
+                && got.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+            "{msg}: the new id is 1 to {REQUEST_ID_BYTES_MAX} visible ASCII characters: {got:?}"
         );
         assert_eq!(
             problem["request_id"], got,
@@ -896,278 +877,5 @@ fn an_invalid_client_request_id_is_replaced_silently() {
         first.header("x-request-id"),
         second.header("x-request-id"),
         "generated request ids differ"
-    );
-}
-
-#[test]
-fn a_locked_database_gives_503_with_retry_after() {
-    /// How long the test's own connection holds the write lock: past the server's 1 s busy
-    /// timeout, so a server that waited longer would succeed and fail this test.
-    const LOCK_HELD: Duration = Duration::from_millis(1300);
-
-    let app = spawn_app();
-    app.create_ok("before-the-lock", "1");
-    let events_before = app.audit_count();
-    let tenants_before = app.tenant_count();
-
-    // Another process (here: the test) takes the write lock and drops it from its own
-    // thread after LOCK_HELD, while the create below is waiting for it.
-    let (locked_tx, locked_rx) = mpsc::channel::<()>();
-    let (released_tx, released_rx) = mpsc::channel::<()>();
-    let db_path = app.db_path.clone();
-    let holder = thread::spawn(move || {
-        let locker = open_rw(&db_path);
-        locker
-            .execute_batch("BEGIN EXCLUSIVE")
-            .expect("taking the write lock from the test");
-        locked_tx
-            .send(())
-            .expect("telling the test the lock is held");
-        thread::sleep(LOCK_HELD);
-        locker
-            .execute_batch("ROLLBACK")
-            .expect("releasing the lock");
-        drop(locker);
-        let _ = released_tx.send(());
-    });
-    locked_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the test's connection took the write lock within 10 s");
-
-    let key = format!("locked-key-{}", random_hex(4));
-    let started = Instant::now();
-    let resp = app.create_with_key("during-the-lock", "1", &key);
-    let answered = Instant::now();
-
-    released_rx
-        .recv_timeout(LOCK_HELD + Duration::from_secs(10))
-        .expect("the holding thread released the lock");
-    holder.join().expect("the lock-holding thread");
-
-    assert_problem(
-        &resp,
-        503,
-        "unavailable",
-        "a keyed create while another process holds the write lock for 1.3 s",
-    );
-    assert_eq!(
-        resp.header("retry-after"),
-        Some("1"),
-        "the 503 says when to retry: {}",
-        resp.describe()
-    );
-    let waited = answered - started;
-    assert!(
-        waited >= Duration::from_millis(900),
-        "the server waits about 1 s for the lock before giving up (waited {waited:?})"
-    );
-    let db = app.db();
-    assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM tenants WHERE name = 'during-the-lock'"
-        ),
-        0,
-        "the refused create wrote no tenant row"
-    );
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM tenants"),
-        tenants_before,
-        "the refused create wrote no row at all"
-    );
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM audit_events"),
-        events_before,
-        "the refused create appended no audit event"
-    );
-    assert_eq!(
-        db.query_row(
-            "SELECT count(*) FROM idempotency_keys WHERE key = ?1",
-            [&key],
-            |r| r.get::<_, i64>(0)
-        )
-        .expect("counting the key's records"),
-        0,
-        "the refused create bound its Idempotency-Key to nothing"
-    );
-    drop(db);
-
-    let retry = app.create_with_key("during-the-lock", "1", &key);
-    assert_eq!(
-        retry.status,
-        201,
-        "a retry with the same key and body once the lock is gone creates: {}",
-        retry.describe()
-    );
-    assert_eq!(
-        retry.header("idempotent-replayed"),
-        None,
-        "the retry is a first create, not a replay of the 503: {}",
-        retry.describe()
-    );
-    assert_eq!(
-        app.tenant_count(),
-        tenants_before + 1,
-        "the retry made exactly one tenant"
-    );
-    assert_eq!(
-        app.audit_count(),
-        events_before + 1,
-        "the retry appended exactly one audit event"
-    );
-}
-
-/// The body-read limit of the `408` tests, in milliseconds.
-const BODY_READ_TIMEOUT_MS: u64 = 600;
-
-fn slow_body_app() -> TestApp {
-    AppBuilder::new()
-        .arg("--body-read-timeout-ms")
-        .arg(&BODY_READ_TIMEOUT_MS.to_string())
-        .spawn()
-}
-
-/// Sends the head of an admin create announcing `body.len()` bytes, then `body` in `pieces`
-/// with `gap` between them (stopping early if the server answers), then waits for the answer.
-/// Returns the answer and the time from the end of the head to the answer's end.
-fn trickled_post(
-    app: &TestApp,
-    content_length: usize,
-    pieces: &[&[u8]],
-    gap: Duration,
-) -> (Response, Duration) {
-    let mut stream = TcpStream::connect(&app.addr).expect("connecting");
-    stream
-        .set_write_timeout(Some(IO_TIMEOUT))
-        .expect("a write timeout");
-    let head = format!(
-        "POST /v1/tenants HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {}\r\n\
-         Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n",
-        app.addr,
-        app.admin()
-    );
-    stream.write_all(head.as_bytes()).expect("sending the head");
-    let started = Instant::now();
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let mut closed = false;
-    for (i, piece) in pieces.iter().enumerate() {
-        if i > 0 {
-            // The pause between pieces is spent listening, so an early answer stops the
-            // sending rather than racing it.
-            stream.set_read_timeout(Some(gap)).expect("a read timeout");
-            match stream.read(&mut chunk) {
-                Ok(0) => closed = true,
-                Ok(n) => received.extend_from_slice(&chunk[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => panic!("reading during the trickle: {e}"),
-            }
-            if closed || !received.is_empty() {
-                break;
-            }
-        }
-        if stream.write_all(piece).is_err() {
-            break;
-        }
-    }
-    stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .expect("a read timeout");
-    while !closed {
-        match stream.read(&mut chunk) {
-            Ok(0) => closed = true,
-            Ok(n) => received.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            // A reset after the answer still leaves the answer usable.
-            Err(_) if !received.is_empty() => closed = true,
-            Err(e) => panic!(
-                "no answer within {IO_TIMEOUT:?} of the end of the body ({e}); sent {} of {content_length} bytes",
-                pieces.iter().map(|p| p.len()).sum::<usize>()
-            ),
-        }
-    }
-    let took = started.elapsed();
-    let resp = parse_response(&received, false).unwrap_or_else(|e| {
-        panic!(
-            "no complete answer to a slow POST ({e}): {:?}",
-            String::from_utf8_lossy(&received)
-        )
-    });
-    (resp, took)
-}
-
-#[test]
-fn a_body_that_stops_arriving_is_408_request_timeout() {
-    let app = slow_body_app();
-    let body = padded_body("unfinished", 50);
-    let (resp, took) = trickled_post(&app, 50, &[&body[..20]], Duration::ZERO);
-    assert_problem(
-        &resp,
-        408,
-        "request_timeout",
-        "Content-Length: 50 with only 20 bytes of the body sent",
-    );
-    let limit = Duration::from_millis(BODY_READ_TIMEOUT_MS);
-    assert!(
-        took >= limit - Duration::from_millis(50),
-        "the 408 waits for --body-read-timeout-ms ({limit:?}) first (took {took:?})"
-    );
-    assert!(
-        took < Duration::from_secs(5),
-        "the 408 comes soon after --body-read-timeout-ms ({limit:?}), not after the default \
-         10 s (took {took:?})"
-    );
-    assert_eq!(app.tenant_count(), 0, "the unfinished body created nothing");
-    let ok = app.create("after-the-timeout", "1");
-    assert_eq!(
-        ok.status,
-        201,
-        "the server still serves others: {}",
-        ok.describe()
-    );
-}
-
-#[test]
-fn the_body_read_timeout_bounds_the_whole_body_not_each_pause() {
-    let app = slow_body_app();
-    let limit = Duration::from_millis(BODY_READ_TIMEOUT_MS);
-
-    // Five pieces 40 ms apart: slow, but complete well within the limit.
-    let body = padded_body("slow-but-complete", 100);
-    let pieces: Vec<&[u8]> = body.chunks(20).collect();
-    let (resp, took) = trickled_post(&app, body.len(), &pieces, Duration::from_millis(40));
-    assert_eq!(
-        resp.status,
-        201,
-        "a body sent in 5 pieces over {took:?}, within the {limit:?} limit: {}",
-        resp.describe()
-    );
-    assert_eq!(
-        resp.json()["name"],
-        "slow-but-complete",
-        "the trickled body"
-    );
-
-    // Ten pieces 100 ms apart: no pause reaches the limit, the whole body does.
-    let body = padded_body("too-slow-overall", 100);
-    let pieces: Vec<&[u8]> = body.chunks(10).collect();
-    let (resp, took) = trickled_post(&app, body.len(), &pieces, Duration::from_millis(100));
-    assert_problem(
-        &resp,
-        408,
-        "request_timeout",
-        "a body in 10 pieces 100 ms apart, over a 600 ms limit",
-    );
-    assert!(
-        took < Duration::from_secs(5),
-        "the 408 comes soon after the limit (took {took:?})"
-    );
-    assert_eq!(
-        count(
-            &app.db(),
-            "SELECT count(*) FROM tenants WHERE name = 'too-slow-overall'"
-        ),
-        0,
-        "the timed-out body created nothing"
     );
 }

@@ -1,22 +1,25 @@
-//! Storage faults: a full disk and read-only storage.
+//! Storage faults: a full disk, read-only storage, and a database locked by another process.
 //!
 //! The disk is a small tmpfs mounted for the test, so "full" is the file system's own
 //! ENOSPC, not a simulation; the read-only database is a file the server's (unprivileged)
-//! user may not write. Both need root to set up, as CI has.
+//! user may not write. Both need root to set up, as CI has. The lock is taken by the test's
+//! own SQLite connection, and needs nothing.
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 use crate::helpers::*;
+use crate::wire::{Response, request};
 
-/// The server binary under test.
-const BIN: &str = env!("CARGO_BIN_EXE_tenantd");
+/// Creates a full-disk test tries before it gives up waiting for the disk to fill.
+const FILL_CREATES_MAX: usize = 20_000;
 
 /// A tmpfs of a fixed size, unmounted when dropped.
 struct Tmpfs {
@@ -255,7 +258,7 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
     let filler = fill(disk.path());
     let mut refused = Vec::new();
     let mut full = None;
-    for i in 0..20_000 {
+    for i in 0..FILL_CREATES_MAX {
         let name = format!("while-full-{i}");
         let response = create(&addr, &token, &name);
         match response.status {
@@ -271,11 +274,12 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
             ),
         }
     }
-    let full = full.expect("the disk filled up within 20,000 creates");
+    let full =
+        full.unwrap_or_else(|| panic!("the disk filled up within {FILL_CREATES_MAX} creates"));
     assert_problem(&full, 503, "unavailable", "a create on a full disk");
     assert_eq!(
         full.header("retry-after"),
-        Some("1"),
+        Some(RETRY_AFTER_S),
         "503 says when to retry"
     );
 
@@ -380,7 +384,7 @@ fn a_read_only_database_file_serves_reads_and_refuses_writes() {
         "unavailable",
         "a create on a read-only database",
     );
-    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(refused.header("retry-after"), Some(RETRY_AFTER_S));
     let tombstone = request(
         &addr,
         "DELETE",
@@ -449,4 +453,122 @@ fn a_read_only_file_system_at_start_up_is_refused_cleanly() {
     );
     disk.remount("rw");
     assert_nothing_lost(&db, &acknowledged, &[]);
+}
+
+#[test]
+fn a_locked_database_gives_503_with_retry_after() {
+    /// How long the test's own connection holds the write lock: past the server's 1 s busy
+    /// timeout, so a server that waited longer would succeed and fail this test.
+    const LOCK_HELD: Duration = Duration::from_millis(1300);
+
+    let app = spawn_app();
+    app.create_ok("before-the-lock", "1");
+    let events_before = app.audit_count();
+    let tenants_before = app.tenant_count();
+
+    // Another process (here: the test) takes the write lock and drops it from its own
+    // thread after LOCK_HELD, while the create below is waiting for it.
+    let (locked_tx, locked_rx) = mpsc::channel::<()>();
+    let (released_tx, released_rx) = mpsc::channel::<()>();
+    let db_path = app.db_path.clone();
+    let holder = thread::spawn(move || {
+        let locker = open_rw(&db_path);
+        locker
+            .execute_batch("BEGIN EXCLUSIVE")
+            .expect("taking the write lock from the test");
+        locked_tx
+            .send(())
+            .expect("telling the test the lock is held");
+        thread::sleep(LOCK_HELD);
+        locker
+            .execute_batch("ROLLBACK")
+            .expect("releasing the lock");
+        drop(locker);
+        let _ = released_tx.send(());
+    });
+    locked_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the test's connection took the write lock within 10 s");
+
+    let key = format!("locked-key-{}", random_hex(4));
+    let started = Instant::now();
+    let resp = app.create_with_key("during-the-lock", "1", &key);
+    let answered = Instant::now();
+
+    released_rx
+        .recv_timeout(LOCK_HELD + Duration::from_secs(10))
+        .expect("the holding thread released the lock");
+    holder.join().expect("the lock-holding thread");
+
+    assert_problem(
+        &resp,
+        503,
+        "unavailable",
+        "a keyed create while another process holds the write lock for 1.3 s",
+    );
+    assert_eq!(
+        resp.header("retry-after"),
+        Some(RETRY_AFTER_S),
+        "the 503 says when to retry: {}",
+        resp.describe()
+    );
+    let waited = answered - started;
+    assert!(
+        waited >= Duration::from_millis(900),
+        "the server waits about 1 s for the lock before giving up (waited {waited:?})"
+    );
+    let db = app.db();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM tenants WHERE name = 'during-the-lock'"
+        ),
+        0,
+        "the refused create wrote no tenant row"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM tenants"),
+        tenants_before,
+        "the refused create wrote no row at all"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit_events"),
+        events_before,
+        "the refused create appended no audit event"
+    );
+    assert_eq!(
+        db.query_row(
+            "SELECT count(*) FROM idempotency_keys WHERE key = ?1",
+            [&key],
+            |r| r.get::<_, i64>(0)
+        )
+        .expect("counting the key's records"),
+        0,
+        "the refused create bound its Idempotency-Key to nothing"
+    );
+    drop(db);
+
+    let retry = app.create_with_key("during-the-lock", "1", &key);
+    assert_eq!(
+        retry.status,
+        201,
+        "a retry with the same key and body once the lock is gone creates: {}",
+        retry.describe()
+    );
+    assert_eq!(
+        retry.header("idempotent-replayed"),
+        None,
+        "the retry is a first create, not a replay of the 503: {}",
+        retry.describe()
+    );
+    assert_eq!(
+        app.tenant_count(),
+        tenants_before + 1,
+        "the retry made exactly one tenant"
+    );
+    assert_eq!(
+        app.audit_count(),
+        events_before + 1,
+        "the retry appended exactly one audit event"
+    );
 }

@@ -1,6 +1,7 @@
 //! `/healthz`, `/readyz` and the OpenAPI document.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -30,6 +31,53 @@ fn healthz_and_readyz_answer_without_a_token() {
             "GET {path} carries X-Request-Id"
         );
     }
+}
+
+/// How soon `/readyz` must answer while the database is locked: the server's busy timeout
+/// (1 s) and a margin for a busy machine.
+const READY_ANSWER_WITHIN: Duration = Duration::from_secs(3);
+
+/// Ready means a write could begin now: while another process holds the database's write
+/// lock, `/readyz` says `503`, and once the lock is gone, `200`.
+#[test]
+fn readyz_is_503_while_another_process_holds_the_write_lock() {
+    let app = spawn_app();
+    let before = app.get_path("/readyz");
+    assert_eq!(before.status, 200, "ready at first: {}", before.describe());
+
+    let locker = open_rw(&app.db_path);
+    locker
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("taking the write lock from the test");
+    let started = Instant::now();
+    let locked = app.get_path("/readyz");
+    let took = started.elapsed();
+    assert_problem(
+        &locked,
+        503,
+        "unavailable",
+        "GET /readyz while another process holds the write lock",
+    );
+    assert!(
+        took < READY_ANSWER_WITHIN,
+        "GET /readyz answers within {READY_ANSWER_WITHIN:?} while the lock is held (took {took:?})"
+    );
+
+    locker
+        .execute_batch("ROLLBACK")
+        .expect("releasing the write lock");
+    let after = app.get_path("/readyz");
+    assert_eq!(
+        after.status,
+        200,
+        "ready again once the lock is released: {}",
+        after.describe()
+    );
+    assert_eq!(
+        after.json(),
+        json!({ "status": "ready" }),
+        "GET /readyz body"
+    );
 }
 
 #[test]

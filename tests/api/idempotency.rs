@@ -183,10 +183,11 @@ fn a_failed_request_binds_nothing() {
 #[test]
 fn malformed_keys_are_400_invalid_header() {
     let app = spawn_app();
-    let long = "k".repeat(256);
+    let long = "k".repeat(IDEMPOTENCY_KEY_BYTES_MAX + 1);
+    let long_msg = format!("{} characters", IDEMPOTENCY_KEY_BYTES_MAX + 1);
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("an empty key", vec![""]),
-        ("256 characters", vec![long.as_str()]),
+        (long_msg.as_str(), vec![long.as_str()]),
         ("an inner space", vec!["has space"]),
         ("a tab", vec!["a\tb"]),
         ("non-ASCII", vec!["schlüssel"]),
@@ -204,10 +205,11 @@ fn malformed_keys_are_400_invalid_header() {
         "no request with a malformed key created a tenant"
     );
 
-    let longest = "k".repeat(255);
+    let longest = "k".repeat(IDEMPOTENCY_KEY_BYTES_MAX);
+    let longest_msg = format!("{IDEMPOTENCY_KEY_BYTES_MAX} characters");
     let accepted = [
         ("one character", "k"),
-        ("255 characters", longest.as_str()),
+        (longest_msg.as_str(), longest.as_str()),
         ("visible punctuation", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
     ];
     for (msg, k) in accepted {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::helpers::*;
+use crate::wire::Response;
 
 /// Waits for the log line carrying `request_id` and checks it reads
 /// `METHOD ROUTE STATUS DURATIONms REQUEST_ID`.

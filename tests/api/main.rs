@@ -7,6 +7,7 @@ mod crash;
 mod create;
 mod errors;
 mod faults;
+mod head;
 mod health;
 mod helpers;
 mod hostile;
@@ -14,5 +15,8 @@ mod idempotency;
 mod logging;
 mod metrics;
 mod shutdown;
+mod timeouts;
 mod tombstone;
 mod validation;
+#[path = "../wire/mod.rs"]
+mod wire;

@@ -23,8 +23,10 @@ fn refused_bodies_name_every_bad_field() {
     let app = spawn_app();
     let ok = || json!("fine-name");
     let one = || json!("1");
-    let long_ascii = "a".repeat(201);
-    let long_multi = multibyte_name(201, 'x');
+    let long_ascii = "a".repeat(NAME_CHARS_MAX + 1);
+    let long_multi = multibyte_name(NAME_CHARS_MAX + 1, 'x');
+    let long_ascii_msg = format!("name {} ASCII characters", NAME_CHARS_MAX + 1);
+    let long_multi_msg = format!("name {} multibyte characters", NAME_CHARS_MAX + 1);
     let cases: Vec<(&str, String, Vec<&str>)> = vec![
         // Missing or mistyped members.
         ("an empty object", "{}".to_owned(), vec![NAME, AMOUNT]),
@@ -50,12 +52,12 @@ fn refused_bodies_name_every_bad_field() {
         // Name rules.
         ("name empty", body(json!(""), one()), vec![NAME]),
         (
-            "name 201 ASCII characters",
+            long_ascii_msg.as_str(),
             body(json!(long_ascii), one()),
             vec![NAME],
         ),
         (
-            "name 201 multibyte characters",
+            long_multi_msg.as_str(),
             body(json!(long_multi), one()),
             vec![NAME],
         ),
@@ -269,6 +271,9 @@ fn refused_bodies_name_every_bad_field() {
 #[test]
 fn boundary_values_are_accepted() {
     let app = spawn_app();
+    let longest_ascii = format!("a {NAME_CHARS_MAX}-character ASCII name");
+    let longest_multi = format!("a {NAME_CHARS_MAX}-character multibyte name");
+    let longest_four_byte = format!("a name of {NAME_CHARS_MAX} four-byte characters");
     let cases: Vec<(&str, String, String)> = vec![
         ("amount zero", "zero-deposit".to_owned(), "0".to_owned()),
         (
@@ -283,18 +288,18 @@ fn boundary_values_are_accepted() {
         ),
         ("a one-character name", "x".to_owned(), "1".to_owned()),
         (
-            "a 200-character ASCII name",
-            "b".repeat(200),
+            longest_ascii.as_str(),
+            "b".repeat(NAME_CHARS_MAX),
             "1".to_owned(),
         ),
         (
-            "a 200-character multibyte name",
-            multibyte_name(200, 'y'),
+            longest_multi.as_str(),
+            multibyte_name(NAME_CHARS_MAX, 'y'),
             "1".to_owned(),
         ),
         (
-            "a name of 200 four-byte characters",
-            "🦀".repeat(200),
+            longest_four_byte.as_str(),
+            "🦀".repeat(NAME_CHARS_MAX),
             "1".to_owned(),
         ),
         (
@@ -442,4 +447,50 @@ fn bodies_that_are_not_json_objects_are_malformed_json() {
         assert_problem(&resp, 400, "malformed_json", msg);
     }
     assert_eq!(app.tenant_count(), 0, "no malformed body created a tenant");
+}
+
+/// Digits of the integer too big for any float in the tests below.
+const HUGE_DIGITS: usize = 400;
+
+/// A number too big for a float (`1e400`, a 400-digit integer) is still a JSON number, so the
+/// body is still a JSON object: the number is a bad value of its member, or an unknown
+/// member, never `400 malformed_json`. Nothing is written.
+#[test]
+fn numbers_too_big_for_a_float_are_field_errors_not_malformed_json() {
+    let app = spawn_app();
+    let digits = "9".repeat(HUGE_DIGITS);
+    let huge_integer = format!("a {HUGE_DIGITS}-digit integer");
+    let numbers = [
+        ("1e400", "1e400"),
+        ("-1e400", "-1e400"),
+        (huge_integer.as_str(), digits.as_str()),
+    ];
+    let mut cases: Vec<(String, String, &str)> = Vec::new();
+    for (what, number) in numbers {
+        cases.push((
+            format!("{what} as the deposit"),
+            format!(r#"{{"name":"n","opening_deposit_atomic":{number}}}"#),
+            AMOUNT,
+        ));
+        cases.push((
+            format!("{what} as an unknown member"),
+            format!(r#"{{"name":"n","opening_deposit_atomic":"1","x":{number}}}"#),
+            "x",
+        ));
+    }
+    for (msg, text, field) in &cases {
+        let resp = app.post_tenants(text, &[]);
+        let problem = assert_problem(&resp, 422, "validation_failed", msg);
+        assert_eq!(
+            error_fields(&problem, msg),
+            [*field],
+            "{msg}: exactly one error entry, for {field}; body sent: {text}"
+        );
+    }
+    assert_eq!(app.tenant_count(), 0, "no such create wrote a tenant");
+    assert_eq!(
+        app.audit_count(),
+        0,
+        "no such create appended an audit event"
+    );
 }

@@ -1,0 +1,452 @@
+//! A server under test: started on port 0 with a fresh database in its own temporary
+//! directory, its log captured, stopped by signal or killed, and requests to it.
+
+use std::io::{self, BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::cli::{EXIT_TIMEOUT, tenantd_command, wait_exit};
+use super::db::{count, open_ro};
+use super::files::write_private;
+use super::rand::random_admin_token;
+use crate::wire::{self, Conn, Response};
+
+/// How long a server may take to print its `listening on` line.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The marker of the start-up line that names the bound address.
+pub const LISTENING_MARKER: &str = "listening on http://";
+
+/// How often a wait for a log line looks again.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The log of one or more server runs: every stderr line, in order.
+pub type LogBuffer = Arc<Mutex<Vec<String>>>;
+
+/// The JSON text of a create request.
+pub fn tenant_body(name: &str, amount: &str) -> String {
+    json!({ "name": name, "opening_deposit_atomic": amount }).to_string()
+}
+
+/// A create body padded with spaces (JSON white space) to `len` bytes.
+pub fn padded_body(name: &str, len: usize) -> Vec<u8> {
+    let mut body = tenant_body(name, "1").into_bytes();
+    assert!(
+        body.len() <= len,
+        "the padding target is larger than the body"
+    );
+    body.resize(len, b' ');
+    body
+}
+
+/// `Bearer <token>`.
+pub fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// `POST /v1/tenants` of `name` with an opening deposit of 1, on a fresh connection; for
+/// threads, which hold an address and an `Authorization` value rather than a `TestApp`.
+pub fn try_post_tenant(addr: &str, auth: &str, name: &str) -> io::Result<Response> {
+    let body = tenant_body(name, "1");
+    wire::try_request(
+        addr,
+        "POST",
+        "/v1/tenants",
+        &[
+            ("Authorization", auth),
+            ("Content-Type", "application/json"),
+        ],
+        Some(body.as_bytes()),
+    )
+}
+
+/// [`try_post_tenant`], panicking on a transport error.
+pub fn post_tenant(addr: &str, auth: &str, name: &str) -> Response {
+    try_post_tenant(addr, auth, name)
+        .unwrap_or_else(|e| panic!("POST /v1/tenants on {addr} failed: {e}"))
+}
+
+/// A running server: the child, its address and the log it writes.
+pub struct Server {
+    /// The server process.
+    pub child: Child,
+    /// `IP:PORT` the server listens on, as its log line said.
+    pub addr: String,
+}
+
+/// Starts `cmd` with stderr captured into `log`, and waits for its `listening on` line.
+/// Panics with the captured log if it exits or stays silent.
+pub fn start_server(mut cmd: Command, log: &LogBuffer) -> Server {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let first_line = log.lock().expect("log lock").len();
+    let mut child = cmd.spawn().expect("spawning tenantd serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let sink = Arc::clone(log);
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+                    sink.lock().expect("log lock").push(text);
+                }
+            }
+        }
+    });
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        let found = log.lock().expect("log lock")[first_line..]
+            .iter()
+            .find_map(|l| l.split(LISTENING_MARKER).nth(1).map(str::to_owned));
+        if let Some(rest) = found {
+            let addr = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .to_owned();
+            return Server { child, addr };
+        }
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            thread::sleep(Duration::from_millis(100));
+            panic!(
+                "tenantd exited ({status}) before listening; log:\n{}",
+                log.lock().expect("log lock").join("\n")
+            );
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "tenantd printed no {LISTENING_MARKER:?} line within {STARTUP_TIMEOUT:?}; log:\n{}",
+                log.lock().expect("log lock").join("\n")
+            );
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Options for [`TestApp`]: extra flags and environment.
+#[derive(Default)]
+pub struct AppBuilder {
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+impl AppBuilder {
+    /// The standard flags only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a flag (or a flag's value) after the standard ones.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_owned());
+        self
+    }
+
+    /// Sets an environment variable of the server.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.envs.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the server on a fresh database.
+    pub fn spawn(self) -> TestApp {
+        let dir = TempDir::new().expect("a temporary directory");
+        let admin_token = random_admin_token();
+        let token_path = dir.path().join("admin-token");
+        write_private(&token_path, &format!("{admin_token}\n"));
+        let db_path = dir.path().join("tenantd.db");
+        let mut args = vec![
+            "serve".to_owned(),
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--db".to_owned(),
+            db_path.to_str().expect("a UTF-8 path").to_owned(),
+            "--admin-token-file".to_owned(),
+            token_path.to_str().expect("a UTF-8 path").to_owned(),
+        ];
+        args.extend(self.args);
+        let mut app = TestApp {
+            addr: String::new(),
+            admin_token,
+            db_path,
+            log: Arc::new(Mutex::new(Vec::new())),
+            child: None,
+            args,
+            envs: self.envs,
+            dir,
+        };
+        app.start();
+        app
+    }
+}
+
+/// Starts a server with the standard flags on a fresh database.
+pub fn spawn_app() -> TestApp {
+    AppBuilder::new().spawn()
+}
+
+/// A running (or stopped) `tenantd serve` on its own temporary directory.
+pub struct TestApp {
+    /// `IP:PORT` the server listens on, as its log line said.
+    pub addr: String,
+    /// The admin token, as written to the token file.
+    pub admin_token: String,
+    /// The server's SQLite file.
+    pub db_path: PathBuf,
+    /// Every stderr line of every run of this app.
+    pub log: LogBuffer,
+    /// The running process; `None` once stopped or killed.
+    pub child: Option<Child>,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    /// The temporary directory of the database and the token file. Declared last: dropped
+    /// after the child is killed.
+    pub dir: TempDir,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl TestApp {
+    /// Starts the server (again) with the same flags on the same database.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "the server is already running");
+        let mut cmd = tenantd_command(self.dir.path());
+        cmd.args(&self.args);
+        cmd.envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let server = start_server(cmd, &self.log);
+        self.addr = server.addr;
+        self.child = Some(server.child);
+    }
+
+    /// The process id of the running server.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a running server").id()
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("a running server");
+        child.kill().expect("sending SIGKILL");
+        child.wait().expect("reaping the server");
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("running kill(1)");
+        assert!(status.success(), "kill -{name} failed: {status}");
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit and returns its status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal("TERM");
+        let mut child = self.child.take().expect("a running server");
+        wait_exit(&mut child, EXIT_TIMEOUT).unwrap_or_else(|| {
+            panic!(
+                "tenantd did not exit within {EXIT_TIMEOUT:?} of SIGTERM; log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+
+    /// Stops gracefully (asserting exit code 0) and starts again on the same database.
+    pub fn restart(&mut self) {
+        let status = self.terminate();
+        assert_eq!(status.code(), Some(0), "graceful stop exits 0");
+        self.start();
+    }
+
+    /// Every captured log line so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// The captured log as one text.
+    pub fn log_text(&self) -> String {
+        self.log_lines().join("\n")
+    }
+
+    /// How many log lines were captured so far; with [`TestApp::wait_for_log_since`] it
+    /// looks only at what a later run printed.
+    pub fn log_len(&self) -> usize {
+        self.log.lock().expect("log lock").len()
+    }
+
+    /// Waits up to `timeout` for a log line matching `pred`.
+    pub fn wait_for_log(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+        self.wait_for_log_since(0, timeout, pred)
+    }
+
+    /// Waits up to `timeout` for a log line matching `pred` among the lines from index
+    /// `first` on.
+    pub fn wait_for_log_since(
+        &self,
+        first: usize,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self.log.lock().expect("log lock")[first..]
+                .iter()
+                .find(|l| pred(l))
+                .cloned();
+            if found.is_some() {
+                return found;
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// `Bearer <admin token>`.
+    pub fn admin(&self) -> String {
+        bearer(&self.admin_token)
+    }
+
+    /// One request on a fresh connection (`Host` and `Connection: close` are added, and a
+    /// `Content-Length` for a body unless `headers` frame it); panics on a transport error.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Response {
+        wire::request(&self.addr, method, path, headers, body)
+    }
+
+    /// Raw bytes in, raw bytes out: everything the server sent until it closed.
+    pub fn raw(&self, bytes: &[u8]) -> Vec<u8> {
+        wire::raw(&self.addr, bytes)
+    }
+
+    /// A new connection to the server, for keep-alive, pipelining or a request sent in parts.
+    pub fn conn(&self) -> Conn {
+        Conn::open(&self.addr)
+    }
+
+    /// `GET path` without credentials.
+    pub fn get_path(&self, path: &str) -> Response {
+        self.request("GET", path, &[], None)
+    }
+
+    /// `POST /v1/tenants` as admin with a JSON body text and extra headers.
+    pub fn post_tenants(&self, body: &str, extra: &[(&str, &str)]) -> Response {
+        let auth = self.admin();
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        headers.extend_from_slice(extra);
+        self.request("POST", "/v1/tenants", &headers, Some(body.as_bytes()))
+    }
+
+    /// Creates a tenant as admin.
+    pub fn create(&self, name: &str, amount: &str) -> Response {
+        self.post_tenants(&tenant_body(name, amount), &[])
+    }
+
+    /// Creates a tenant as admin with an `Idempotency-Key`.
+    pub fn create_with_key(&self, name: &str, amount: &str, key: &str) -> Response {
+        self.post_tenants(&tenant_body(name, amount), &[("Idempotency-Key", key)])
+    }
+
+    /// Creates a tenant and asserts `201`; returns the body.
+    pub fn create_ok(&self, name: &str, amount: &str) -> Value {
+        let resp = self.create(name, amount);
+        assert_eq!(resp.status, 201, "creating {name:?}: {}", resp.describe());
+        resp.json()
+    }
+
+    /// `GET /v1/tenants/<id>` with a token (or none).
+    pub fn get(&self, id: &str, token: Option<&str>) -> Response {
+        let auth = token.map(bearer);
+        let headers: Vec<(&str, &str)> = auth
+            .as_deref()
+            .map(|a| vec![("Authorization", a)])
+            .unwrap_or_default();
+        self.request("GET", &format!("/v1/tenants/{id}"), &headers, None)
+    }
+
+    /// `GET /v1/tenants/<id>` as admin.
+    pub fn get_admin(&self, id: &str) -> Response {
+        self.get(id, Some(&self.admin_token))
+    }
+
+    /// `DELETE /v1/tenants/<id>` as admin.
+    pub fn delete(&self, id: &str) -> Response {
+        let auth = self.admin();
+        self.request(
+            "DELETE",
+            &format!("/v1/tenants/{id}"),
+            &[("Authorization", auth.as_str())],
+            None,
+        )
+    }
+
+    /// A read-only connection to the server's database.
+    pub fn db(&self) -> Connection {
+        open_ro(&self.db_path)
+    }
+
+    /// Rows in `tenants`.
+    pub fn tenant_count(&self) -> i64 {
+        count(&self.db(), "SELECT count(*) FROM tenants")
+    }
+
+    /// Rows in `audit_events`.
+    pub fn audit_count(&self) -> i64 {
+        count(&self.db(), "SELECT count(*) FROM audit_events")
+    }
+
+    /// `GET /metrics` text.
+    pub fn metrics(&self) -> String {
+        let resp = self.get_path("/metrics");
+        assert_eq!(resp.status, 200, "GET /metrics: {}", resp.describe());
+        resp.text()
+    }
+}
+
+/// The sidecar token of a create response.
+pub fn tenant_token(created: &Value) -> String {
+    created["sidecar_config_env"]["TENANTD_TENANT_TOKEN"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no TENANTD_TENANT_TOKEN in {created}"))
+        .to_owned()
+}
+
+/// The id of a tenant body.
+pub fn tenant_id(body: &Value) -> String {
+    body["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no id in {body}"))
+        .to_owned()
+}

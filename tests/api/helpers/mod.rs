@@ -1,0 +1,31 @@
+//! Shared machinery of the black-box tests.
+//!
+//! Every test starts the real `tenantd` binary on port 0 with a fresh database in its own
+//! temporary directory, talks HTTP/1.1 to it through the wire-level client of `tests/wire/`
+//! (so a test sees the exact bytes the server sends), and checks the SQLite file on its own,
+//! without trusting the service.
+//!
+//! - `app`: a server under test ([`spawn_app`], [`AppBuilder`], [`TestApp`]) and requests
+//!   to it;
+//! - `cli`: the binary run as a command, with a clean environment and bounded waits;
+//! - `db`: the database read independently: counts, audit rows, the hash chain;
+//! - `files`: private files, permission bits, secrets searched in a directory;
+//! - `problem`: RFC 9457 problem bodies checked against the contract;
+//! - `rand`: random tokens and names, and a seeded generator for timing;
+//! - `shapes`: the shapes and bounds the contract fixes: ids, timestamps, names, limits.
+
+mod app;
+mod cli;
+mod db;
+mod files;
+mod problem;
+mod rand;
+mod shapes;
+
+pub use app::*;
+pub use cli::*;
+pub use db::*;
+pub use files::*;
+pub use problem::*;
+pub use rand::*;
+pub use shapes::*;
