@@ -17,6 +17,7 @@ mod metrics;
 mod shutdown;
 mod timeouts;
 mod tombstone;
+mod upgrade;
 mod validation;
 #[path = "../wire/mod.rs"]
 mod wire;

@@ -1,0 +1,115 @@
+//! A database written by the previous release (`tests/fixtures/revision-1.db`, schema version
+//! 1) is migrated in place at start-up: its tenants read as before, its audit chain still
+//! verifies, and an `Idempotency-Key` bound before the upgrade still replays its exact answer.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::helpers::*;
+
+/// The fixture's keyed create: its key and its body.
+const FIXTURE_KEY: &str = "fixture-key-1";
+const FIXTURE_BODY: &str = r#"{"name":"fixture-keyed","opening_deposit_atomic":"1000"}"#;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("fixtures")
+        .join(name)
+}
+
+/// A server on a copy of the fixture, its idempotency record moved back inside the replay
+/// window (the fixture was written once; its record's 24 hours are long over).
+fn upgraded_app() -> TestApp {
+    let mut app = spawn_app();
+    app.terminate();
+    for side in ["-wal", "-shm"] {
+        let mut path = app.db_path.clone().into_os_string();
+        path.push(side);
+        let _ = std::fs::remove_file(PathBuf::from(path));
+    }
+    std::fs::copy(fixture("revision-1.db"), &app.db_path).expect("copying the fixture");
+    {
+        let conn = open_rw(&app.db_path);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("the version");
+        assert_eq!(version, 1, "the fixture is a revision-1 database");
+        conn.execute("UPDATE idempotency_keys SET created_ms = ?1", [now_ms()])
+            .expect("refreshing the record");
+    }
+    app.start();
+    app
+}
+
+#[test]
+fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
+    let app = upgraded_app();
+    let version: i64 = app
+        .db()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("the version");
+    assert_eq!(version, 2, "migrated to schema version 2");
+
+    let replay = app.post_tenants(FIXTURE_BODY, &[("Idempotency-Key", FIXTURE_KEY)]);
+    assert_eq!(replay.status, 201, "the replay: {}", replay.describe());
+    assert_eq!(
+        replay.header("idempotent-replayed"),
+        Some("true"),
+        "{}",
+        replay.describe()
+    );
+    let before = std::fs::read_to_string(fixture("revision-1.keyed-create.json"))
+        .expect("the fixture's answer");
+    assert_eq!(
+        replay.text(),
+        before,
+        "the replay is the very answer given before the upgrade"
+    );
+    let created: Value = serde_json::from_str(&before).expect("JSON");
+    let id = tenant_id(&created);
+    assert_eq!(
+        replay.header("location"),
+        Some(format!("/v1/tenants/{id}").as_str()),
+        "the Location of the original create"
+    );
+
+    let other = app.post_tenants(
+        r#"{"name":"fixture-keyed","opening_deposit_atomic":"1001"}"#,
+        &[("Idempotency-Key", FIXTURE_KEY)],
+    );
+    assert_problem(&other, 422, "idempotency_key_mismatch", "another body");
+
+    let token = tenant_token(&created);
+    let read = app.get(&id, Some(&token));
+    assert_eq!(
+        read.status,
+        200,
+        "the token minted before the upgrade works: {}",
+        read.describe()
+    );
+    assert_eq!(app.tenant_count(), 3, "no tenant was added by the replay");
+    assert_eq!(app.audit_count(), 4, "no event was added by the replay");
+    let states: Vec<(String, String)> = {
+        let db = app.db();
+        let mut stmt = db
+            .prepare("SELECT name, state FROM tenants ORDER BY id")
+            .expect("a query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("tenants")
+    };
+    assert_eq!(
+        states,
+        [
+            ("fixture-keyed".to_owned(), "active".to_owned()),
+            ("fixture-plain \"ü\"".to_owned(), "tombstoned".to_owned()),
+            ("fixture-active".to_owned(), "active".to_owned()),
+        ]
+    );
+    let verified = audit_verify(&app.db_path);
+    assert_eq!(verified.code, Some(0), "{verified:?}");
+    assert!(verified.stdout.starts_with("ok: 4 events"), "{verified:?}");
+}
