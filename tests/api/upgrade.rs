@@ -1,6 +1,7 @@
-//! A database written by the previous release (`tests/fixtures/revision-1.db`, schema version
-//! 1) is migrated in place at start-up: its tenants read as before, its audit chain still
-//! verifies, and an `Idempotency-Key` bound before the upgrade still replays its exact answer.
+//! A database written by the previous release (`tests/fixtures/revision-1.db`, at schema
+//! version 1) is migrated in place at start-up: its tenants read as before, its audit chain
+//! still verifies, and an `Idempotency-Key` bound before the upgrade still replays its exact
+//! answer.
 
 use std::path::{Path, PathBuf};
 
@@ -8,8 +9,9 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-/// The fixture's keyed create: its key and its body.
+/// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";
+/// The body of the fixture's keyed create.
 const FIXTURE_BODY: &str = r#"{"name":"fixture-keyed","opening_deposit_atomic":"1000"}"#;
 
 fn fixture(name: &str) -> PathBuf {
