@@ -184,6 +184,7 @@ mod tests {
             commit_batch_max: 8,
             store_queue_depth: 16,
             readers: 1,
+            auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
