@@ -7,7 +7,7 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test check bench crash-test static clean help fuzz api-fuzz
+.PHONY: run build test check bench bench-ab crash-test static clean help fuzz api-fuzz
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
@@ -15,6 +15,7 @@ help:
 	@echo "make check   the quick loop: formatting, lints and cargo test (no root, no network)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
+	@echo "make bench-ab  the benchmark against BASE=<git revision> in alternating runs (ROUNDS=3)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
 	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
 	@echo "make static  a statically linked binary in target/$(STATIC_TARGET)/release/"
@@ -60,6 +61,11 @@ crash-test:
 # The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
 bench:
 	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS)
+
+# The benchmark against another build, in alternating runs on this machine: BASE=<revision>
+# (default the previous commit), ROUNDS=3, BENCH_ARGS=--quick. See the script's header.
+bench-ab:
+	scripts/bench-ab.sh
 
 # glibc's static libraries ship with the toolchain's target, so this works offline. The
 # binary resolves no host names (--listen takes an IP address), so static glibc is safe.

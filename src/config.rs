@@ -1,22 +1,36 @@
-//! The command line and the environment, validated once into a [`Command`].
+//! The command line and the environment, declared once with clap and validated once into a
+//! [`Command`].
 //!
-//! Every error here is a usage error: `main` prints it and exits with code 2.
+//! Each flag names its environment variable (clap reads it, and a flag beats it), its range
+//! and its default beside its help text, so `--help`, the checks and the defaults cannot
+//! drift apart. The admin token itself is the one setting that is no flag: it comes from
+//! `ADMIN_TOKEN` (so it never shows in `ps`) or from a file, and is resolved after clap.
+//!
+//! Every [`ConfigError::Invalid`] is a usage error: `main` prints it on stderr and exits with
+//! code 2. `--help` and `--version` arrive as [`ConfigError::Shown`]: stdout, exit code 0.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use clap::builder::RangedU64ValueParser;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::auth::{AdminTokenHash, TOKEN_BYTES_MAX};
 use crate::domain::is_visible_ascii;
 use crate::server::{self, Limits};
 use crate::store;
 
-/// The shortest admin token accepted.
+/// The shortest admin token accepted: 32 characters of hex are 128 bits, beyond guessing.
 pub const ADMIN_TOKEN_CHARS_MIN: usize = 32;
 
+/// Where `serve` listens unless told otherwise: loopback only, so a first run exposes nothing.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
+
+/// The database every command uses unless told otherwise: beside where it is started.
 pub const DB_DEFAULT: &str = "./tenantd.db";
 
 /// How to make a good admin token, for the error that asks for one.
@@ -26,344 +40,483 @@ pub const MAKE_A_TOKEN: &str = "make one with:\n\
     \x20   tenantd serve --admin-token-file admin.token\n\
     (or set TENANTD_ADMIN_TOKEN_FILE=admin.token, or ADMIN_TOKEN to the token itself)";
 
-pub const USAGE: &str = "\
-tenantd: a REST control plane that provisions tenants and their budgets, on one SQLite file.
+/// The forms of the command line, shown first in `--help` and under every usage error.
+const USAGE: &str = "\
+tenantd [serve] [OPTIONS]
+       tenantd audit verify [--db PATH]
+       tenantd backup [--db PATH] --to FILE
+       tenantd --help | --version";
 
-USAGE:
-    tenantd [serve] [OPTIONS]                 serve the HTTP API (the default)
-    tenantd audit verify [--db PATH]          check the audit chain; exit 0 if it verifies, 1 if not
-    tenantd backup [--db PATH] --to FILE      write a consistent copy of the database, also while serving
-    tenantd --help | --version
+/// What the option list cannot say: the variable without a flag, logging, and exit codes.
+const AFTER_HELP: &str = "\
+Environment:
+  ADMIN_TOKEN   the admin token itself, when no token file is given; it is never a flag, so
+                it does not show in `ps`. --admin-token-file beats it; setting both it and
+                TENANTD_ADMIN_TOKEN_FILE is an error
+  RUST_LOG      log level and filters, default info: one access-log line per request
 
-SERVE OPTIONS (a flag beats its environment variable):
-    --listen ADDR              IP address and port to listen on       [env TENANTD_LISTEN]
-                               default 127.0.0.1:8080; port 0 picks a free port
-    --db PATH                  the SQLite database, created (mode 0600) if missing
-                                                                      [env TENANTD_DB] default ./tenantd.db
-    --public-url URL           the URL sidecars reach this service at, handed to them as TENANTD_URL
-                                                                      [env TENANTD_PUBLIC_URL]
-                               default http:// + the bound listen address
-    --admin-token-file PATH    file holding the admin bearer token (trailing white space is trimmed)
-                                                                      [env TENANTD_ADMIN_TOKEN_FILE]
-                               or ADMIN_TOKEN=<the token itself>; at least 32 visible ASCII characters
-    --max-connections N        connections served at once, default 1024 (1..=65536)
-    --commit-batch-max N       writes committed in one transaction, at most; default 256 (1..=4096)
-    --store-queue-depth N      store commands that may wait; beyond, requests get 503; default 1024
-    --readers N                threads answering reads, each with a read-only connection;
-                               default one per core, at most 4 (1..=64)
-    --header-read-timeout-ms N time to send a request head, and idle keep-alive limit; default 10000
-    --body-read-timeout-ms N   time to send a request body once the head is in (408 after); default 10000
-    --shutdown-grace-ms N      time in-flight requests get after SIGTERM/SIGINT; default 10000
-    --idempotency-ttl-s N      how long an Idempotency-Key replays its answer; default 86400 (1..=86400)
+Exit codes:
+  0  success
+  1  a runtime failure, or an audit chain that does not verify
+  2  a usage or configuration error";
 
-AUDIT VERIFY / BACKUP OPTIONS:
-    --db PATH                  the database to read                   [env TENANTD_DB] default ./tenantd.db
-    --to FILE                  (backup) the new file; an existing file is never overwritten
-
-ENVIRONMENT:
-    RUST_LOG                   log level and filters, default info (one access-log line per request)
-
-EXIT CODES:
-    0 success; 1 a runtime failure (or a chain that does not verify); 2 a usage or configuration error
-";
+/// The help wraps to the terminal, but no wider than this: long lines are hard to read.
+const HELP_COLUMNS_MAX: usize = 100;
 
 /// What the process was asked to do.
 #[derive(Debug)]
 pub enum Command {
+    /// Serve the HTTP API: the default when no subcommand is given.
     Serve(Box<ServeConfig>),
+    /// Check the audit chain of `db`; needs no admin token, as it only reads.
     AuditVerify { db: PathBuf },
+    /// Copy `db` to the new file `to`, also while a server writes to it.
     Backup { db: PathBuf, to: PathBuf },
-    Help,
-    Version,
 }
 
+/// Everything `serve` needs, checked: the rest of the code never sees a raw flag.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// The address to bind; port 0 lets the kernel pick, which the tests rely on.
     pub listen: SocketAddr,
+    /// The SQLite file, created (mode 0600) if missing.
     pub db: PathBuf,
-    /// `None`: `http://` and the address actually bound.
+    /// The URL handed to sidecars as `TENANTD_URL`; `None`: `http://` and the address actually
+    /// bound, which is right unless a proxy or another name stands in front.
     pub public_url: Option<String>,
+    /// Only the token's hash is kept, so the token cannot leak from memory dumps or logs.
     pub admin_token: AdminTokenHash,
+    /// Connection bound and timeouts of the accept loop.
     pub limits: Limits,
+    /// Writes committed in one transaction at most: more amortises the fsync, fewer bounds
+    /// the latency of the first write in a batch.
     pub commit_batch_max: usize,
+    /// Store commands that may wait per queue; beyond, requests get `503` instead of memory
+    /// growing without bound.
     pub store_queue_depth: usize,
+    /// Threads answering reads, each with its own read-only connection, so reads do not wait
+    /// behind writes.
     pub readers: usize,
+    /// Tenant-token checks that may wait for the credential lookup; beyond, a check waits up
+    /// to its timeout instead of being refused.
+    pub auth_queue_depth: usize,
+    /// How long an `Idempotency-Key` replays its first answer.
     pub idempotency_ttl: Duration,
 }
 
-/// A usage or configuration error, said in a sentence.
+/// Why [`parse`] gave no [`Command`]. Help and the version are no failure, but clap reports
+/// them the same way as errors, and so does this type, so `main` has one place to print.
 #[derive(Debug, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// `--help`, `-h`, `help`, `--version` or `-V`: print the text on stdout and exit 0.
+    Shown(String),
+    /// A usage or configuration error, ending in a newline: print it on stderr and exit 2.
+    Invalid(String),
+}
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            ConfigError::Shown(text) | ConfigError::Invalid(text) => f.write_str(text),
+        }
     }
 }
 
-fn error(message: impl Into<String>) -> ConfigError {
-    ConfigError(message.into())
+impl From<clap::Error> for ConfigError {
+    /// Renders clap's report as plain text: it goes to logs and tests as often as to a terminal.
+    fn from(e: clap::Error) -> Self {
+        let text = e.render().to_string();
+        match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ConfigError::Shown(text),
+            _ => ConfigError::Invalid(text),
+        }
+    }
 }
 
-const SERVE_FLAGS: &[&str] = &[
-    "listen",
-    "db",
-    "public-url",
-    "admin-token-file",
-    "max-connections",
-    "commit-batch-max",
-    "store-queue-depth",
-    "readers",
-    "header-read-timeout-ms",
-    "body-read-timeout-ms",
-    "shutdown-grace-ms",
-    "idempotency-ttl-s",
-];
+/// A configuration error of ours, worded like clap's.
+fn invalid(message: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid(format!("error: {message}\n"))
+}
 
-/// Parses the arguments (without the program name), reading the environment through `env`.
+/// Parses the arguments (without the program name). Clap reads the `TENANTD_*` variables
+/// of the flags itself; `env` supplies `ADMIN_TOKEN`, which belongs to no flag, so that the
+/// token rules can be tested without touching the process environment.
 pub fn parse(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Command, ConfigError> {
-    let args = args
-        .into_iter()
-        .map(|a| {
-            a.into_string()
-                .map_err(|a| error(format!("argument {a:?} is not UTF-8")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        return Ok(Command::Help);
-    }
-    if args.iter().any(|a| a == "--version" || a == "-V") {
-        return Ok(Command::Version);
-    }
-    let env = |name: &str| -> Result<Option<String>, ConfigError> {
-        env(name)
-            .map(|v| {
-                v.into_string()
-                    .map_err(|_| error(format!("{name} is not UTF-8")))
-            })
-            .transpose()
-    };
-    match args.first().map(String::as_str) {
-        Some("help") => Ok(Command::Help),
-        Some("audit") => match args.get(1).map(String::as_str) {
-            Some("verify") => {
-                let flags = flags(&args[2..], &["db"], "audit verify")?;
-                Ok(Command::AuditVerify {
-                    db: db_path(&flags, &env)?,
-                })
-            }
-            _ => Err(error(
-                "`tenantd audit` takes one subcommand: `tenantd audit verify`",
-            )),
-        },
-        Some("backup") => {
-            let flags = flags(&args[1..], &["db", "to"], "backup")?;
-            let to = flags
-                .get("to")
-                .ok_or_else(|| error("`tenantd backup` needs --to FILE"))?;
-            Ok(Command::Backup {
-                db: db_path(&flags, &env)?,
-                to: PathBuf::from(to),
-            })
+    let argv = std::iter::once(OsString::from("tenantd")).chain(args);
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    match cli.command {
+        None => serve(cli.serve, &matches, &env),
+        Some(Sub::Serve(args)) => {
+            let matches = matches
+                .subcommand_matches("serve")
+                .expect("clap matched the serve subcommand");
+            serve(args, matches, &env)
         }
-        Some("serve") => serve(&flags(&args[1..], SERVE_FLAGS, "serve")?, &env),
-        Some(other) if !other.starts_with('-') => Err(error(format!(
-            "unknown command `{other}`; the commands are serve, audit verify and backup"
-        ))),
-        _ => serve(&flags(&args, SERVE_FLAGS, "serve")?, &env),
+        Some(Sub::Audit {
+            command: AuditCommand::Verify(DbArg { db }),
+        }) => Ok(Command::AuditVerify { db }),
+        Some(Sub::Backup(BackupArgs {
+            db: DbArg { db },
+            to,
+        })) => Ok(Command::Backup { db, to }),
     }
 }
 
-type Env<'a> = dyn Fn(&str) -> Result<Option<String>, ConfigError> + 'a;
-
-/// Reads `--name VALUE` and `--name=VALUE` pairs, refusing unknown and repeated flags.
-fn flags(
-    args: &[String],
-    allowed: &[&'static str],
-    command: &str,
-) -> Result<HashMap<&'static str, String>, ConfigError> {
-    let mut found = HashMap::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let Some(flag) = arg.strip_prefix("--") else {
-            return Err(error(format!(
-                "unexpected argument `{arg}` for `tenantd {command}`"
-            )));
-        };
-        let (name, inline) = match flag.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_owned())),
-            None => (flag, None),
-        };
-        let Some(&name) = allowed.iter().find(|&&a| a == name) else {
-            return Err(error(format!(
-                "unknown option `--{name}` for `tenantd {command}`; see tenantd --help"
-            )));
-        };
-        let value = match inline {
-            Some(value) => value,
-            None => rest
-                .next()
-                .cloned()
-                .ok_or_else(|| error(format!("--{name} needs a value")))?,
-        };
-        if found.insert(name, value).is_some() {
-            return Err(error(format!("--{name} is given twice")));
-        }
-    }
-    Ok(found)
+/// The whole command line. The serve flags are flattened into the top level as well, so
+/// `tenantd --listen …` serves and `tenantd --help` shows them.
+#[derive(Parser, Debug)]
+#[command(
+    name = "tenantd",
+    version,
+    about,
+    override_usage = USAGE,
+    after_help = AFTER_HELP,
+    max_term_width = HELP_COLUMNS_MAX,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
-/// A flag's value, else its environment variable's.
-fn setting(
-    flags: &HashMap<&'static str, String>,
-    flag: &str,
-    var: &str,
-    env: &Env<'_>,
-) -> Result<Option<String>, ConfigError> {
-    match flags.get(flag) {
-        Some(value) => Ok(Some(value.clone())),
-        None => env(var),
-    }
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Serve the HTTP API (the default: `tenantd --listen ADDR` serves too)
+    ///
+    /// SIGTERM or SIGINT stops accepting, lets in-flight requests finish within the grace
+    /// period, lets the store finish its queue, and exits 0.
+    #[command(after_help = AFTER_HELP, max_term_width = HELP_COLUMNS_MAX)]
+    Serve(ServeArgs),
+    /// Check the audit chain: `tenantd audit verify` exits 0 if it verifies, 1 if not
+    #[command(max_term_width = HELP_COLUMNS_MAX)]
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Write a consistent, self-contained copy of the database, also while serving
+    ///
+    /// The copy needs no -wal file; its integrity and its audit chain are checked before
+    /// `backup` exits 0.
+    #[command(max_term_width = HELP_COLUMNS_MAX)]
+    Backup(BackupArgs),
 }
 
-fn db_path(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<PathBuf, ConfigError> {
-    let db = setting(flags, "db", "TENANTD_DB", env)?.unwrap_or_else(|| DB_DEFAULT.into());
-    if db.is_empty() {
-        return Err(error("--db must not be empty"));
-    }
-    Ok(PathBuf::from(db))
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Walk the audit chain and check that it accounts for every tenant
+    ///
+    /// Exits 0 and prints `ok: N events, head HASH`, or exits 1 naming the first bad event
+    /// (or the tenant whose event is missing).
+    #[command(max_term_width = HELP_COLUMNS_MAX)]
+    Verify(DbArg),
 }
 
-fn number(
-    flags: &HashMap<&'static str, String>,
-    flag: &str,
-    default: u64,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<u64, ConfigError> {
-    let Some(raw) = flags.get(flag) else {
-        return Ok(default);
-    };
-    raw.parse::<u64>()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| {
-            error(format!(
-                "--{flag} must be a whole number from {} to {}, not `{raw}`",
-                range.start(),
-                range.end()
-            ))
-        })
+#[derive(Args, Debug)]
+struct BackupArgs {
+    #[command(flatten)]
+    db: DbArg,
+    /// The new file; an existing file is never overwritten
+    #[arg(long, next_line_help = true, value_name = "FILE")]
+    to: PathBuf,
 }
 
-fn serve(flags: &HashMap<&'static str, String>, env: &Env<'_>) -> Result<Command, ConfigError> {
-    let listen_raw =
-        setting(flags, "listen", "TENANTD_LISTEN", env)?.unwrap_or_else(|| LISTEN_DEFAULT.into());
-    let listen: SocketAddr = listen_raw.parse().map_err(|_| {
-        error(format!(
-            "--listen must be an IP address and port such as 127.0.0.1:8080, not `{listen_raw}`"
-        ))
-    })?;
-    let public_url = setting(flags, "public-url", "TENANTD_PUBLIC_URL", env)?
-        .map(|url| check_public_url(&url).map(|()| url))
-        .transpose()?;
-    let duration_ms = |flag: &str, default: Duration, range| {
-        number(flags, flag, default.as_millis() as u64, range).map(Duration::from_millis)
-    };
-    let limits = Limits {
-        max_connections: number(
-            flags,
-            "max-connections",
-            server::MAX_CONNECTIONS_DEFAULT as u64,
-            1..=65_536,
-        )? as usize,
-        header_read_timeout: duration_ms(
-            "header-read-timeout-ms",
-            server::HEADER_READ_TIMEOUT_DEFAULT,
-            100..=600_000,
-        )?,
-        body_read_timeout: duration_ms(
-            "body-read-timeout-ms",
-            server::BODY_READ_TIMEOUT_DEFAULT,
-            100..=600_000,
-        )?,
-        shutdown_grace: duration_ms(
-            "shutdown-grace-ms",
-            server::SHUTDOWN_GRACE_DEFAULT,
-            0..=600_000,
-        )?,
+/// `--db`, the one flag every command has.
+#[derive(Args, Debug)]
+struct DbArg {
+    /// The SQLite database file
+    ///
+    /// `serve` creates it, with mode 0600, if it is missing; `audit verify` and `backup` only
+    /// read it.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "PATH",
+        env = "TENANTD_DB",
+        hide_env_values = true,
+        default_value = DB_DEFAULT,
+        value_parser = db_path
+    )]
+    db: PathBuf,
+}
+
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Serve options (a flag beats its environment variable)")]
+struct ServeArgs {
+    /// IP address and port to listen on
+    ///
+    /// Port 0 picks a free port; the "listening on" log line names it.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "ADDR",
+        env = "TENANTD_LISTEN",
+        hide_env_values = true,
+        default_value = LISTEN_DEFAULT,
+        value_parser = listen_addr
+    )]
+    listen: SocketAddr,
+
+    #[command(flatten)]
+    db: DbArg,
+
+    /// The URL sidecars reach this service at
+    ///
+    /// Handed to sidecars as TENANTD_URL, exactly as given: http:// or https://, visible
+    /// characters only. By default http:// and the address actually bound.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "URL",
+        env = "TENANTD_PUBLIC_URL",
+        hide_env_values = true,
+        value_parser = public_url
+    )]
+    public_url: Option<String>,
+
+    /// Admin token file (or ADMIN_TOKEN: the token itself)
+    ///
+    /// At least 32 visible ASCII characters; trailing white space is trimmed. This flag
+    /// beats both ADMIN_TOKEN and TENANTD_ADMIN_TOKEN_FILE. Without any of the three, serve
+    /// refuses to start and says how to make a token.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "PATH",
+        env = "TENANTD_ADMIN_TOKEN_FILE",
+        hide_env_values = true
+    )]
+    admin_token_file: Option<PathBuf>,
+
+    /// Connections served at once (1 to 65536)
+    ///
+    /// More wait in the kernel's accept backlog instead of costing memory here.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = server::MAX_CONNECTIONS_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_536)
+    )]
+    max_connections: usize,
+
+    /// Writes committed in one transaction, at most (1 to 4096)
+    ///
+    /// More spread one fsync over more writes; fewer bound the wait of the first write in a
+    /// batch.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = store::COMMIT_BATCH_MAX_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096)
+    )]
+    commit_batch_max: usize,
+
+    /// Store commands that may wait, per queue (1 to 1000000)
+    ///
+    /// Beyond it, a request is answered 503 instead of memory growing.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = store::QUEUE_DEPTH_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
+    )]
+    store_queue_depth: usize,
+
+    /// Threads answering reads (1 to 64; by default one per core, at most 4)
+    ///
+    /// Each has its own read-only connection, so reads do not wait behind writes.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = store::readers_default(),
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=64)
+    )]
+    readers: usize,
+
+    /// Tenant-token checks that may wait for the credential lookup (1 to 1000000)
+    ///
+    /// Beyond it, a check waits up to its timeout instead of being refused.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = store::QUEUE_DEPTH_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
+    )]
+    auth_queue_depth: usize,
+
+    /// Milliseconds to send a request head (100 to 600000)
+    ///
+    /// The same limit closes idle keep-alive connections.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(server::HEADER_READ_TIMEOUT_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
+    )]
+    header_read_timeout_ms: u64,
+
+    /// Milliseconds to send a request body once the head is in (100 to 600000)
+    ///
+    /// A slower client is answered 408.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(server::BODY_READ_TIMEOUT_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
+    )]
+    body_read_timeout_ms: u64,
+
+    /// Milliseconds in-flight requests get after SIGTERM or SIGINT (0 to 600000)
+    ///
+    /// Connections still open after it are cut off.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(server::SHUTDOWN_GRACE_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(0..=600_000)
+    )]
+    shutdown_grace_ms: u64,
+
+    /// Seconds an Idempotency-Key replays its first answer (1 to 86400)
+    ///
+    /// The most, 86400, is the 24 hours the API promises.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = store::IDEMPOTENCY_TTL_MAX.as_secs(),
+        value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::IDEMPOTENCY_TTL_MAX.as_secs())
+    )]
+    idempotency_ttl_s: u64,
+}
+
+/// Clap's id of `--admin-token-file` (its field's name), to ask where its value came from.
+const ADMIN_TOKEN_FILE_ID: &str = "admin_token_file";
+
+/// A default duration as the whole milliseconds its flag takes.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).expect("a default timeout fits in u64 milliseconds")
+}
+
+/// Builds the checked configuration; `matches` tell where `--admin-token-file` came from.
+fn serve(
+    args: ServeArgs,
+    matches: &ArgMatches,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Command, ConfigError> {
+    let token_file = match (
+        args.admin_token_file,
+        matches.value_source(ADMIN_TOKEN_FILE_ID),
+    ) {
+        (Some(path), Some(ValueSource::EnvVariable)) => TokenFile::Variable(path),
+        (Some(path), _) => TokenFile::Flag(path),
+        (None, _) => TokenFile::Absent,
     };
     Ok(Command::Serve(Box::new(ServeConfig {
-        listen,
-        db: db_path(flags, env)?,
-        public_url,
-        admin_token: admin_token(flags, env)?,
-        limits,
-        commit_batch_max: number(
-            flags,
-            "commit-batch-max",
-            store::COMMIT_BATCH_MAX_DEFAULT as u64,
-            1..=4096,
-        )? as usize,
-        store_queue_depth: number(
-            flags,
-            "store-queue-depth",
-            store::QUEUE_DEPTH_DEFAULT as u64,
-            1..=1_000_000,
-        )? as usize,
-        readers: number(flags, "readers", store::readers_default() as u64, 1..=64)? as usize,
-        idempotency_ttl: Duration::from_secs(number(
-            flags,
-            "idempotency-ttl-s",
-            store::IDEMPOTENCY_TTL_MAX.as_secs(),
-            1..=store::IDEMPOTENCY_TTL_MAX.as_secs(),
-        )?),
+        listen: args.listen,
+        db: args.db.db,
+        public_url: args.public_url,
+        admin_token: admin_token(token_file, env)?,
+        limits: Limits {
+            max_connections: args.max_connections,
+            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
+            shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+        },
+        commit_batch_max: args.commit_batch_max,
+        store_queue_depth: args.store_queue_depth,
+        readers: args.readers,
+        auth_queue_depth: args.auth_queue_depth,
+        idempotency_ttl: Duration::from_secs(args.idempotency_ttl_s),
     })))
+}
+
+/// `--listen` takes an address, never a name: resolving one could pick an interface nobody
+/// meant to expose.
+fn listen_addr(raw: &str) -> Result<SocketAddr, String> {
+    raw.parse()
+        .map_err(|_| "must be an IP address and port such as 127.0.0.1:8080".to_owned())
+}
+
+/// An empty path would be a confusing SQLite "temporary database", gone at exit.
+fn db_path(raw: &str) -> Result<PathBuf, String> {
+    if raw.is_empty() {
+        Err("must not be empty".to_owned())
+    } else {
+        Ok(PathBuf::from(raw))
+    }
 }
 
 /// The URL goes unchanged into every sidecar's environment, so it must be one line of
 /// visible characters.
-fn check_public_url(url: &str) -> Result<(), ConfigError> {
+fn public_url(url: &str) -> Result<String, String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));
     let has_host = rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'));
     if has_host && url.bytes().all(is_visible_ascii) {
-        Ok(())
+        Ok(url.to_owned())
     } else {
-        Err(error(format!(
-            "--public-url must be an http:// or https:// URL without spaces or control characters, not {url:?}"
-        )))
+        Err("must be an http:// or https:// URL without spaces or control characters".to_owned())
     }
 }
 
+/// Where `--admin-token-file` came from, which decides how it ranks against `ADMIN_TOKEN`.
+#[derive(Debug)]
+enum TokenFile {
+    /// The flag: it beats both variables.
+    Flag(PathBuf),
+    /// `TENANTD_ADMIN_TOKEN_FILE`: an error beside `ADMIN_TOKEN`, as neither is plainly meant.
+    Variable(PathBuf),
+    /// Neither: `ADMIN_TOKEN` must hold the token.
+    Absent,
+}
+
+/// Finds the admin token and keeps only its hash.
 fn admin_token(
-    flags: &HashMap<&'static str, String>,
-    env: &Env<'_>,
+    file: TokenFile,
+    env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<AdminTokenHash, ConfigError> {
-    let token = if let Some(path) = flags.get("admin-token-file") {
-        read_token_file(Path::new(path))?
-    } else {
-        match (env("ADMIN_TOKEN")?, env("TENANTD_ADMIN_TOKEN_FILE")?) {
-            (Some(_), Some(_)) => {
-                return Err(error(
-                    "both ADMIN_TOKEN and TENANTD_ADMIN_TOKEN_FILE are set; set only one",
-                ));
-            }
-            (Some(token), None) => token,
-            (None, Some(path)) => read_token_file(Path::new(&path))?,
-            (None, None) => return Err(error(format!("no admin token was given; {MAKE_A_TOKEN}"))),
+    let from_env = env("ADMIN_TOKEN")
+        .map(|v| {
+            v.into_string()
+                .map_err(|_| invalid(format!("ADMIN_TOKEN is not UTF-8; {MAKE_A_TOKEN}")))
+        })
+        .transpose()?;
+    let token = match (file, from_env) {
+        (TokenFile::Flag(path), _) => read_token_file(&path)?,
+        (TokenFile::Variable(_), Some(_)) => {
+            return Err(invalid(
+                "both ADMIN_TOKEN and TENANTD_ADMIN_TOKEN_FILE are set; set only one",
+            ));
+        }
+        (TokenFile::Variable(path), None) => read_token_file(&path)?,
+        (TokenFile::Absent, Some(token)) => token,
+        (TokenFile::Absent, None) => {
+            return Err(invalid(format!("no admin token was given; {MAKE_A_TOKEN}")));
         }
     };
     check_admin_token(&token)?;
     Ok(AdminTokenHash::of(&token))
 }
 
+/// Reads a token file; editors add a final newline, so trailing white space is trimmed.
 fn read_token_file(path: &Path) -> Result<String, ConfigError> {
     let raw = std::fs::read_to_string(path).map_err(|e| {
-        error(format!(
+        invalid(format!(
             "cannot read the admin token file {}: {e}; {MAKE_A_TOKEN}",
             path.display()
         ))
@@ -375,12 +528,12 @@ fn read_token_file(path: &Path) -> Result<String, ConfigError> {
 fn check_admin_token(token: &str) -> Result<(), ConfigError> {
     let chars = token.chars().count();
     if chars < ADMIN_TOKEN_CHARS_MIN {
-        return Err(error(format!(
+        return Err(invalid(format!(
             "the admin token has {chars} characters; it needs at least {ADMIN_TOKEN_CHARS_MIN}; {MAKE_A_TOKEN}"
         )));
     }
     if token.len() > TOKEN_BYTES_MAX || !token.bytes().all(is_visible_ascii) {
-        return Err(error(format!(
+        return Err(invalid(format!(
             "the admin token must be at most {TOKEN_BYTES_MAX} visible ASCII characters, \
              without spaces; {MAKE_A_TOKEN}"
         )));
@@ -394,174 +547,476 @@ mod tests {
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-    fn parse_with(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        parse(args.iter().map(OsString::from), |k| {
-            env.get(k).map(OsString::from)
+    /// The variables clap reads from the process itself; set, they would change what these
+    /// tests see, and the tests never set them.
+    const FLAG_VARIABLES: &[&str] = &[
+        "TENANTD_LISTEN",
+        "TENANTD_DB",
+        "TENANTD_PUBLIC_URL",
+        "TENANTD_ADMIN_TOKEN_FILE",
+    ];
+
+    /// Parses `args` with `ADMIN_TOKEN` (the only injected variable) set to `admin_token`.
+    fn parse_with(args: &[&str], admin_token: Option<&str>) -> Result<Command, ConfigError> {
+        for var in FLAG_VARIABLES {
+            assert!(
+                std::env::var_os(var).is_none(),
+                "unset {var} to run these tests: they check the defaults"
+            );
+        }
+        parse(args.iter().map(OsString::from), |name| {
+            (name == "ADMIN_TOKEN")
+                .then(|| admin_token.map(OsString::from))
+                .flatten()
         })
     }
 
-    fn serve_config(args: &[&str], env: &[(&str, &str)]) -> ServeConfig {
-        match parse_with(args, env) {
+    fn serve_config(args: &[&str]) -> ServeConfig {
+        match parse_with(args, Some(TOKEN)) {
             Ok(Command::Serve(config)) => *config,
             other => panic!("{args:?}: expected serve, got {other:?}"),
         }
     }
 
-    #[test]
-    fn defaults_apply_with_only_a_token() {
-        let config = serve_config(&[], &[("ADMIN_TOKEN", TOKEN)]);
-        assert_eq!(config.listen, LISTEN_DEFAULT.parse().expect("addr"));
-        assert_eq!(config.db, PathBuf::from(DB_DEFAULT));
-        assert_eq!(config.public_url, None);
-        assert!(config.admin_token.same_as(&AdminTokenHash::of(TOKEN)));
-        assert_eq!(config.idempotency_ttl, Duration::from_secs(86_400));
+    fn error_text(args: &[&str], admin_token: Option<&str>) -> String {
+        match parse_with(args, admin_token) {
+            Err(ConfigError::Invalid(text)) => text,
+            other => panic!("{args:?}: expected a usage error, got {other:?}"),
+        }
+    }
+
+    /// The top-level help, as `tenantd --help` prints it.
+    fn help() -> String {
+        match parse_with(&["--help"], None) {
+            Err(ConfigError::Shown(text)) => text,
+            other => panic!("--help: expected the help text, got {other:?}"),
+        }
     }
 
     #[test]
-    fn a_flag_beats_its_environment_variable() {
-        let env = [
-            ("ADMIN_TOKEN", TOKEN),
-            ("TENANTD_LISTEN", "127.0.0.1:1"),
-            ("TENANTD_DB", "env.db"),
+    fn every_setting_has_its_default() {
+        let config = serve_config(&[]);
+        type Row = (&'static str, bool);
+        let rows: &[Row] = &[
+            (
+                "listen",
+                config.listen == LISTEN_DEFAULT.parse().expect("the default is an address"),
+            ),
+            ("db", config.db == Path::new(DB_DEFAULT)),
+            ("public URL: the bound address", config.public_url.is_none()),
+            (
+                "admin token from ADMIN_TOKEN",
+                config.admin_token.same_as(&AdminTokenHash::of(TOKEN)),
+            ),
+            (
+                "max connections",
+                config.limits.max_connections == server::MAX_CONNECTIONS_DEFAULT,
+            ),
+            (
+                "header read timeout",
+                config.limits.header_read_timeout == server::HEADER_READ_TIMEOUT_DEFAULT,
+            ),
+            (
+                "body read timeout",
+                config.limits.body_read_timeout == server::BODY_READ_TIMEOUT_DEFAULT,
+            ),
+            (
+                "shutdown grace",
+                config.limits.shutdown_grace == server::SHUTDOWN_GRACE_DEFAULT,
+            ),
+            (
+                "commit batch",
+                config.commit_batch_max == store::COMMIT_BATCH_MAX_DEFAULT,
+            ),
+            (
+                "store queue depth",
+                config.store_queue_depth == store::QUEUE_DEPTH_DEFAULT,
+            ),
+            ("readers", config.readers == store::readers_default()),
+            (
+                "auth queue depth",
+                config.auth_queue_depth == store::QUEUE_DEPTH_DEFAULT,
+            ),
+            (
+                "idempotency TTL",
+                config.idempotency_ttl == store::IDEMPOTENCY_TTL_MAX,
+            ),
         ];
-        let config = serve_config(&["serve", "--listen", "127.0.0.1:2", "--db=flag.db"], &env);
-        assert_eq!(config.listen.port(), 2);
-        assert_eq!(config.db, PathBuf::from("flag.db"));
-        let config = serve_config(&[], &env);
-        assert_eq!(config.listen.port(), 1);
-        assert_eq!(config.db, PathBuf::from("env.db"));
+        for (what, holds) in rows {
+            assert!(holds, "the default {what}: {config:?}");
+        }
     }
 
     #[test]
-    fn a_token_file_is_trimmed_and_beats_the_environment() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("t");
-        let other = "z".repeat(40);
-        std::fs::write(&file, format!("{other}\n")).expect("write");
-        let path = file.to_str().expect("utf-8");
-        let config = serve_config(&["--admin-token-file", path], &[("ADMIN_TOKEN", TOKEN)]);
-        assert!(config.admin_token.same_as(&AdminTokenHash::of(&other)));
-        let config = serve_config(&[], &[("TENANTD_ADMIN_TOKEN_FILE", path)]);
-        assert!(config.admin_token.same_as(&AdminTokenHash::of(&other)));
-    }
-
-    #[test]
-    fn bad_configurations_are_refused_with_a_reason() {
-        let short = "x".repeat(31);
-        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-        let cases: &[Case<'_>] = &[
-            (&[], &[], "no admin token"),
-            (&[], &[("ADMIN_TOKEN", &short)], "at least 32"),
-            (
-                &[],
-                &[("ADMIN_TOKEN", "has a space in it 0123456789abcdef")],
-                "visible ASCII",
-            ),
-            (
-                &[],
-                &[("ADMIN_TOKEN", TOKEN), ("TENANTD_ADMIN_TOKEN_FILE", "x")],
-                "only one",
-            ),
-            (
-                &["--admin-token-file", "/nonexistent/t"],
-                &[],
-                "cannot read",
-            ),
-            (
-                &["--listen", "localhost"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "--listen",
-            ),
-            (
-                &["--bogus", "1"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "unknown option",
-            ),
-            (&["--db"], &[("ADMIN_TOKEN", TOKEN)], "needs a value"),
-            (
-                &["--db", "a", "--db", "b"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "twice",
-            ),
-            (
-                &["--public-url", "ftp://x"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "--public-url",
-            ),
-            (
-                &["--public-url", "http://a b"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "--public-url",
-            ),
-            (
-                &["--commit-batch-max", "0"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "1 to 4096",
-            ),
-            (
-                &["--idempotency-ttl-s", "86401"],
-                &[("ADMIN_TOKEN", TOKEN)],
-                "86400",
-            ),
-            (&["frobnicate"], &[], "unknown command"),
-            (&["audit"], &[], "audit verify"),
-            (&["backup"], &[], "--to"),
+    fn numeric_flags_take_their_whole_range_and_nothing_beyond() {
+        type Read = fn(&ServeConfig) -> u64;
+        let rows: &[(&str, u64, u64, Read)] = &[
+            ("--max-connections", 1, 65_536, |c| {
+                c.limits.max_connections as u64
+            }),
+            ("--commit-batch-max", 1, 4096, |c| c.commit_batch_max as u64),
+            ("--store-queue-depth", 1, 1_000_000, |c| {
+                c.store_queue_depth as u64
+            }),
+            ("--readers", 1, 64, |c| c.readers as u64),
+            ("--auth-queue-depth", 1, 1_000_000, |c| {
+                c.auth_queue_depth as u64
+            }),
+            ("--header-read-timeout-ms", 100, 600_000, |c| {
+                millis(c.limits.header_read_timeout)
+            }),
+            ("--body-read-timeout-ms", 100, 600_000, |c| {
+                millis(c.limits.body_read_timeout)
+            }),
+            ("--shutdown-grace-ms", 0, 600_000, |c| {
+                millis(c.limits.shutdown_grace)
+            }),
+            ("--idempotency-ttl-s", 1, 86_400, |c| {
+                c.idempotency_ttl.as_secs()
+            }),
         ];
-        for (args, env, want) in cases {
-            match parse_with(args, env) {
-                Err(ConfigError(message)) => {
-                    assert!(
-                        message.contains(want),
-                        "{args:?}: {message:?} lacks {want:?}"
-                    );
-                    assert!(!message.contains(&short) && !message.contains(TOKEN));
-                }
-                Ok(other) => panic!("{args:?} {env:?}: expected an error, got {other:?}"),
+        for &(flag, min, max, read) in rows {
+            for n in [min, max] {
+                let config = serve_config(&[flag, &n.to_string()]);
+                assert_eq!(read(&config), n, "{flag} {n} is taken as given");
             }
+            let config = serve_config(&[&format!("{flag}={max}")]);
+            assert_eq!(read(&config), max, "{flag}={max} is taken as given");
+            let outside = [min.checked_sub(1), Some(max + 1)];
+            for n in outside.into_iter().flatten() {
+                let text = error_text(&[flag, &n.to_string()], Some(TOKEN));
+                assert!(
+                    text.contains(flag) && text.contains(&format!("{min}..={max}")),
+                    "{flag} {n} is refused naming the flag and its range: {text}"
+                );
+            }
+            for bad in ["many", "-1", "1.5", ""] {
+                let text = error_text(&[&format!("{flag}={bad}")], Some(TOKEN));
+                assert!(text.contains(flag), "{flag} {bad:?} is refused: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_commands_parse() {
+        type Row = (&'static str, &'static [&'static str], &'static str);
+        let rows: &[Row] = &[
+            (
+                "no subcommand serves",
+                &[],
+                "serve 127.0.0.1:8080 ./tenantd.db",
+            ),
+            (
+                "serve flags without the subcommand",
+                &["--listen", "127.0.0.1:2", "--db=a.db"],
+                "serve 127.0.0.1:2 a.db",
+            ),
+            (
+                "serve by name",
+                &["serve"],
+                "serve 127.0.0.1:8080 ./tenantd.db",
+            ),
+            (
+                "serve by name with flags",
+                &["serve", "--listen=[::1]:3", "--db", "b.db"],
+                "serve [::1]:3 b.db",
+            ),
+            (
+                "audit verify on the default database",
+                &["audit", "verify"],
+                "verify ./tenantd.db",
+            ),
+            (
+                "audit verify with --db",
+                &["audit", "verify", "--db", "x.db"],
+                "verify x.db",
+            ),
+            (
+                "backup of the default database",
+                &["backup", "--to", "b.db"],
+                "backup ./tenantd.db b.db",
+            ),
+            (
+                "backup with --db, in either order",
+                &["backup", "--to=b.db", "--db", "a.db"],
+                "backup a.db b.db",
+            ),
+        ];
+        for (what, args, want) in rows {
+            // Only serve needs the token; the others must parse without it.
+            let token = (args
+                .first()
+                .is_none_or(|a| *a == "serve" || a.starts_with('-')))
+            .then_some(TOKEN);
+            let got = match parse_with(args, token) {
+                Ok(Command::Serve(c)) => format!("serve {} {}", c.listen, c.db.display()),
+                Ok(Command::AuditVerify { db }) => format!("verify {}", db.display()),
+                Ok(Command::Backup { db, to }) => {
+                    format!("backup {} {}", db.display(), to.display())
+                }
+                Err(e) => format!("error {e}"),
+            };
+            assert_eq!(&got, want, "{what}: {args:?}");
+        }
+    }
+
+    #[test]
+    fn help_and_version_are_shown_not_refused() {
+        let version = env!("CARGO_PKG_VERSION");
+        type Row = (&'static [&'static str], &'static str);
+        let rows: &[Row] = &[
+            (&["--help"], "--admin-token-file"),
+            (&["-h"], "--admin-token-file"),
+            (&["help"], "--admin-token-file"),
+            (&["serve", "--help"], "--admin-token-file"),
+            (&["audit", "verify", "--help"], "--db"),
+            (&["backup", "-h"], "--to"),
+            (&["--version"], version),
+            (&["-V"], version),
+        ];
+        for (args, want) in rows {
+            match parse_with(args, None) {
+                Err(ConfigError::Shown(text)) => {
+                    assert!(text.contains(want), "{args:?} shows {want:?}: {text}")
+                }
+                other => panic!("{args:?}: expected text to show, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused_with_a_reason() {
+        type Row = (&'static str, &'static [&'static str], &'static str);
+        let rows: &[Row] = &[
+            ("an unknown flag", &["--bogus", "1"], "--bogus"),
+            ("a flag without its value", &["--db"], "--db"),
+            ("a flag given twice", &["--db", "a", "--db", "b"], "--db"),
+            ("an empty --db", &["--db", ""], "must not be empty"),
+            ("a host name", &["--listen", "localhost:80"], "--listen"),
+            ("no port", &["--listen", "127.0.0.1"], "IP address and port"),
+            ("not http", &["--public-url", "ftp://x"], "--public-url"),
+            ("a space", &["--public-url", "http://a b"], "--public-url"),
+            ("no host", &["--public-url", "https:///x"], "--public-url"),
+            ("an unknown subcommand", &["frobnicate"], "frobnicate"),
+            ("audit without verify", &["audit"], "verify"),
+            ("backup without --to", &["backup"], "--to"),
+            (
+                "a serve flag on backup",
+                &["backup", "--to", "b", "--readers", "2"],
+                "--readers",
+            ),
+            (
+                "a subcommand after serve flags",
+                &["--readers", "2", "serve"],
+                "serve",
+            ),
+        ];
+        for (what, args, want) in rows {
+            let text = error_text(args, Some(TOKEN));
+            assert!(
+                text.contains(want),
+                "{what}: {args:?}: {text:?} lacks {want:?}"
+            );
+            assert!(!text.contains(TOKEN), "{what}: the token is in {text:?}");
         }
     }
 
     #[test]
     fn short_public_urls_are_fine() {
-        let config = serve_config(&["--public-url", "http://x"], &[("ADMIN_TOKEN", TOKEN)]);
+        let config = serve_config(&["--public-url", "http://x"]);
         assert_eq!(config.public_url.as_deref(), Some("http://x"));
     }
 
     #[test]
-    fn the_other_commands_parse() {
-        assert!(matches!(parse_with(&["--help"], &[]), Ok(Command::Help)));
-        assert!(matches!(
-            parse_with(&["serve", "-h"], &[]),
-            Ok(Command::Help)
-        ));
-        assert!(matches!(
-            parse_with(&["--version"], &[]),
-            Ok(Command::Version)
-        ));
-        match parse_with(&["audit", "verify", "--db", "x.db"], &[]) {
-            Ok(Command::AuditVerify { db }) => assert_eq!(db, PathBuf::from("x.db")),
-            other => panic!("{other:?}"),
-        }
-        match parse_with(&["backup", "--to", "b.db"], &[("TENANTD_DB", "e.db")]) {
-            Ok(Command::Backup { db, to }) => {
-                assert_eq!(db, PathBuf::from("e.db"));
-                assert_eq!(to, PathBuf::from("b.db"));
+    fn the_admin_token_rules() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let write = |name: &str, contents: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, contents).expect("writing a token file");
+            path
+        };
+        let file_token = "f".repeat(40);
+        let good = write("good", &format!("{file_token} \t\n\n"));
+        let short = "s".repeat(ADMIN_TOKEN_CHARS_MIN - 1);
+        let short_file = write("short", &format!("{short}\n"));
+        let blank = write("blank", "\n  \n");
+        let spaced = "ab cd".repeat(8);
+        let long = "x".repeat(TOKEN_BYTES_MAX + 1);
+        let missing = dir.path().join("missing");
+        let secrets = [TOKEN, &file_token, &short, &spaced, &long];
+
+        type Row<'a> = (
+            &'a str,
+            TokenFile,
+            Option<&'a str>,
+            Result<&'a str, &'a str>,
+        );
+        let rows: Vec<Row<'_>> = vec![
+            (
+                "ADMIN_TOKEN alone",
+                TokenFile::Absent,
+                Some(TOKEN),
+                Ok(TOKEN),
+            ),
+            (
+                "the flag, trimmed",
+                TokenFile::Flag(good.clone()),
+                None,
+                Ok(&file_token),
+            ),
+            (
+                "the flag beats ADMIN_TOKEN",
+                TokenFile::Flag(good.clone()),
+                Some(TOKEN),
+                Ok(&file_token),
+            ),
+            (
+                "TENANTD_ADMIN_TOKEN_FILE alone",
+                TokenFile::Variable(good.clone()),
+                None,
+                Ok(&file_token),
+            ),
+            (
+                "both variables",
+                TokenFile::Variable(good.clone()),
+                Some(TOKEN),
+                Err("set only one"),
+            ),
+            ("none at all", TokenFile::Absent, None, Err("/dev/urandom")),
+            (
+                "one character short",
+                TokenFile::Absent,
+                Some(&short),
+                Err("at least 32"),
+            ),
+            (
+                "a short file",
+                TokenFile::Flag(short_file),
+                None,
+                Err("/dev/urandom"),
+            ),
+            (
+                "a file of white space",
+                TokenFile::Flag(blank),
+                None,
+                Err("has 0 characters"),
+            ),
+            (
+                "inner spaces",
+                TokenFile::Absent,
+                Some(&spaced),
+                Err("visible ASCII"),
+            ),
+            (
+                "longer than a bearer token may be",
+                TokenFile::Absent,
+                Some(&long),
+                Err("at most 4096"),
+            ),
+            (
+                "a missing file",
+                TokenFile::Flag(missing),
+                None,
+                Err("cannot read the admin token file"),
+            ),
+        ];
+        for (what, file, env_token, want) in rows {
+            let env = |name: &str| {
+                (name == "ADMIN_TOKEN")
+                    .then(|| env_token.map(OsString::from))
+                    .flatten()
+            };
+            match (admin_token(file, &env), want) {
+                (Ok(hash), Ok(token)) => {
+                    assert!(
+                        hash.same_as(&AdminTokenHash::of(token)),
+                        "{what}: the right token"
+                    )
+                }
+                (Err(ConfigError::Invalid(text)), Err(reason)) => {
+                    assert!(text.contains(reason), "{what}: {text:?} lacks {reason:?}");
+                    for secret in secrets {
+                        assert!(!text.contains(secret), "{what}: a token is in {text:?}");
+                    }
+                }
+                (got, _) => panic!(
+                    "{what}: expected {want:?}, got {:?}",
+                    got.map(|_| "a token")
+                ),
             }
-            other => panic!("{other:?}"),
         }
     }
 
     #[test]
-    fn the_help_names_every_serve_flag() {
-        for flag in SERVE_FLAGS {
-            assert!(
-                USAGE.contains(&format!("--{flag}")),
-                "--help lacks --{flag}"
-            );
+    fn serve_needs_a_token_and_the_other_commands_do_not() {
+        let text = error_text(&["serve"], None);
+        assert!(
+            text.contains("no admin token"),
+            "serve without a token: {text}"
+        );
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "t".repeat(ADMIN_TOKEN_CHARS_MIN)).expect("writing a token file");
+        let path = file.to_str().expect("a UTF-8 path");
+        let config = match parse_with(&["--admin-token-file", path], Some(TOKEN)) {
+            Ok(Command::Serve(config)) => config,
+            other => panic!("serve with a token file: {other:?}"),
+        };
+        assert!(
+            config
+                .admin_token
+                .same_as(&AdminTokenHash::of(&"t".repeat(ADMIN_TOKEN_CHARS_MIN))),
+            "--admin-token-file beats ADMIN_TOKEN"
+        );
+    }
+
+    #[test]
+    fn the_help_names_every_flag_variable_and_command() {
+        let help = help();
+        let serve = ServeArgs::augment_args(clap::Command::new("serve"));
+        let mut wanted: Vec<String> = serve
+            .get_arguments()
+            .flat_map(|arg| {
+                let long = arg.get_long().map(|l| format!("--{l}"));
+                let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                long.into_iter().chain(env)
+            })
+            .collect();
+        assert!(
+            wanted.len() >= 17,
+            "the serve flags and variables: {wanted:?}"
+        );
+        wanted.extend(
+            [
+                "serve",
+                "audit verify",
+                "backup",
+                "--to",
+                "--help",
+                "--version",
+                "ADMIN_TOKEN",
+                "RUST_LOG",
+                "Exit codes",
+            ]
+            .map(String::from),
+        );
+        for want in wanted {
+            assert!(help.contains(&want), "--help lacks {want}:\n{help}");
         }
+    }
+
+    #[test]
+    fn the_declaration_is_consistent() {
+        Cli::command().debug_assert();
+        let serve = ServeArgs::augment_args(clap::Command::new("serve"));
+        let token_file = serve
+            .get_arguments()
+            .find(|arg| arg.get_id() == ADMIN_TOKEN_FILE_ID)
+            .expect("ADMIN_TOKEN_FILE_ID names an argument");
+        assert_eq!(
+            token_file.get_env().and_then(|e| e.to_str()),
+            Some("TENANTD_ADMIN_TOKEN_FILE"),
+            "ADMIN_TOKEN_FILE_ID names --admin-token-file"
+        );
     }
 }

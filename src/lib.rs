@@ -79,7 +79,7 @@ pub async fn run(
     let (store, store_threads) = Store::open(StoreConfig {
         path: config.db.clone(),
         queue_depth: config.store_queue_depth,
-        credential_queue_depth: config.store_queue_depth,
+        credential_queue_depth: config.auth_queue_depth,
         commit_batch_max: config.commit_batch_max,
         readers: config.readers,
         idempotency_ttl: config.idempotency_ttl,
@@ -253,6 +253,7 @@ mod tests {
             commit_batch_max: 8,
             store_queue_depth: 16,
             readers: 1,
+            auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

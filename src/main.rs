@@ -2,26 +2,22 @@
 
 use std::process::ExitCode;
 
-use tenantd::config::{self, Command, ServeConfig};
+use tenantd::config::{self, Command, ConfigError, ServeConfig};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let command = match config::parse(std::env::args_os().skip(1), |name| std::env::var_os(name)) {
         Ok(command) => command,
-        Err(e) => {
-            eprintln!("tenantd: {e}");
+        Err(ConfigError::Shown(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(ConfigError::Invalid(text)) => {
+            eprint!("{text}");
             return ExitCode::from(2);
         }
     };
     match command {
-        Command::Help => {
-            print!("{}", config::USAGE);
-            ExitCode::SUCCESS
-        }
-        Command::Version => {
-            println!("tenantd {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
         Command::Serve(config) => serve(*config),
         Command::AuditVerify { db } => verify(&db),
         Command::Backup { db, to } => match tenantd::backup(&db, &to) {
