@@ -326,9 +326,21 @@ impl Chain {
 struct Replayed {
     /// The `seq` of its `tenant.created`.
     created_seq: i64,
+    /// When its `tenant.created` occurred: its `created_at`.
+    created_at: String,
     name: TenantName,
     opening_deposit: Atomic,
-    tombstoned: bool,
+    /// When its `tenant.tombstoned` occurred, if it did: its `tombstoned_at`.
+    tombstoned_at: Option<String>,
+}
+
+/// Whether `actor` is one the contract names: `admin`, `tenant`, `system`, or `oidc:` and a
+/// subject.
+fn is_known_actor(actor: &str) -> bool {
+    matches!(actor, "admin" | "tenant" | "system")
+        || actor
+            .strip_prefix("oidc:")
+            .is_some_and(|sub| !sub.is_empty())
 }
 
 /// Replays the chain into the state it implies, then compares that with the stored rows.
@@ -348,6 +360,9 @@ impl Replay {
         let seq = row.entry.seq;
         let broken = |reason: String| VerifyError::Broken { seq, reason };
         let entry = &row.entry;
+        if !is_known_actor(&entry.actor) {
+            return Err(broken(format!("an unknown actor {:?}", entry.actor)));
+        }
         let event =
             AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
         match event {
@@ -363,14 +378,17 @@ impl Replay {
                     id,
                     Replayed {
                         created_seq: seq,
+                        created_at: entry.occurred_at.clone(),
                         name,
                         opening_deposit,
-                        tombstoned: false,
+                        tombstoned_at: None,
                     },
                 );
             }
             AuditEvent::TenantTombstoned { id } => match self.tenants.get_mut(&id) {
-                Some(tenant) if !tenant.tombstoned => tenant.tombstoned = true,
+                Some(tenant) if tenant.tombstoned_at.is_none() => {
+                    tenant.tombstoned_at = Some(entry.occurred_at.clone());
+                }
                 Some(_) => return Err(broken(format!("tombstones tenant {id} a second time"))),
                 None => return Err(broken(format!("tombstones tenant {id} before it exists"))),
             },
@@ -397,15 +415,16 @@ impl Replay {
             )));
         };
         let id = &stored.id;
-        let tombstoned = stored.state.tombstoned_at().is_some();
         let differs = if replayed.name != stored.name {
             Some("name")
+        } else if replayed.created_at != stored.created_at {
+            Some("creation time")
         } else if replayed.opening_deposit != stored.budget.opening_deposit {
             Some("opening deposit")
         } else if replayed.opening_deposit != stored.budget.balance {
             Some("balance")
-        } else if replayed.tombstoned != tombstoned {
-            Some("state")
+        } else if replayed.tombstoned_at.as_deref() != stored.state.tombstoned_at() {
+            Some("state or tombstone time")
         } else {
             None
         };
@@ -588,6 +607,22 @@ mod tests {
             ("an edited deposit", stored(ID, "a", "6", "6", false)),
             ("an undone tombstone", stored(B, "b", "7", "7", false)),
             (
+                "an edited creation time",
+                Tenant {
+                    created_at: "2026-11-22T10:00:00.124Z".into(),
+                    ..stored(ID, "a", "5", "5", false)
+                },
+            ),
+            (
+                "an edited tombstone time",
+                Tenant {
+                    state: TenantState::Tombstoned {
+                        at: "2026-11-22T10:00:00.124Z".into(),
+                    },
+                    ..stored(B, "b", "7", "7", true)
+                },
+            ),
+            (
                 "a tenant with no event",
                 stored("ten_01ARZ3NDEKTSV4RRFFQ69G5FAX", "c", "1", "1", false),
             ),
@@ -623,6 +658,26 @@ mod tests {
             ),
             "a tombstone before the create"
         );
+    }
+
+    #[test]
+    fn only_the_contracts_actors_replay() {
+        let event = created(ID, "a", "1");
+        for (actor, known) in [
+            ("admin", true),
+            ("tenant", true),
+            ("system", true),
+            ("oidc:user-1", true),
+            ("oidc:", false),
+            ("root", false),
+            ("", false),
+        ] {
+            let mut row = Head::genesis().link(AT, &Actor::Admin, &event);
+            row.entry.actor = actor.into();
+            row.hash = link_hash(&row.prev_hash, &row.entry);
+            let replayed = Replay::default().push(&row);
+            assert_eq!(replayed.is_ok(), known, "actor {actor:?}: {replayed:?}");
+        }
     }
 
     #[test]

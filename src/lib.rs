@@ -60,7 +60,7 @@ use crate::metrics::Metrics;
 use crate::store::{Store, StoreConfig};
 
 /// How often expired idempotency records are erased.
-pub const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains connections, lets the
 /// store finish its queue and checkpoint, and returns.

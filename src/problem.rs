@@ -53,10 +53,13 @@ pub enum ApiError {
     },
     /// The body did not arrive within the body read timeout.
     BodyTimeout,
+    /// The body is not `application/json`, or carries a content coding.
     UnsupportedMediaType,
     /// A transfer coding other than `chunked`: the body cannot be read as sent.
     UnsupportedTransferCoding,
+    /// Fields that break a rule, every one of them.
     ValidationFailed(Vec<FieldError>),
+    /// The key is bound to another method, path or body.
     IdempotencyKeyMismatch,
     /// A bug. The string is for the log only.
     Internal(String),

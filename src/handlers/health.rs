@@ -12,10 +12,10 @@ use crate::app::App;
 use crate::problem::ApiError;
 
 /// How long `/readyz` waits for the database to prove a write could begin.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The OpenAPI document, embedded so the binary serves it with no file beside it.
-pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
+pub(crate) const OPENAPI_JSON: &str = include_str!("../../openapi.json");
 
 /// `GET /healthz`: answers while the process runs.
 pub(crate) fn healthz() -> HttpResponse {

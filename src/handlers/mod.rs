@@ -230,8 +230,8 @@ enum Member {
     Other,
 }
 
-/// The nesting a body may have, as the JSON parser's own recursion limit: the object itself
-/// is one level.
+/// The parser's recursion limit: a body nested this deep (the object itself is one level) or
+/// deeper is not JSON to it, and is refused the same way here.
 const MEMBER_DEPTH_MAX: usize = 128;
 
 /// A JSON object's members in order, duplicates kept, so that a duplicate can be refused
@@ -298,8 +298,9 @@ fn check_depth(text: &str) -> Result<(), ApiError> {
             (true, b'"') | (false, b'"') => in_string = !in_string,
             (false, b'[' | b'{') => {
                 depth += 1;
-                // The object holding the member is the first level.
-                if 1 + depth > MEMBER_DEPTH_MAX {
+                // The object holding the member is the first level; like the parser, the
+                // limit itself is refused.
+                if 1 + depth >= MEMBER_DEPTH_MAX {
                     return Err(ApiError::MalformedJson(format!(
                         "it nests deeper than {MEMBER_DEPTH_MAX} levels"
                     )));
@@ -396,8 +397,8 @@ mod tests {
         let deep = format!("{{\"name\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
         let just_too_deep = format!(
             "{{\"name\":{}{}}}",
-            "[".repeat(MEMBER_DEPTH_MAX + 1),
-            "]".repeat(MEMBER_DEPTH_MAX + 1)
+            "[".repeat(MEMBER_DEPTH_MAX - 1),
+            "]".repeat(MEMBER_DEPTH_MAX - 1)
         );
         for body in [
             "",
@@ -426,10 +427,13 @@ mod tests {
         ));
         let deep_enough = format!(
             "{{\"name\":{}{}}}",
-            "[".repeat(MEMBER_DEPTH_MAX - 1),
-            "]".repeat(MEMBER_DEPTH_MAX - 1)
+            "[".repeat(MEMBER_DEPTH_MAX - 2),
+            "]".repeat(MEMBER_DEPTH_MAX - 2)
         );
         assert!(object_members(deep_enough.as_bytes()).is_ok());
+        // The parser itself draws the line at the same place.
+        assert!(serde_json::from_str::<serde_json::Value>(&deep_enough).is_ok());
+        assert!(serde_json::from_str::<serde_json::Value>(&just_too_deep).is_err());
     }
 
     #[test]

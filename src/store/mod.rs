@@ -97,8 +97,9 @@ pub(crate) enum StoreError {
     Internal(String),
 }
 
-/// A response as the handler rendered it, kept to replay a keyed write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A response as the handler rendered it, kept to replay a keyed write. `Debug` never shows
+/// the body, which may hold a tenant token.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct StoredResponse {
     /// The status code.
     pub(crate) status: u16,
@@ -107,6 +108,19 @@ pub(crate) struct StoredResponse {
     /// The JSON body. For a tenant create it holds the tenant token: the one plaintext copy
     /// the contract allows, erased with the record.
     pub(crate) body: String,
+}
+
+impl std::fmt::Debug for StoredResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredResponse")
+            .field("status", &self.status)
+            .field("location", &self.location)
+            .field(
+                "body",
+                &format_args!("<{} bytes, redacted>", self.body.len()),
+            )
+            .finish()
+    }
 }
 
 /// Turns a write's result into the response a replay will send.

@@ -83,12 +83,17 @@ pub(super) fn for_each_row(
 /// Replays the whole chain, then compares every stored tenant with it. Memory grows with the
 /// number of tenants (a few dozen bytes each), not with the number of events.
 pub(super) fn verify(conn: &Connection) -> Result<Head, VerifyError> {
+    // Both passes read one snapshot, so a live database that is being written verifies too.
+    let snapshot = conn
+        .unchecked_transaction()
+        .map_err(|e| VerifyError::Read(e.to_string()))?;
     let mut replay = Replay::default();
     for_each_row(conn, |row| replay.push(row))?;
     queries::for_each_tenant(conn, |tenant| match tenant {
         Ok(tenant) => replay.check_tenant(&tenant),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
+    drop(snapshot);
     replay.finish()
 }
 

@@ -154,24 +154,14 @@ impl Handle {
         &self,
         command: impl FnOnce(Reply<T>) -> WriteCommand,
     ) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.writes.try_send(command(reply)).map_err(|e| match e {
-            flume::TrySendError::Full(_) => StoreError::QueueFull,
-            flume::TrySendError::Disconnected(_) => closed(),
-        })?;
-        answer.await.map_err(|_| dropped())?
+        ask(&self.writes, command).await
     }
 
     async fn read<T>(
         &self,
         command: impl FnOnce(Reply<T>) -> ReadCommand,
     ) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.reads.try_send(command(reply)).map_err(|e| match e {
-            flume::TrySendError::Full(_) => StoreError::QueueFull,
-            flume::TrySendError::Disconnected(_) => closed(),
-        })?;
-        answer.await.map_err(|_| dropped())?
+        ask(&self.reads, command).await
     }
 
     /// See [`crate::store::Store::create_tenant`].
@@ -221,6 +211,20 @@ impl Handle {
         }
         answer.await.map_err(|_| dropped())?
     }
+}
+
+/// Queues a command if there is room (a full queue is refused at once, never waited on) and
+/// waits for its answer.
+async fn ask<C, T>(
+    queue: &flume::Sender<C>,
+    command: impl FnOnce(Reply<T>) -> C,
+) -> Result<T, StoreError> {
+    let (reply, answer) = oneshot::channel();
+    queue.try_send(command(reply)).map_err(|e| match e {
+        flume::TrySendError::Full(_) => StoreError::QueueFull,
+        flume::TrySendError::Disconnected(_) => closed(),
+    })?;
+    answer.await.map_err(|_| dropped())?
 }
 
 fn closed() -> StoreError {

@@ -104,6 +104,30 @@ fn open_writer_connection(path: &Path) -> Result<Connection, OpenError> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
+    configure_writer(&conn, path)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+/// Opens the writer's connection again, after the one before it had to be given up: only the
+/// file that is already there, at exactly this build's schema version, and nothing is
+/// created or migrated (a file replaced or removed meanwhile is an error, not a new start).
+pub(super) fn reopen_writer(path: &Path) -> Result<Connection, OpenError> {
+    let conn = open_existing(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    let version = user_version(&conn)?;
+    if version != schema_version() {
+        return Err(OpenError::Io(format!(
+            "{}: schema version {version} where {} was open; not reopening",
+            path.display(),
+            schema_version()
+        )));
+    }
+    configure_writer(&conn, path)?;
+    Ok(conn)
+}
+
+/// The writer's pragmas: the lock wait, WAL, durable commits, erasure that leaves no trace.
+fn configure_writer(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // WAL lets readers work beside the writer; FULL makes every commit durable on return.
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
@@ -126,8 +150,7 @@ fn open_writer_connection(path: &Path) -> Result<Connection, OpenError> {
         [],
         |_| Ok(()),
     )?;
-    migrate(&conn)?;
-    Ok(conn)
+    Ok(())
 }
 
 /// Page cache of each read connection, in KiB. It holds the interior pages of the tenants

@@ -48,7 +48,7 @@ impl WriteCommand {
 }
 
 /// What one batch changed, applied to [`Stats`] once it is committed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Delta {
     created: u64,
     tombstoned: u64,
@@ -87,6 +87,8 @@ pub(super) struct Writer {
     /// Set when a transaction could not be ended and the connection could not be replaced:
     /// a new connection is opened before the next batch.
     reopen_pending: bool,
+    /// Whether a write could begin, once a probe of this batch has found out.
+    writable: Option<Result<(), StoreError>>,
     checkpointer: Checkpointer,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
@@ -118,6 +120,7 @@ impl Writer {
             poisoned: None,
             head_stale: false,
             reopen_pending: false,
+            writable: None,
             checkpointer,
             #[cfg(test)]
             fail_next_rollback: false,
@@ -163,7 +166,7 @@ impl Writer {
     /// command is answered with the error: nothing runs outside the transaction.
     fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
         let writes = batch.iter().filter(|c| c.writes()).count();
-        let head_before = self.head.clone();
+        self.writable = None;
         let mut failed = self.reopen_if_pending().err();
         if failed.is_none() && writes > 0 {
             failed = self
@@ -171,6 +174,8 @@ impl Writer {
                 .and_then(|()| self.reload_stale_head())
                 .err();
         }
+        // Taken once the head is known for sure: a reopen leaves it to be read again.
+        let head_before = self.head.clone();
         let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
         for command in batch.drain(..) {
             if failed.is_some() {
@@ -243,16 +248,24 @@ impl Writer {
         }
     }
 
-    /// Replaces the connection if an earlier failure asked for it.
+    /// Replaces the connection if an earlier failure asked for it. The old one is closed
+    /// first, which makes SQLite roll back what it left open; a close that fails keeps the
+    /// old connection and the request to reopen, and the batch fails.
     fn reopen_if_pending(&mut self) -> Result<(), StoreError> {
         if !self.reopen_pending {
             return Ok(());
         }
-        let mut conn = open::open_writer(&self.config.path)
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let unavailable = |e: String| StoreError::Unavailable(format!("cannot reopen: {e}"));
+        let mut conn =
+            open::reopen_writer(&self.config.path).map_err(|e| unavailable(e.to_string()))?;
         self.checkpointer.watch(&mut conn)?;
-        // The old connection is closed here, and SQLite rolls back what it left open.
-        self.conn = conn;
+        let old = std::mem::replace(&mut self.conn, conn);
+        if let Err((old, e)) = old.close() {
+            self.conn = old;
+            return Err(unavailable(format!(
+                "the old connection does not close: {e}"
+            )));
+        }
         self.reopen_pending = false;
         self.head_stale = true;
         Ok(())
@@ -349,6 +362,10 @@ impl Writer {
                 finish(reply, result)
             }
             WriteCommand::CheckWritable(reply) => {
+                // A prober that has given up needs no lock taken for it.
+                if reply.is_closed() {
+                    return Box::new(|_| {});
+                }
                 let result = self.guarded(false, |w| w.check_writable(in_transaction));
                 finish(reply, result)
             }
@@ -370,10 +387,12 @@ impl Writer {
         if savepoint {
             self.sql("SAVEPOINT command")?;
         }
-        let head = self.head.clone();
+        let (head, delta) = (self.head.clone(), self.delta.clone());
         let result = run_guarded(|| op(self));
         if result.is_err() {
+            // What the command appended or counted is rolled back with it.
             self.head = head.clone();
+            self.delta = delta.clone();
         }
         if savepoint {
             let ended = if result.is_ok() {
@@ -388,6 +407,7 @@ impl Writer {
                 self.poisoned = Some(error.clone());
                 if result.is_ok() {
                     self.head = head;
+                    self.delta = delta;
                     return Err(error);
                 }
             }
@@ -505,15 +525,20 @@ impl Writer {
 
     /// Proves a write could begin: inside a write batch the lock is held already; otherwise
     /// `BEGIN IMMEDIATE` takes it (waiting out the busy timeout) and lets it go.
+    /// Every probe of one batch shares one attempt.
     fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
         if in_transaction {
             return Ok(());
         }
-        self.sql("BEGIN IMMEDIATE")?;
-        if self.rollback().is_err() || !self.conn.is_autocommit() {
+        if let Some(known) = &self.writable {
+            return known.clone();
+        }
+        let began = self.sql("BEGIN IMMEDIATE");
+        if began.is_ok() && (self.rollback().is_err() || !self.conn.is_autocommit()) {
             self.end_failed_transaction();
         }
-        Ok(())
+        self.writable = Some(began.clone());
+        began
     }
 
     /// Appends `event` to the chain, inside the caller's transaction.
@@ -783,6 +808,54 @@ mod tests {
         let head = audit::verify(&writer.conn).expect("the chain verifies");
         assert_eq!(head.seq, 1);
         assert_eq!(head, writer.head, "the writer's head is the stored one");
+    }
+
+    /// The connection is reopened only on the file that was open: one removed meanwhile is
+    /// not created anew (which would answer writes that no reader sees).
+    #[test]
+    fn a_reopen_never_creates_a_new_database() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let path = dir.path().join("t.db");
+        std::fs::remove_file(&path).expect("removing the file under the writer");
+        let (faulty, faulty_answer) = create(FAULT_ROLLBACK_NAME, None);
+        run(&mut writer, vec![faulty]);
+        assert!(faulty_answer.blocking_recv().expect("an answer").is_err());
+        let (next, next_answer) = create("next", None);
+        run(&mut writer, vec![next]);
+        assert!(
+            matches!(
+                next_answer.blocking_recv().expect("an answer"),
+                Err(StoreError::Unavailable(_))
+            ),
+            "no write is taken while the file cannot be reopened"
+        );
+        assert!(!path.exists(), "the database file was not created anew");
+    }
+
+    /// A command that fails after it counted (here its rendering panics) takes its counts
+    /// back with it: the batch's other command commits, and the counters match the database.
+    #[test]
+    fn a_failed_command_counts_nothing() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let mut panicking = keyed("admin", "k", "/v1/tenants", b"x");
+        if let Some(keyed) = panicking.as_mut() {
+            keyed.render = Box::new(|_: &Created| panic!("a rendering that fails"));
+        }
+        let (failing, failing_answer) = create("failing", panicking);
+        let (plain, plain_answer) = create("plain", None);
+        run(&mut writer, vec![failing, plain]);
+        assert!(matches!(
+            failing_answer.blocking_recv().expect("an answer"),
+            Err(StoreError::Internal(_))
+        ));
+        assert!(plain_answer.blocking_recv().expect("an answer").is_ok());
+        assert_eq!(tenant_names(&writer), ["plain"]);
+        let stats = writer.stats();
+        assert_eq!(stats.active.load(Ordering::Relaxed), 1, "one active tenant");
+        assert_eq!(stats.audit_events.load(Ordering::Relaxed), 1, "one event");
+        assert_eq!(audit::verify(&writer.conn).map(|h| h.seq), Ok(1));
     }
 
     #[test]
