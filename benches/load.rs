@@ -319,7 +319,10 @@ fn seed_from_clock() -> u128 {
 enum Kind {
     Healthz,
     Create,
+    /// Reads with the admin token.
     Read,
+    /// Reads with each tenant's own token, which the service checks on its credential path.
+    ReadOwn,
     /// `read_percent` reads, the rest creates.
     Mix {
         read_percent: u32,
@@ -331,8 +334,8 @@ struct Workload {
     kind: Kind,
     /// `Bearer <admin token>`.
     auth: String,
-    /// Paths of tenants to read (`/v1/tenants/<id>`), chosen at random.
-    paths: Arc<Vec<String>>,
+    /// Tenants to read, chosen at random.
+    paths: Arc<Vec<Seeded>>,
     /// Makes every created name unique across connections and runs.
     names: AtomicU64,
     run: u128,
@@ -341,7 +344,7 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(kind: Kind, server: &Server, paths: Arc<Vec<String>>, collect: bool) -> Self {
+    fn new(kind: Kind, server: &Server, paths: Arc<Vec<Seeded>>, collect: bool) -> Self {
         Self {
             kind,
             auth: format!("Bearer {}", server.token),
@@ -362,7 +365,7 @@ impl Workload {
                 return;
             }
             Kind::Create => true,
-            Kind::Read => false,
+            Kind::Read | Kind::ReadOwn => false,
             Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
         };
         if create || self.paths.is_empty() {
@@ -388,9 +391,13 @@ impl Workload {
                 Some(body),
             );
         } else {
-            let path = &self.paths[(next(rng) % self.paths.len() as u64) as usize];
-            let headers = [HOST, ("Authorization", self.auth.as_str())];
-            wire::write_request(out, "GET", path, wire::HTTP_11, &headers, None);
+            let tenant = &self.paths[(next(rng) % self.paths.len() as u64) as usize];
+            let auth = match self.kind {
+                Kind::ReadOwn => tenant.auth.as_str(),
+                _ => self.auth.as_str(),
+            };
+            let headers = [HOST, ("Authorization", auth)];
+            wire::write_request(out, "GET", &tenant.path, wire::HTTP_11, &headers, None);
         }
     }
 }
@@ -429,8 +436,8 @@ struct Tally {
     requests: u64,
     errors: u64,
     statuses: Vec<(u16, u64)>,
-    /// Paths of the tenants created, when collected.
-    paths: Vec<String>,
+    /// The tenants created, when collected.
+    paths: Vec<Seeded>,
 }
 
 impl Tally {
@@ -520,10 +527,22 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire
     }
 }
 
-/// The path of the tenant a create's body describes.
-fn tenant_path(body: &[u8]) -> Option<String> {
+/// A tenant the seeding made: its path and its own `Authorization` value.
+struct Seeded {
+    /// `/v1/tenants/<id>`.
+    path: String,
+    /// `Bearer <its tenant token>`.
+    auth: String,
+}
+
+/// The tenant a create's body describes.
+fn tenant_path(body: &[u8]) -> Option<Seeded> {
     let created: serde_json::Value = serde_json::from_slice(body).ok()?;
-    Some(format!("/v1/tenants/{}", created["id"].as_str()?))
+    let token = created["sidecar_config_env"]["TENANTD_TENANT_TOKEN"].as_str()?;
+    Some(Seeded {
+        path: format!("/v1/tenants/{}", created["id"].as_str()?),
+        auth: format!("Bearer {token}"),
+    })
 }
 
 /// Runs `connections` closed loops until `stop`, and merges what they saw.
@@ -569,7 +588,7 @@ async fn measure(
     server: &Server,
     name: &str,
     kind: Kind,
-    paths: &Arc<Vec<String>>,
+    paths: &Arc<Vec<Seeded>>,
 ) -> Result<Row, String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s measured",
@@ -608,7 +627,7 @@ async fn measure(
 
 /// Creates tenants through the API until `total` exist (of which `have` already do), and
 /// returns the new tenants' paths.
-async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec<String>, String> {
+async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec<Seeded>, String> {
     const STEP: u64 = 100_000;
     let mut paths = Vec::new();
     let started = Instant::now();
@@ -662,6 +681,8 @@ async fn run(args: &Args) -> Result<Report, String> {
         let paths = Arc::new(seed(&server, args, 0, args.base).await?);
         let name = format!("GET tenant ({} tenants)", args.base);
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
+        let name = format!("GET tenant, own token ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::ReadOwn, &paths).await?);
         let mix = Kind::Mix { read_percent: 90 };
         rows.push(measure(args, &server, "90 % read / 10 % create", mix, &paths).await?);
         server.stop();

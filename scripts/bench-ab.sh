@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-ab`: the load benchmark against two builds in alternating runs on one machine,
-# so that what the host does meanwhile (steal time, other work) falls on both sides alike.
+# so that what the host does meanwhile (steal time, other work) falls on both sides alike;
+# the order within a round flips every round.
 #
 #   BASE=<git revision>   the build to compare against (default: the previous commit)
 #   ROUNDS=N              runs of each side, alternating base, new, base, new, … (default 3)
@@ -43,7 +44,11 @@ echo "bench-ab: building the new side and the load generator"
 base_bin="$out/base-target/release/tenantd"
 new_bin="$root/target/release/tenantd"
 for round in $(seq 1 "$rounds"); do
-    for side in base new; do
+    # The order flips every round, so that neither side always runs right after the other
+    # (whose deleted database the kernel may still be writing back).
+    order="base new"
+    [ $((round % 2)) -eq 0 ] && order="new base"
+    for side in $order; do
         bin=$base_bin
         [ "$side" = new ] && bin=$new_bin
         echo "bench-ab: round $round/$rounds, $side"
