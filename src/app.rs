@@ -15,8 +15,9 @@ pub(crate) struct App {
     pub(crate) limits: Limits,
     /// The admin token's hash.
     pub(crate) admin_token: AdminTokenHash,
-    /// The URL handed to sidecars as `TENANTD_URL`.
-    pub(crate) public_url: String,
+    /// The URL handed to sidecars as `TENANTD_URL`; shared, since every keyed create's
+    /// rendering holds it.
+    pub(crate) public_url: std::sync::Arc<str>,
     /// Request counters and durations.
     pub(crate) metrics: std::sync::Arc<Metrics>,
     /// The ids of requests that came without a valid one.

@@ -154,10 +154,10 @@ pub(crate) struct Entry {
     pub(crate) seq: i64,
     /// RFC 3339, UTC, milliseconds.
     pub(crate) occurred_at: String,
-    /// [`Actor::as_str`].
-    pub(crate) actor: String,
-    /// [`AuditEvent::action`].
-    pub(crate) action: String,
+    /// [`Actor::as_str`]; borrowed when written, owned when read back.
+    pub(crate) actor: Cow<'static, str>,
+    /// [`AuditEvent::action`]; borrowed when written, owned when read back.
+    pub(crate) action: Cow<'static, str>,
     /// The tenant concerned.
     pub(crate) tenant_id: String,
     /// [`AuditEvent::payload`].
@@ -170,8 +170,8 @@ impl Entry {
         Self {
             seq,
             occurred_at: occurred_at.to_owned(),
-            actor: actor.as_str().to_owned(),
-            action: event.action().to_owned(),
+            actor: Cow::Borrowed(actor.as_str()),
+            action: Cow::Borrowed(event.action()),
             tenant_id: event.tenant_id().as_str().to_owned(),
             payload: event.payload(),
         }
@@ -234,6 +234,14 @@ impl Linked {
         Head {
             seq: self.entry.seq,
             hash: self.hash.clone(),
+        }
+    }
+
+    /// The head once this row is appended, taking the row's hash rather than copying it.
+    pub(crate) fn into_head(self) -> Head {
+        Head {
+            seq: self.entry.seq,
+            hash: self.hash,
         }
     }
 }

@@ -90,7 +90,7 @@ pub async fn run(
         store,
         limits: config.limits,
         admin_token: config.admin_token,
-        public_url,
+        public_url: public_url.into(),
         metrics: Arc::clone(&metrics),
         request_ids: RequestIds::new(),
     });

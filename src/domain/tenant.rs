@@ -26,7 +26,10 @@ impl TenantId {
     pub(crate) fn parse(raw: &str) -> Option<Self> {
         let text = raw.strip_prefix(TENANT_ID_PREFIX)?;
         let ulid = Ulid::from_string(text).ok()?;
-        (ulid.to_string() == text).then(|| Self(raw.to_owned()))
+        // Canonical: the decoder also takes lower case and look-alike letters, so the text
+        // must be what the encoder writes (on the stack: no allocation per request).
+        let mut canonical = [0u8; ulid::ULID_LEN];
+        (ulid.array_to_str(&mut canonical) == text).then(|| Self(raw.to_owned()))
     }
 
     /// The id of a ULID this process made.

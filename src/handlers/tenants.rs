@@ -56,7 +56,7 @@ pub(crate) async fn create(
         tenant,
         idempotency_key,
     } = create_request(&parts.headers, &body)?;
-    let url = app.public_url.clone();
+    let url = std::sync::Arc::clone(&app.public_url);
     let keyed = keyed(
         principal,
         idempotency_key,

@@ -32,8 +32,8 @@ pub(super) fn append(conn: &Connection, row: &Linked) -> rusqlite::Result<()> {
     .execute(params![
         e.seq,
         e.occurred_at,
-        e.actor,
-        e.action,
+        e.actor.as_ref(),
+        e.action.as_ref(),
         e.tenant_id,
         e.payload,
         row.prev_hash,
@@ -66,8 +66,8 @@ pub(super) fn for_each_row(
             entry: Entry {
                 seq: row.get(0).map_err(unreadable)?,
                 occurred_at: row.get(1).map_err(unreadable)?,
-                actor: row.get(2).map_err(unreadable)?,
-                action: row.get(3).map_err(unreadable)?,
+                actor: row.get::<_, String>(2).map_err(unreadable)?.into(),
+                action: row.get::<_, String>(3).map_err(unreadable)?.into(),
                 tenant_id: row.get(4).map_err(unreadable)?,
                 payload: row.get(5).map_err(unreadable)?,
             },
@@ -124,7 +124,7 @@ mod tests {
             seq: head.seq + 1,
             occurred_at,
             actor: "admin".into(),
-            action,
+            action: action.into(),
             tenant_id,
             payload,
         };

@@ -12,48 +12,57 @@ pub(super) fn now(conn: &Connection) -> rusqlite::Result<String> {
         .query_row([], |row| row.get(0))
 }
 
-/// The columns [`tenant_from_row`] reads, in its order.
-const TENANT_COLUMNS: &str =
-    "id, name, state, opening_deposit_atomic, balance_atomic, created_at, tombstoned_at";
+/// The columns [`tenant_from_row`] reads, in its order, after the id.
+macro_rules! tenant_columns {
+    () => {
+        "name, state, opening_deposit_atomic, balance_atomic, created_at, tombstoned_at"
+    };
+}
 
-/// A stored tenant row as a domain value; a row that breaks a rule is a bug (or tampering),
-/// reported by what is wrong.
-fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Tenant, String>> {
-    let id: String = row.get(0)?;
-    let name: String = row.get(1)?;
-    let state: String = row.get(2)?;
-    let deposit: String = row.get(3)?;
-    let balance: String = row.get(4)?;
-    let created_at: String = row.get(5)?;
-    let tombstoned_at: Option<String> = row.get(6)?;
-    let corrupt = |what: &str| format!("tenant {id:?} has a bad {what}");
-    let parsed = (|| {
-        let state = match (state.as_str(), tombstoned_at) {
-            ("active", None) => TenantState::Active,
-            ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
-            _ => return Err(corrupt("state")),
-        };
-        Ok(Tenant {
-            id: TenantId::parse(&id).ok_or_else(|| corrupt("id"))?,
-            name: TenantName::parse(&name).map_err(|_| corrupt("name"))?,
-            created_at,
-            state,
-            budget: TenantBudget {
-                opening_deposit: Atomic::parse(&deposit).map_err(|_| corrupt("deposit"))?,
-                balance: Atomic::parse(&balance).map_err(|_| corrupt("balance"))?,
-            },
-        })
-    })();
-    Ok(parsed)
+/// The tenant `id` from a row of [`tenant_columns`] starting at column `at`; a row that breaks
+/// a rule is a bug (or tampering), reported by what is wrong. Columns that are only parsed are
+/// read in place, without a copy.
+fn tenant_from_row(
+    id: TenantId,
+    row: &Row<'_>,
+    at: usize,
+) -> rusqlite::Result<Result<Tenant, String>> {
+    let text = |i: usize| row.get_ref(at + i).and_then(|v| Ok(v.as_str()?));
+    let corrupt = |what: &str| format!("tenant {id} has a bad {what}");
+    let name = match TenantName::parse(text(0)?) {
+        Ok(name) => name,
+        Err(_) => return Ok(Err(corrupt("name"))),
+    };
+    let state = match (text(1)?, row.get::<_, Option<String>>(at + 5)?) {
+        ("active", None) => TenantState::Active,
+        ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
+        _ => return Ok(Err(corrupt("state"))),
+    };
+    let (Ok(opening_deposit), Ok(balance)) = (Atomic::parse(text(2)?), Atomic::parse(text(3)?))
+    else {
+        return Ok(Err(corrupt("amount")));
+    };
+    Ok(Ok(Tenant {
+        name,
+        created_at: row.get(at + 4)?,
+        state,
+        budget: TenantBudget {
+            opening_deposit,
+            balance,
+        },
+        id,
+    }))
 }
 
 /// The tenant with this id, if there is one.
 pub(super) fn tenant(conn: &Connection, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
     let found = conn
-        .prepare_cached(&format!(
-            "SELECT {TENANT_COLUMNS} FROM tenants WHERE id = ?1"
+        .prepare_cached(concat!(
+            "SELECT ",
+            tenant_columns!(),
+            " FROM tenants WHERE id = ?1"
         ))?
-        .query_row([id.as_str()], tenant_from_row)
+        .query_row([id.as_str()], |row| tenant_from_row(id.clone(), row, 0))
         .optional()?;
     found.transpose().map_err(StoreError::Internal)
 }
@@ -66,13 +75,28 @@ pub(super) fn for_each_tenant(
 ) -> Result<(), VerifyError> {
     let read = |e: rusqlite::Error| VerifyError::Read(e.to_string());
     let mut stmt = conn
-        .prepare(&format!("SELECT {TENANT_COLUMNS} FROM tenants ORDER BY id"))
+        .prepare(concat!(
+            "SELECT id, ",
+            tenant_columns!(),
+            " FROM tenants ORDER BY id"
+        ))
         .map_err(read)?;
     let mut rows = stmt.query([]).map_err(read)?;
     while let Some(row) = rows.next().map_err(read)? {
-        match tenant_from_row(row) {
+        let raw_id = row
+            .get_ref(0)
+            .and_then(|v| Ok(v.as_str()?))
+            .map_err(|e| VerifyError::Read(e.to_string()))?;
+        let Some(id) = TenantId::parse(raw_id) else {
+            check(Err(format!("a tenant row has a bad id {raw_id:?}")))?;
+            continue;
+        };
+        match tenant_from_row(id, row, 1) {
             Ok(tenant) => check(tenant)?,
-            Err(e @ rusqlite::Error::InvalidColumnType(..)) => {
+            Err(
+                e @ (rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::FromSqlConversionFailure(..)),
+            ) => {
                 check(Err(format!("a tenant row cannot be read: {e}")))?;
             }
             Err(e) => return Err(read(e)),

@@ -550,7 +550,7 @@ impl Writer {
     ) -> Result<(), StoreError> {
         let row = self.head.link(occurred_at, actor, event);
         audit::append(&self.conn, &row)?;
-        self.head = row.head();
+        self.head = row.into_head();
         self.delta.audit_events += 1;
         Ok(())
     }
@@ -883,6 +883,51 @@ mod tests {
             wal < bound,
             "the WAL holds {wal} bytes after {WRITES} writes; it should have started over below {bound}"
         );
+    }
+
+    /// `audit verify` compares the replayed chain with the stored rows: an edited balance, a
+    /// renamed tenant or a column of the wrong type is found although the chain is intact.
+    #[test]
+    fn verify_finds_rows_edited_behind_the_service() {
+        let tampering = [
+            (
+                "an edited balance",
+                "UPDATE tenants SET balance_atomic = '6'",
+            ),
+            ("an edited name", "UPDATE tenants SET name = 'other'"),
+            (
+                "a name of the wrong type",
+                "UPDATE tenants SET name = x'ff00'",
+            ),
+            (
+                "an edited creation time",
+                "UPDATE tenants SET created_at = '2000-01-01T00:00:00.000Z'",
+            ),
+        ];
+        for (what, sql) in tampering {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let mut writer = writer(&dir);
+            let (command, answer) = create("kept", None);
+            run(&mut writer, vec![command]);
+            assert!(answer.blocking_recv().expect("an answer").is_ok());
+            assert_eq!(
+                audit::verify(&writer.conn).map(|h| h.seq),
+                Ok(1),
+                "{what}: before"
+            );
+            writer
+                .conn
+                .execute_batch(&format!("DROP TRIGGER tenants_identity_immutable; {sql};"))
+                .expect("tampering");
+            assert!(
+                matches!(
+                    audit::verify(&writer.conn),
+                    Err(crate::audit::VerifyError::Unaccounted { .. })
+                ),
+                "{what} is found: {:?}",
+                audit::verify(&writer.conn)
+            );
+        }
     }
 
     #[test]
