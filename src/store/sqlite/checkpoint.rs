@@ -3,10 +3,9 @@
 //! SQLite's automatic checkpoint runs inside the `COMMIT` that crosses its threshold: it
 //! copies the WAL into the database file and fsyncs it while every queued write waits. Here
 //! the writer's WAL hook only signals, and this thread runs a PASSIVE checkpoint on its own
-//! connection, which never blocks the writer or the readers. Once a passive pass has copied
-//! every frame, a RESTART (a TRUNCATE after an erasure, which empties the file too) holds the
-//! write lock for a moment so that the writer starts the WAL over; with a short wait for the
-//! lock.
+//! connection, which never blocks the writer or the readers. After an erasure the WAL is also
+//! emptied (TRUNCATE), which holds the write lock for a moment: only once a passive pass has
+//! copied every frame, and with a short wait for the lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -134,21 +133,18 @@ fn run(conn: &Connection, signal: &Signal) {
             Ok((frames, done)) => log::debug!("checkpointed {done} of {frames} WAL frames"),
             Err(e) => log::warn!("checkpoint failed: {e}"),
         }
-        // The writer starts the WAL over (rather than appending to it) only when every frame
-        // was copied before its transaction began, which a passive pass beside a busy writer
-        // seldom manages: the WAL would grow, and every commit past CHECKPOINT_PAGES would
-        // wake another pass. So once a passive pass has copied every frame, a RESTART (or,
-        // after an erasure, a TRUNCATE) finishes the job under the write lock: little is left
-        // to do, and the lock is waited for only briefly (CHECKPOINT_BUSY_TIMEOUT), so the
-        // writer's own wait never runs out.
-        let copied_all = matches!(passive, Ok((frames, done)) if frames == done && frames > 0);
-        let mode = if truncate {
-            CheckpointMode::TRUNCATE
-        } else {
-            CheckpointMode::RESTART
-        };
-        let finished = copied_all && conn.wal_checkpoint_v2(None::<&str>, mode).is_ok();
-        if truncate && !finished {
+        if !truncate {
+            continue;
+        }
+        // Emptying the WAL takes the write lock. Once a passive pass has copied every frame
+        // there is little left to do under it, and the lock is waited for only briefly
+        // (CHECKPOINT_BUSY_TIMEOUT), so the writer's own wait never runs out.
+        let copied_all = matches!(passive, Ok((frames, done)) if frames == done);
+        let emptied = copied_all
+            && conn
+                .wal_checkpoint_v2(None::<&str>, CheckpointMode::TRUNCATE)
+                .is_ok();
+        if !emptied {
             // Readers or the writer were in the way: again at the next wake-up.
             signal.truncate.store(true, Ordering::Release);
         }

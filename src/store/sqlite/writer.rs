@@ -858,33 +858,6 @@ mod tests {
         assert_eq!(audit::verify(&writer.conn).map(|h| h.seq), Ok(1));
     }
 
-    /// Under a steady stream of writes (with the short gaps between requests that real
-    /// clients leave), the WAL starts over after each checkpoint instead of growing: it stays
-    /// near CHECKPOINT_PAGES, where an unfinished checkpoint would leave it growing by every
-    /// commit.
-    #[test]
-    fn the_wal_starts_over_under_sustained_writes() {
-        const WRITES: usize = 3000;
-        const PAGE_BYTES: u64 = 4096;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut writer = writer(&dir);
-        for i in 0..WRITES {
-            let (command, answer) = create(&format!("steady-{i}"), None);
-            run(&mut writer, vec![command]);
-            assert!(answer.blocking_recv().expect("an answer").is_ok());
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-        let wal = std::fs::metadata(dir.path().join("t.db-wal"))
-            .expect("the WAL")
-            .len();
-        let bound =
-            2 * super::super::checkpoint::CHECKPOINT_PAGES.unsigned_abs() as u64 * PAGE_BYTES;
-        assert!(
-            wal < bound,
-            "the WAL holds {wal} bytes after {WRITES} writes; it should have started over below {bound}"
-        );
-    }
-
     /// `audit verify` compares the replayed chain with the stored rows: an edited balance, a
     /// renamed tenant or a column of the wrong type is found although the chain is intact.
     #[test]

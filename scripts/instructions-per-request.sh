@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by valgrind's callgrind: a measure of the server's CPU cost
+# that does not move with what else the host is doing (steal time, other load), for comparing
+# two builds where `make bench-ab` is too noisy to show a few per cent.
+#
+#   scripts/instructions-per-request.sh BINARY [WORKLOAD ...]
+#
+# Workloads: healthz, read (admin token), own (each tenant's own token), create. Each runs
+# the binary under callgrind (every thread counted) twice, with N and 3N requests on one
+# keep-alive connection from a small Python client, and prints (Ir(3N) - Ir(N)) / 2N, so
+# start-up, seeding and shutdown cancel out. N is 1000 (INSTR_N to change it). Needs
+# valgrind, python3 and curl; takes about a minute per workload.
+set -euo pipefail
+
+bin=$(realpath "$1")
+shift
+workloads=("$@")
+[ ${#workloads[@]} -eq 0 ] && workloads=(healthz read own create)
+n=${INSTR_N:-1000}
+
+client=$(mktemp)
+trap 'rm -f "$client"' EXIT
+cat > "$client" <<'PY'
+import http.client, json, sys
+port, token, kind, n = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3], int(sys.argv[4])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+def request(method, path, body=None, auth=token):
+    headers = {"Authorization": "Bearer " + auth}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, body=body, headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    assert response.status in (200, 201), (response.status, data)
+    return data
+tenants = []
+for i in range(200 if kind in ("read", "own") else 0):
+    made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1"})))
+    tenants.append(("/v1/tenants/" + made["id"], made["sidecar_config_env"]["TENANTD_TENANT_TOKEN"]))
+for i in range(n):
+    if kind == "healthz":
+        request("GET", "/healthz")
+    elif kind == "read":
+        request("GET", tenants[i % len(tenants)][0])
+    elif kind == "own":
+        path, own = tenants[i % len(tenants)]
+        request("GET", path, auth=own)
+    elif kind == "create":
+        request("POST", "/v1/tenants", json.dumps({"name": f"create-{i}", "opening_deposit_atomic": "1000"}))
+    else:
+        sys.exit(f"unknown workload {kind}")
+PY
+
+# Total instructions of one run of `kind` with `count` requests.
+instructions() {
+    local kind=$1 count=$2 dir port pid
+    dir=$(mktemp -d)
+    head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' > "$dir/token"
+    port=$((20000 + RANDOM % 20000))
+    valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+        "$bin" serve --listen "127.0.0.1:$port" --db "$dir/t.db" --admin-token-file "$dir/token" \
+        > "$dir/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 150); do
+        curl -s -o /dev/null "127.0.0.1:$port/healthz" && break
+        sleep 0.2
+    done
+    python3 "$client" "$port" "$dir/token" "$kind" "$count"
+    kill -TERM "$pid"
+    wait "$pid"
+    grep -E '^(summary|totals):' "$dir/callgrind.out" | head -n 1 | awk '{print $2}'
+    rm -rf "$dir"
+}
+
+for kind in "${workloads[@]}"; do
+    once=$(instructions "$kind" "$n")
+    thrice=$(instructions "$kind" $((3 * n)))
+    echo "$kind: $(( (thrice - once) / (2 * n) )) instructions per request"
+done
