@@ -31,7 +31,7 @@ fn module_of(file: &Path) -> Option<String> {
     (!matches!(name, "lib" | "main")).then(|| name.to_owned())
 }
 
-/// The code of a file without its comments and its test modules' imports of test helpers.
+/// The code of a file without its comment lines.
 fn code(file: &Path) -> String {
     std::fs::read_to_string(file)
         .expect("a readable source file")

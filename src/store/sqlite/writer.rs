@@ -560,8 +560,6 @@ impl Writer {
         new: &crate::domain::NewTenant,
         actor: &Actor,
     ) -> Result<Created, StoreError> {
-        #[cfg(test)]
-        self.inject_faults(new.name.as_str());
         let id = self.ids.next_id(ids::now_unix_ms());
         let token = TenantToken::mint(&id);
         let created_at = queries::now(&self.conn)?;
@@ -595,10 +593,7 @@ impl Writer {
         self.record(&created_at, actor, &event)?;
         self.delta.created += 1;
         #[cfg(test)]
-        if new.name.as_str() == crate::store::FAULT_ROLLBACK_NAME {
-            self.fail_next_rollback = true;
-            self.poisoned = Some(StoreError::Unavailable("an injected failure".into()));
-        }
+        self.inject_faults(new.name.as_str());
         Ok(Created {
             tenant: Tenant {
                 id,
@@ -614,11 +609,17 @@ impl Writer {
         })
     }
 
-    /// The test builds' fault hooks, keyed by the name of a tenant being created.
+    /// The test builds' fault hooks, keyed by the name of a tenant being created, run once
+    /// its row and its event are written: a panic (the savepoint must take both back), or a
+    /// failure of the batch whose `ROLLBACK` then fails too.
     #[cfg(test)]
     fn inject_faults(&mut self, name: &str) {
         if name == crate::store::FAULT_PANIC_NAME {
             panic!("an injected fault");
+        }
+        if name == crate::store::FAULT_ROLLBACK_NAME {
+            self.fail_next_rollback = true;
+            self.poisoned = Some(StoreError::Unavailable("an injected failure".into()));
         }
     }
 

@@ -23,23 +23,18 @@ pub fn wal_path(db: &Path) -> PathBuf {
 
 /// Opens a database read-only for independent checks.
 pub fn open_ro(path: &Path) -> Connection {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .unwrap_or_else(|e| panic!("opening {} read-only: {e}", path.display()));
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .expect("setting a busy timeout");
-    conn
+    open_with(path, OpenFlags::SQLITE_OPEN_READ_ONLY, "read-only")
 }
 
 /// Opens a database read-write (for tampering and locking tests only).
 pub fn open_rw(path: &Path) -> Connection {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .unwrap_or_else(|e| panic!("opening {} read-write: {e}", path.display()));
+    open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE, "read-write")
+}
+
+/// Opens an existing database with `access`, waiting for locks as the server does.
+fn open_with(path: &Path, access: OpenFlags, what: &str) -> Connection {
+    let conn = Connection::open_with_flags(path, access | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .unwrap_or_else(|e| panic!("opening {} {what}: {e}", path.display()));
     conn.busy_timeout(BUSY_TIMEOUT)
         .expect("setting a busy timeout");
     conn
