@@ -127,3 +127,170 @@ FROM idempotency_keys;
 DROP TABLE idempotency_keys;
 ALTER TABLE idempotency_keys_v2 RENAME TO idempotency_keys;
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);
+
+-- migration 3: budgets that can be spent. A tenant has one or more budgets; each holds its
+-- running totals, and every movement appends a ledger entry. Reservations hold part of a
+-- budget until they are committed, released or expire. Amounts are decimal text (as in the
+-- first migration); the invariant credited >= debited + spent + reserved is kept by the writer,
+-- in the transaction of every movement, with checked 128-bit arithmetic.
+--
+-- Every tenant made before gets its default budget (id `bud_` + the tenant's ULID, name
+-- `default`, unit `atomic`) from its opening deposit, which nothing could move until now, and
+-- that budget's `opening_deposit` entry (id `ent_` + the same ULID). A tombstoned tenant's
+-- budget is closed when the tenant was tombstoned. The tenants' own `balance_atomic` column
+-- goes: the budgets table holds the figures now.
+CREATE TABLE budgets (
+    id                     TEXT PRIMARY KEY,
+    tenant_id              TEXT NOT NULL,
+    name                   TEXT NOT NULL,
+    unit                   TEXT NOT NULL,
+    state                  TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+    created_at             TEXT NOT NULL,
+    closed_at              TEXT,
+    opening_deposit_atomic TEXT NOT NULL CHECK (
+        length(opening_deposit_atomic) BETWEEN 1 AND 39
+        AND opening_deposit_atomic NOT GLOB '*[^0-9]*'),
+    credited_atomic        TEXT NOT NULL CHECK (
+        length(credited_atomic) BETWEEN 1 AND 39 AND credited_atomic NOT GLOB '*[^0-9]*'),
+    debited_atomic         TEXT NOT NULL CHECK (
+        length(debited_atomic) BETWEEN 1 AND 39 AND debited_atomic NOT GLOB '*[^0-9]*'),
+    spent_atomic           TEXT NOT NULL CHECK (
+        length(spent_atomic) BETWEEN 1 AND 39 AND spent_atomic NOT GLOB '*[^0-9]*'),
+    reserved_atomic        TEXT NOT NULL CHECK (
+        length(reserved_atomic) BETWEEN 1 AND 39 AND reserved_atomic NOT GLOB '*[^0-9]*'),
+    CHECK ((state = 'open') = (closed_at IS NULL))
+) WITHOUT ROWID;
+
+-- A name is unique among a tenant's open budgets; a closed budget's name may be taken again.
+CREATE UNIQUE INDEX budgets_open_name ON budgets (tenant_id, name) WHERE state = 'open';
+CREATE INDEX budgets_tenant ON budgets (tenant_id, id);
+
+CREATE TRIGGER budgets_never_deleted
+BEFORE DELETE ON budgets
+BEGIN
+    SELECT RAISE(ABORT, 'budgets are closed, never deleted');
+END;
+
+-- What a budget is does not change, and a closed budget is frozen whole.
+CREATE TRIGGER budgets_identity_immutable
+BEFORE UPDATE ON budgets
+WHEN NEW.id IS NOT OLD.id
+  OR NEW.tenant_id IS NOT OLD.tenant_id
+  OR NEW.name IS NOT OLD.name
+  OR NEW.unit IS NOT OLD.unit
+  OR NEW.created_at IS NOT OLD.created_at
+  OR NEW.opening_deposit_atomic IS NOT OLD.opening_deposit_atomic
+  OR OLD.state = 'closed'
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s identity is immutable and a closed budget is frozen');
+END;
+
+CREATE TABLE reservations (
+    id               TEXT PRIMARY KEY,
+    tenant_id        TEXT NOT NULL,
+    budget_id        TEXT NOT NULL,
+    state            TEXT NOT NULL
+                     CHECK (state IN ('active', 'committed', 'released', 'expired')),
+    amount_atomic    TEXT NOT NULL CHECK (
+        length(amount_atomic) BETWEEN 1 AND 39 AND amount_atomic NOT GLOB '*[^0-9]*'),
+    committed_atomic TEXT CHECK (
+        length(committed_atomic) BETWEEN 1 AND 39 AND committed_atomic NOT GLOB '*[^0-9]*'),
+    memo             TEXT,
+    created_at       TEXT NOT NULL,
+    -- RFC 3339 text of one fixed width, so text order is time order.
+    expires_at       TEXT NOT NULL,
+    settled_at       TEXT,
+    CHECK ((state = 'active') = (settled_at IS NULL)),
+    CHECK ((state = 'committed') = (committed_atomic IS NOT NULL))
+) WITHOUT ROWID;
+
+CREATE INDEX reservations_tenant ON reservations (tenant_id, id);
+-- The active reservations of a budget, soonest to expire first: what a write on the budget
+-- must expire first, and what a close or a tombstone releases.
+CREATE INDEX reservations_active_budget ON reservations (budget_id, expires_at)
+    WHERE state = 'active';
+-- Every active reservation by expiry: the sweep that records expiries within a second.
+CREATE INDEX reservations_active_expiry ON reservations (expires_at) WHERE state = 'active';
+
+CREATE TRIGGER reservations_never_deleted
+BEFORE DELETE ON reservations
+BEGIN
+    SELECT RAISE(ABORT, 'reservations are settled, never deleted');
+END;
+
+-- Only an active reservation changes: its expiry (an extend) or its state (a settlement).
+CREATE TRIGGER reservations_settled_are_final
+BEFORE UPDATE ON reservations
+WHEN OLD.state IS NOT 'active'
+  OR NEW.id IS NOT OLD.id
+  OR NEW.tenant_id IS NOT OLD.tenant_id
+  OR NEW.budget_id IS NOT OLD.budget_id
+  OR NEW.amount_atomic IS NOT OLD.amount_atomic
+  OR NEW.memo IS NOT OLD.memo
+  OR NEW.created_at IS NOT OLD.created_at
+BEGIN
+    SELECT RAISE(ABORT, 'a reservation changes only while it is active');
+END;
+
+CREATE TABLE ledger_entries (
+    id               TEXT PRIMARY KEY,
+    budget_id        TEXT NOT NULL,
+    kind             TEXT NOT NULL CHECK (kind IN ('opening_deposit', 'credit', 'debit',
+                                                   'reserve', 'commit', 'release', 'expire')),
+    amount_atomic    TEXT NOT NULL CHECK (
+        length(amount_atomic) BETWEEN 1 AND 39 AND amount_atomic NOT GLOB '*[^0-9]*'),
+    reservation_id   TEXT,
+    memo             TEXT,
+    occurred_at      TEXT NOT NULL,
+    balance_atomic   TEXT NOT NULL CHECK (
+        length(balance_atomic) BETWEEN 1 AND 39 AND balance_atomic NOT GLOB '*[^0-9]*'),
+    available_atomic TEXT NOT NULL CHECK (
+        length(available_atomic) BETWEEN 1 AND 39 AND available_atomic NOT GLOB '*[^0-9]*')
+) WITHOUT ROWID;
+
+CREATE INDEX ledger_entries_budget ON ledger_entries (budget_id, id);
+
+CREATE TRIGGER ledger_entries_no_update
+BEFORE UPDATE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries are immutable');
+END;
+
+CREATE TRIGGER ledger_entries_no_delete
+BEFORE DELETE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries are immutable');
+END;
+
+INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at,
+                     opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic,
+                     reserved_atomic)
+SELECT 'bud_' || substr(id, 5), id, 'default', 'atomic',
+       CASE state WHEN 'active' THEN 'open' ELSE 'closed' END, created_at, tombstoned_at,
+       opening_deposit_atomic, opening_deposit_atomic, '0', '0', '0'
+FROM tenants;
+
+INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, memo,
+                            occurred_at, balance_atomic, available_atomic)
+SELECT 'ent_' || substr(id, 5), 'bud_' || substr(id, 5), 'opening_deposit',
+       opening_deposit_atomic, NULL, NULL, created_at, opening_deposit_atomic,
+       opening_deposit_atomic
+FROM tenants;
+
+DROP TRIGGER tenants_identity_immutable;
+ALTER TABLE tenants DROP COLUMN balance_atomic;
+
+-- What a tenant is does not change; only its state moves, and only forward.
+CREATE TRIGGER tenants_identity_immutable
+BEFORE UPDATE ON tenants
+WHEN NEW.id IS NOT OLD.id
+  OR NEW.name IS NOT OLD.name
+  OR NEW.opening_deposit_atomic IS NOT OLD.opening_deposit_atomic
+  OR NEW.token_hash IS NOT OLD.token_hash
+  OR NEW.created_at IS NOT OLD.created_at
+  OR (OLD.state = 'tombstoned' AND (
+        NEW.state IS NOT OLD.state
+     OR NEW.tombstoned_at IS NOT OLD.tombstoned_at))
+BEGIN
+    SELECT RAISE(ABORT, 'a tenant''s identity is immutable and a tombstone is final');
+END;

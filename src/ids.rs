@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ulid::Ulid;
 
 use crate::crypto::{hex, random_bytes, sha256};
-use crate::domain::{TENANT_ID_PREFIX, TenantId};
+use crate::domain::TenantId;
 
 /// The 80 random bits of a ULID.
 const ULID_RANDOM_MASK: u128 = (1 << 80) - 1;
@@ -36,7 +36,7 @@ pub(crate) fn now_unix_ms() -> u64 {
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Makes tenant ids that never sort before an earlier one, even within a millisecond or when
+/// Makes ULIDs (for ids of every kind) that never sort before an earlier one, even within a millisecond or when
 /// the clock steps back: then the time part stays and the random part grows by a random
 /// step of 1 to 2^32, so a neighbour's id is not one increment away from one's own.
 #[derive(Debug, Default)]
@@ -47,9 +47,9 @@ pub(crate) struct IdGenerator {
 impl IdGenerator {
     /// Continues after `latest`, the greatest id already stored, so ids stay monotonic across
     /// restarts as well.
-    pub(crate) fn after(latest: Option<&TenantId>) -> Self {
+    pub(crate) fn after(latest: Option<Ulid>) -> Self {
         Self {
-            last: latest.map_or(0, |id| id.ulid().0),
+            last: latest.map_or(0, |ulid| ulid.0),
         }
     }
 
@@ -59,7 +59,7 @@ impl IdGenerator {
     /// At the very top of the 48-bit time range, where no id sorts after the last one: it
     /// refuses rather than wrap to an id that sorts first (a panic in the store is a 500, and
     /// the thread lives on).
-    pub(crate) fn next_id(&mut self, now_ms: u64) -> TenantId {
+    pub(crate) fn next(&mut self, now_ms: u64) -> Ulid {
         let last_ms = self.last >> 80;
         let mut random = [0u8; 16];
         random_bytes(&mut random[6..]);
@@ -78,7 +78,7 @@ impl IdGenerator {
             assert!(next_ms < ULID_MS_END, "the ULID space is exhausted");
             (next_ms << 80) | fresh
         };
-        TenantId::from_ulid(Ulid(self.last))
+        Ulid(self.last)
     }
 }
 
@@ -94,7 +94,7 @@ impl TenantToken {
     pub(crate) fn mint(tenant: &TenantId) -> Self {
         let mut random = [0u8; TENANT_TOKEN_RANDOM_BYTES];
         random_bytes(&mut random);
-        let ulid = &tenant.as_str()[TENANT_ID_PREFIX.len()..];
+        let ulid = &tenant.as_str()[TenantId::PREFIX.len()..];
         let plaintext = format!("{TENANT_TOKEN_PREFIX}{ulid}_{}", hex(&random));
         let hash = sha256(plaintext.as_bytes());
         Self { plaintext, hash }
@@ -120,7 +120,7 @@ impl TenantToken {
         if secret.len() != 2 * TENANT_TOKEN_RANDOM_BYTES || !hex_digits {
             return None;
         }
-        TenantId::parse(&format!("{TENANT_ID_PREFIX}{ulid}"))
+        TenantId::parse(&format!("{}{ulid}", TenantId::PREFIX))
     }
 }
 
@@ -167,9 +167,9 @@ mod tests {
     #[test]
     fn ids_are_monotonic_within_a_millisecond_and_when_the_clock_steps_back() {
         let mut generator = IdGenerator::default();
-        let mut previous = generator.next_id(1_000);
+        let mut previous = TenantId::from_ulid(generator.next(1_000));
         for now in [1_000, 1_000, 999, 0, 1_000, 1_001, 1_001] {
-            let id = generator.next_id(now);
+            let id = TenantId::from_ulid(generator.next(now));
             assert!(id > previous, "{id} must sort after {previous}");
             previous = id;
         }
@@ -178,20 +178,20 @@ mod tests {
     #[test]
     fn ids_continue_after_the_latest_stored_one() {
         let mut first = IdGenerator::default();
-        let stored = first.next_id(5_000);
-        let mut resumed = IdGenerator::after(Some(&stored));
-        assert!(resumed.next_id(4_000) > stored);
+        let stored = TenantId::from_ulid(first.next(5_000));
+        let mut resumed = IdGenerator::after(Some(stored.ulid()));
+        assert!(TenantId::from_ulid(resumed.next(4_000)) > stored);
     }
 
     #[test]
     fn ids_carry_the_time_in_their_first_48_bits() {
-        let id = IdGenerator::default().next_id(1_469_918_176_385);
+        let id = TenantId::from_ulid(IdGenerator::default().next(1_469_918_176_385));
         assert!(id.as_str().starts_with("ten_01ARYZ6S41"), "{id}");
     }
 
     #[test]
     fn tokens_are_random_hashed_and_name_their_tenant() {
-        let id = IdGenerator::default().next_id(1);
+        let id = TenantId::from_ulid(IdGenerator::default().next(1));
         let a = TenantToken::mint(&id);
         let b = TenantToken::mint(&id);
         assert_ne!(a.plaintext(), b.plaintext());
@@ -207,9 +207,9 @@ mod tests {
 
     #[test]
     fn malformed_tenant_tokens_name_no_tenant() {
-        let id = IdGenerator::default().next_id(1);
+        let id = TenantId::from_ulid(IdGenerator::default().next(1));
         let good = TenantToken::mint(&id).plaintext().to_owned();
-        let ulid = &id.as_str()[TENANT_ID_PREFIX.len()..];
+        let ulid = &id.as_str()[TenantId::PREFIX.len()..];
         for bad in [
             String::new(),
             "tkn_".into(),

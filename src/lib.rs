@@ -83,6 +83,7 @@ pub async fn run(
         commit_batch_max: config.commit_batch_max,
         readers: config.readers,
         idempotency_ttl: config.idempotency_ttl,
+        clock: store::Clock::System,
     })
     .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?;
     let metrics = Arc::new(Metrics::new(router::route_labels()));
@@ -169,7 +170,7 @@ pub mod fuzzing {
 
     /// Whether `name` is a valid tenant name.
     pub fn is_tenant_name(name: &str) -> bool {
-        crate::domain::TenantName::parse(name).is_ok()
+        crate::domain::Name::parse(name).is_ok()
     }
 
     /// The value of an amount, if `raw` is a valid one.

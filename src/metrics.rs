@@ -181,6 +181,45 @@ impl Metrics {
              tenantd_tenants{{state=\"active\"}} {}\ntenantd_tenants{{state=\"tombstoned\"}} {}",
             gauges.tenants_active, gauges.tenants_tombstoned,
         );
+        // Name, help, label, the label's values, and a count for each.
+        type Labelled<'a> = (&'a str, &'a str, &'a str, &'a [&'a str], &'a [u64]);
+        let labelled: [Labelled<'_>; 3] = [
+            (
+                "tenantd_budgets",
+                "Budgets by state.",
+                "state",
+                &["open", "closed"],
+                &gauges.budgets,
+            ),
+            (
+                "tenantd_reservations",
+                "Reservations by recorded state.",
+                "state",
+                &["active", "committed", "released", "expired"],
+                &gauges.reservations,
+            ),
+            (
+                "tenantd_ledger_entries",
+                "Ledger entries by kind.",
+                "kind",
+                &[
+                    "opening_deposit",
+                    "credit",
+                    "debit",
+                    "reserve",
+                    "commit",
+                    "release",
+                    "expire",
+                ],
+                &gauges.entries,
+            ),
+        ];
+        for (name, help, label, values, counts) in labelled {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (value, count) in values.iter().zip(counts) {
+                let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
+            }
+        }
         out
     }
 }

@@ -46,6 +46,24 @@ pub enum ApiError {
     },
     /// An active tenant already has the name.
     TenantNameTaken,
+    /// A bad or unknown query parameter, every one of them.
+    InvalidQuery(Vec<FieldError>),
+    /// No such budget under the tenant.
+    BudgetNotFound,
+    /// No such reservation under the tenant.
+    ReservationNotFound,
+    /// An open budget of the tenant already has the name.
+    BudgetNameTaken,
+    /// The movement needs more than is available; what is available, in decimal digits.
+    InsufficientFunds(String),
+    /// A credit would carry `credited_atomic` past `u128`.
+    AmountOverflow,
+    /// The reservation is not active; its state.
+    ReservationNotActive(&'static str),
+    /// The budget is closed.
+    BudgetClosed,
+    /// The tenant is tombstoned.
+    TenantTombstoned,
     /// The body is larger than the bound.
     PayloadTooLarge {
         /// The bound, in bytes.
@@ -71,12 +89,23 @@ impl ApiError {
     /// The status code of the contract's row.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MalformedJson(_) | Self::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedJson(_) | Self::InvalidHeader(_) | Self::InvalidQuery(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::RouteNotFound | Self::TenantNotFound => StatusCode::NOT_FOUND,
+            Self::RouteNotFound
+            | Self::TenantNotFound
+            | Self::BudgetNotFound
+            | Self::ReservationNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::TenantNameTaken => StatusCode::CONFLICT,
+            Self::TenantNameTaken
+            | Self::BudgetNameTaken
+            | Self::InsufficientFunds(_)
+            | Self::AmountOverflow
+            | Self::ReservationNotActive(_)
+            | Self::BudgetClosed
+            | Self::TenantTombstoned => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -100,6 +129,15 @@ impl ApiError {
             Self::TenantNotFound => "tenant_not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::TenantNameTaken => "tenant_name_taken",
+            Self::InvalidQuery(_) => "invalid_query",
+            Self::BudgetNotFound => "budget_not_found",
+            Self::ReservationNotFound => "reservation_not_found",
+            Self::BudgetNameTaken => "budget_name_taken",
+            Self::InsufficientFunds(_) => "insufficient_funds",
+            Self::AmountOverflow => "amount_overflow",
+            Self::ReservationNotActive(_) => "reservation_not_active",
+            Self::BudgetClosed => "budget_closed",
+            Self::TenantTombstoned => "tenant_tombstoned",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::BodyTimeout => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -126,6 +164,24 @@ impl ApiError {
                 format!("this resource allows only {allow}")
             }
             Self::TenantNameTaken => "an active tenant already has this name".into(),
+            Self::InvalidQuery(errors) => match errors.len() {
+                1 => "the query has 1 invalid parameter".into(),
+                n => format!("the query has {n} invalid parameters"),
+            },
+            Self::BudgetNotFound => "this tenant has no budget with this id".into(),
+            Self::ReservationNotFound => "this tenant has no reservation with this id".into(),
+            Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
+            Self::InsufficientFunds(available) => {
+                format!("the budget has only {available} atomic units available")
+            }
+            Self::AmountOverflow => {
+                "this credit would carry the budget's credited amount past the largest u128".into()
+            }
+            Self::ReservationNotActive(state) => {
+                format!("the reservation is {state}, no longer active")
+            }
+            Self::BudgetClosed => "the budget is closed and never moves again".into(),
+            Self::TenantTombstoned => "the tenant is tombstoned; nothing of it moves again".into(),
             Self::PayloadTooLarge { bytes_max } => {
                 format!("the request body exceeds {bytes_max} bytes")
             }
@@ -168,11 +224,23 @@ impl ApiError {
             detail: String,
             #[serde(skip_serializing_if = "Option::is_none")]
             errors: Option<&'a [FieldError]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            available_atomic: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            state: Option<&'static str>,
             request_id: &'a str,
         }
         let status = self.status();
         let errors = match &self {
-            Self::ValidationFailed(errors) => Some(errors.as_slice()),
+            Self::ValidationFailed(errors) | Self::InvalidQuery(errors) => Some(errors.as_slice()),
+            _ => None,
+        };
+        let available_atomic = match &self {
+            Self::InsufficientFunds(available) => Some(available.as_str()),
+            _ => None,
+        };
+        let state = match self {
+            Self::ReservationNotActive(state) => Some(state),
             _ => None,
         };
         let body = Body {
@@ -182,6 +250,8 @@ impl ApiError {
             code: self.code(),
             detail: self.detail(),
             errors,
+            available_atomic,
+            state,
             request_id,
         };
         let json = serde_json::to_vec(&body).expect("a problem body always serializes");

@@ -11,8 +11,10 @@ use hyper::{Method, Request};
 
 use crate::app::App;
 use crate::auth::{self, Needs};
+use crate::domain::Direction;
 use crate::domain::valid_request_id;
-use crate::handlers::{HttpResponse, health, tenants};
+use crate::handlers::reservations::Action;
+use crate::handlers::{HttpResponse, budgets, health, reservations, tenants};
 use crate::problem::ApiError;
 
 /// A routed path and the methods it answers.
@@ -26,7 +28,7 @@ pub(crate) struct RouteSpec {
 
 /// Every routed path: the source of `Allow` headers, metric labels and the check that the
 /// OpenAPI document and the router agree.
-pub(crate) const ROUTES: [RouteSpec; 6] = [
+pub(crate) const ROUTES: [RouteSpec; 16] = [
     RouteSpec {
         template: "/healthz",
         allow: "GET, HEAD",
@@ -45,11 +47,51 @@ pub(crate) const ROUTES: [RouteSpec; 6] = [
     },
     RouteSpec {
         template: "/v1/tenants",
-        allow: "POST",
+        allow: "GET, HEAD, POST",
     },
     RouteSpec {
         template: "/v1/tenants/{id}",
         allow: "GET, HEAD, DELETE",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/budgets",
+        allow: "GET, HEAD, POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/budgets/{budget_id}",
+        allow: "GET, HEAD, DELETE",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/budgets/{budget_id}/credits",
+        allow: "POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/budgets/{budget_id}/debits",
+        allow: "POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/budgets/{budget_id}/entries",
+        allow: "GET, HEAD",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/reservations",
+        allow: "GET, HEAD, POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/reservations/{reservation_id}",
+        allow: "GET, HEAD",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/reservations/{reservation_id}/commit",
+        allow: "POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/reservations/{reservation_id}/release",
+        allow: "POST",
+    },
+    RouteSpec {
+        template: "/v1/tenants/{id}/reservations/{reservation_id}/extend",
+        allow: "POST",
     },
 ];
 
@@ -67,7 +109,8 @@ pub(crate) fn route_labels() -> Vec<&'static str> {
         .collect()
 }
 
-/// What a request's path names.
+/// What a request's path names. Ids are as written, not yet parsed: an id that cannot exist
+/// is a `404` decided by the handler, after the body's checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target<'a> {
     /// `/healthz`.
@@ -80,39 +123,89 @@ pub(crate) enum Target<'a> {
     OpenApi,
     /// `/v1/tenants`.
     Tenants,
-    /// `/v1/tenants/<id>`, with the id as written (not yet parsed).
+    /// `/v1/tenants/<id>`.
     Tenant(&'a str),
+    /// `/v1/tenants/<id>/budgets`.
+    Budgets(&'a str),
+    /// `/v1/tenants/<id>/budgets/<bid>`.
+    Budget(&'a str, &'a str),
+    /// `/v1/tenants/<id>/budgets/<bid>/credits`.
+    Credits(&'a str, &'a str),
+    /// `/v1/tenants/<id>/budgets/<bid>/debits`.
+    Debits(&'a str, &'a str),
+    /// `/v1/tenants/<id>/budgets/<bid>/entries`.
+    Entries(&'a str, &'a str),
+    /// `/v1/tenants/<id>/reservations`.
+    Reservations(&'a str),
+    /// `/v1/tenants/<id>/reservations/<rid>`.
+    Reservation(&'a str, &'a str),
+    /// `/v1/tenants/<id>/reservations/<rid>/commit`, `…/release` or `…/extend`.
+    Settle(&'a str, &'a str, Action),
     /// Any other path.
     Unknown,
 }
 
 impl<'a> Target<'a> {
-    /// Reads a path; only the exact spellings match (no percent-decoding, no trailing slash).
+    /// Reads a path; only the exact spellings match (no percent-decoding, no trailing slash,
+    /// no empty segment).
     pub(crate) fn parse(path: &'a str) -> Self {
         match path {
-            "/healthz" => Self::Healthz,
-            "/readyz" => Self::Readyz,
-            "/metrics" => Self::Metrics,
-            "/v1/openapi.json" => Self::OpenApi,
-            "/v1/tenants" => Self::Tenants,
-            _ => match path.strip_prefix("/v1/tenants/") {
-                Some(id) if !id.is_empty() && !id.contains('/') => Self::Tenant(id),
+            "/healthz" => return Self::Healthz,
+            "/readyz" => return Self::Readyz,
+            "/metrics" => return Self::Metrics,
+            "/v1/openapi.json" => return Self::OpenApi,
+            "/v1/tenants" => return Self::Tenants,
+            _ => {}
+        }
+        let Some(rest) = path.strip_prefix("/v1/tenants/") else {
+            return Self::Unknown;
+        };
+        let mut segments = rest.split('/');
+        let mut next = || segments.next();
+        let parts = [next(), next(), next(), next(), next()];
+        if parts.iter().flatten().any(|s| s.is_empty()) {
+            return Self::Unknown;
+        }
+        match parts {
+            [Some(id), None, ..] => Self::Tenant(id),
+            [Some(id), Some("budgets"), None, ..] => Self::Budgets(id),
+            [Some(id), Some("budgets"), Some(b), None, _] => Self::Budget(id, b),
+            [Some(id), Some("budgets"), Some(b), Some("credits"), None] => Self::Credits(id, b),
+            [Some(id), Some("budgets"), Some(b), Some("debits"), None] => Self::Debits(id, b),
+            [Some(id), Some("budgets"), Some(b), Some("entries"), None] => Self::Entries(id, b),
+            [Some(id), Some("reservations"), None, ..] => Self::Reservations(id),
+            [Some(id), Some("reservations"), Some(r), None, _] => Self::Reservation(id, r),
+            [Some(id), Some("reservations"), Some(r), Some(action), None] => match action {
+                "commit" => Self::Settle(id, r, Action::Commit),
+                "release" => Self::Settle(id, r, Action::Release),
+                "extend" => Self::Settle(id, r, Action::Extend),
                 _ => Self::Unknown,
             },
+            _ => Self::Unknown,
         }
     }
 
     /// The index of this target in [`ROUTES`]; `None` for an unknown path.
     pub(crate) fn index(&self) -> Option<usize> {
-        match self {
-            Self::Healthz => Some(0),
-            Self::Readyz => Some(1),
-            Self::Metrics => Some(2),
-            Self::OpenApi => Some(3),
-            Self::Tenants => Some(4),
-            Self::Tenant(_) => Some(5),
-            Self::Unknown => None,
-        }
+        Some(match self {
+            Self::Healthz => 0,
+            Self::Readyz => 1,
+            Self::Metrics => 2,
+            Self::OpenApi => 3,
+            Self::Tenants => 4,
+            Self::Tenant(_) => 5,
+            Self::Budgets(_) => 6,
+            Self::Budget(..) => 7,
+            Self::Credits(..) => 8,
+            Self::Debits(..) => 9,
+            Self::Entries(..) => 10,
+            Self::Reservations(_) => 11,
+            Self::Reservation(..) => 12,
+            Self::Settle(_, _, Action::Commit) => 13,
+            Self::Settle(_, _, Action::Release) => 14,
+            Self::Settle(_, _, Action::Extend) => 15,
+            Self::Unknown => return None,
+        })
     }
 
     /// The route's template, for the access log.
@@ -124,17 +217,30 @@ impl<'a> Target<'a> {
     /// under `/v1`, so that a missing token is a `401` before it is a `404`.
     fn needs_token(&self, path: &str) -> bool {
         match self {
-            Self::Tenants | Self::Tenant(_) => true,
+            Self::Healthz | Self::Readyz | Self::Metrics | Self::OpenApi => false,
             Self::Unknown => path == "/v1" || path.starts_with("/v1/"),
-            _ => false,
+            _ => true,
         }
     }
 
-    /// What the principal must be for `method` here. A tenant token may read its own tenant
-    /// and nothing else, whether or not a route exists.
+    /// What the principal must be for `method` here. A tenant token may read its own tenant,
+    /// its budgets and their entries, and reserve, read and settle its reservations; nothing
+    /// else, whether or not a route exists.
     fn needs(&self, method: &Method) -> Needs<'a> {
-        match self {
-            Self::Tenant(id) if is_read(method) => Needs::AdminOrTenant(id),
+        let read = is_read(method);
+        let post = *method == Method::POST;
+        match *self {
+            Self::Tenant(id)
+            | Self::Budget(id, _)
+            | Self::Entries(id, _)
+            | Self::Reservation(id, _)
+                if read =>
+            {
+                Needs::AdminOrTenant(id)
+            }
+            Self::Budgets(id) if read => Needs::AdminOrTenant(id),
+            Self::Reservations(id) if read || post => Needs::AdminOrTenant(id),
+            Self::Settle(id, ..) if post => Needs::AdminOrTenant(id),
             _ => Needs::Admin,
         }
     }
@@ -209,6 +315,8 @@ async fn dispatch(
         None
     };
     let method = request.method();
+    let query = request.uri().query().map(str::to_owned);
+    let query = query.as_deref();
     match (target, principal.as_ref()) {
         // Liveness: answers while the process runs.
         (Target::Healthz, _) if is_read(method) => Ok(health::healthz()),
@@ -222,11 +330,53 @@ async fn dispatch(
         (Target::Tenants, Some(who)) if method == Method::POST => {
             tenants::create(app, who, request).await
         }
+        // List tenants.
+        (Target::Tenants, Some(_)) if is_read(method) => tenants::list(app, query).await,
         // Read a tenant's overview.
         (Target::Tenant(id), Some(_)) if is_read(method) => tenants::get(app, id).await,
         // Tombstone a tenant.
         (Target::Tenant(id), Some(who)) if method == Method::DELETE => {
             tenants::tombstone(app, who, id).await
+        }
+        // Create a budget.
+        (Target::Budgets(id), Some(who)) if method == Method::POST => {
+            budgets::create(app, who, request, id).await
+        }
+        // List a tenant's budgets.
+        (Target::Budgets(id), Some(_)) if is_read(method) => budgets::list(app, id, query).await,
+        // Read a budget.
+        (Target::Budget(id, b), Some(_)) if is_read(method) => budgets::get(app, id, b).await,
+        // Close a budget.
+        (Target::Budget(id, b), Some(who)) if method == Method::DELETE => {
+            budgets::close(app, who, id, b).await
+        }
+        // Top a budget up.
+        (Target::Credits(id, b), Some(who)) if method == Method::POST => {
+            budgets::movement(app, who, request, (id, b), Direction::Credit).await
+        }
+        // Withdraw from a budget.
+        (Target::Debits(id, b), Some(who)) if method == Method::POST => {
+            budgets::movement(app, who, request, (id, b), Direction::Debit).await
+        }
+        // A budget's ledger.
+        (Target::Entries(id, b), Some(_)) if is_read(method) => {
+            budgets::entries(app, (id, b), query).await
+        }
+        // Reserve.
+        (Target::Reservations(id), Some(who)) if method == Method::POST => {
+            reservations::create(app, who, request, id).await
+        }
+        // List a tenant's reservations.
+        (Target::Reservations(id), Some(_)) if is_read(method) => {
+            reservations::list(app, id, query).await
+        }
+        // Read a reservation.
+        (Target::Reservation(id, r), Some(_)) if is_read(method) => {
+            reservations::get(app, id, r).await
+        }
+        // Commit, release or extend a reservation.
+        (Target::Settle(id, r, action), Some(who)) if method == Method::POST => {
+            reservations::settle(app, who, request, (id, r), action).await
         }
         // No such path.
         (Target::Unknown, _) => Err(ApiError::RouteNotFound),
@@ -263,11 +413,12 @@ mod tests {
         assert_eq!(Target::Tenant("x").label(), "/v1/tenants/{id}");
         assert_eq!(Target::Unknown.label(), UNMATCHED);
         for (i, route) in ROUTES.iter().enumerate() {
-            let target = Target::parse(if route.template.contains('{') {
-                "/v1/tenants/x"
-            } else {
-                route.template
-            });
+            let path = route
+                .template
+                .replace("{id}", "x")
+                .replace("{budget_id}", "b")
+                .replace("{reservation_id}", "r");
+            let target = Target::parse(&path);
             assert_eq!(target.index(), Some(i), "{}", route.template);
         }
     }

@@ -2,25 +2,65 @@
 
 use serde::Serialize;
 
-use crate::domain::{Atomic, Tenant, TenantId, TenantName};
+use crate::domain::{
+    Atomic, Budget, BudgetId, EntryId, LedgerEntry, Memo, Name, Reservation, ReservationId, Tenant,
+    TenantId, Timestamp, Unit,
+};
 use crate::ids::TenantToken;
+use crate::store::Page;
 
-/// The budget as the tenant overview shows it.
+/// A budget, with its derived figures.
 #[derive(Serialize)]
-struct BudgetView {
+struct BudgetView<'a> {
+    id: &'a BudgetId,
+    tenant_id: &'a TenantId,
+    name: &'a Name,
+    unit: &'a Unit,
+    state: &'static str,
+    created_at: Timestamp,
+    closed_at: Option<Timestamp>,
     opening_deposit_atomic: Atomic,
+    credited_atomic: Atomic,
+    debited_atomic: Atomic,
+    spent_atomic: Atomic,
+    reserved_atomic: Atomic,
     balance_atomic: Atomic,
+    available_atomic: Atomic,
 }
 
-/// The tenant overview: the body of a read and of a tombstone.
+impl<'a> From<&'a Budget> for BudgetView<'a> {
+    fn from(b: &'a Budget) -> Self {
+        let f = &b.figures;
+        // The store never hands out a budget that breaks the invariant; zero is never shown
+        // for a broken one because it cannot be read.
+        Self {
+            id: &b.id,
+            tenant_id: &b.tenant_id,
+            name: &b.name,
+            unit: &b.unit,
+            state: b.state.name(),
+            created_at: b.created_at,
+            closed_at: b.state.closed_at(),
+            opening_deposit_atomic: b.opening_deposit,
+            credited_atomic: Atomic::new(f.credited),
+            debited_atomic: Atomic::new(f.debited),
+            spent_atomic: Atomic::new(f.spent),
+            reserved_atomic: Atomic::new(f.reserved),
+            balance_atomic: Atomic::new(f.balance().unwrap_or(0)),
+            available_atomic: Atomic::new(f.available().unwrap_or(0)),
+        }
+    }
+}
+
+/// The tenant overview: the body of a read and of a tombstone, and an item of a list.
 #[derive(Serialize)]
 struct TenantView<'a> {
     id: &'a TenantId,
-    name: &'a TenantName,
+    name: &'a Name,
     state: &'static str,
-    created_at: &'a str,
-    tombstoned_at: Option<&'a str>,
-    budget: BudgetView,
+    created_at: Timestamp,
+    tombstoned_at: Option<Timestamp>,
+    budget: BudgetView<'a>,
 }
 
 impl<'a> From<&'a Tenant> for TenantView<'a> {
@@ -29,18 +69,15 @@ impl<'a> From<&'a Tenant> for TenantView<'a> {
             id: &tenant.id,
             name: &tenant.name,
             state: tenant.state.name(),
-            created_at: &tenant.created_at,
+            created_at: tenant.created_at,
             tombstoned_at: tenant.state.tombstoned_at(),
-            budget: BudgetView {
-                opening_deposit_atomic: tenant.budget.opening_deposit,
-                balance_atomic: tenant.budget.balance,
-            },
+            budget: BudgetView::from(&tenant.budget),
         }
     }
 }
 
 /// The environment block for the tenant's sidecar. Every name matches `^[A-Z][A-Z0-9_]*$`
-/// and no value holds NUL, CR or LF (the public URL is checked at start-up; the id and
+/// and no value holds NUL, CR or LF (the public URL is checked at start-up; the ids and
 /// token are generated).
 #[derive(Serialize)]
 #[allow(non_snake_case)]
@@ -48,6 +85,7 @@ struct SidecarEnv<'a> {
     TENANTD_URL: &'a str,
     TENANTD_TENANT_ID: &'a str,
     TENANTD_TENANT_TOKEN: &'a str,
+    TENANTD_BUDGET_ID: &'a str,
 }
 
 #[derive(Serialize)]
@@ -57,78 +95,240 @@ struct CreatedView<'a> {
     sidecar_config_env: SidecarEnv<'a>,
 }
 
+/// A ledger entry.
+#[derive(Serialize)]
+struct EntryView<'a> {
+    id: &'a EntryId,
+    budget_id: &'a BudgetId,
+    kind: &'static str,
+    amount_atomic: Atomic,
+    reservation_id: Option<&'a ReservationId>,
+    memo: Option<&'a Memo>,
+    occurred_at: Timestamp,
+    balance_atomic: Atomic,
+    available_atomic: Atomic,
+}
+
+impl<'a> From<&'a LedgerEntry> for EntryView<'a> {
+    fn from(e: &'a LedgerEntry) -> Self {
+        Self {
+            id: &e.id,
+            budget_id: &e.budget_id,
+            kind: e.kind.name(),
+            amount_atomic: e.amount,
+            reservation_id: e.reservation_id.as_ref(),
+            memo: e.memo.as_ref(),
+            occurred_at: e.occurred_at,
+            balance_atomic: e.balance,
+            available_atomic: e.available,
+        }
+    }
+}
+
+/// A reservation, in its recorded state.
+#[derive(Serialize)]
+struct ReservationView<'a> {
+    id: &'a ReservationId,
+    tenant_id: &'a TenantId,
+    budget_id: &'a BudgetId,
+    state: &'static str,
+    amount_atomic: Atomic,
+    committed_atomic: Option<Atomic>,
+    memo: Option<&'a Memo>,
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    settled_at: Option<Timestamp>,
+}
+
+impl<'a> From<&'a Reservation> for ReservationView<'a> {
+    fn from(r: &'a Reservation) -> Self {
+        Self {
+            id: &r.id,
+            tenant_id: &r.tenant_id,
+            budget_id: &r.budget_id,
+            state: r.state.name(),
+            amount_atomic: r.amount,
+            committed_atomic: r.state.committed(),
+            memo: r.memo.as_ref(),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            settled_at: r.state.settled_at(),
+        }
+    }
+}
+
+/// A page of a list: `data`, `has_more`, and `next_after` (the last id, or `null` on the last
+/// page).
+#[derive(Serialize)]
+struct PageView<V, I> {
+    data: Vec<V>,
+    has_more: bool,
+    next_after: Option<I>,
+}
+
+fn page_json<'a, T, V: Serialize + From<&'a T>, I: Serialize>(
+    page: &'a Page<T>,
+    id: impl Fn(&'a T) -> I,
+) -> String {
+    let view = PageView {
+        data: page.items.iter().map(V::from).collect(),
+        has_more: page.has_more,
+        next_after: page.has_more.then(|| page.items.last().map(id)).flatten(),
+    };
+    serde_json::to_string(&view).expect("a page always serializes")
+}
+
+fn to_json(value: &impl Serialize) -> String {
+    serde_json::to_string(value).expect("a view always serializes")
+}
+
 /// The overview of `tenant`.
 pub(crate) fn tenant_json(tenant: &Tenant) -> String {
-    serde_json::to_string(&TenantView::from(tenant)).expect("a tenant always serializes")
+    to_json(&TenantView::from(tenant))
 }
 
 /// The body of a `201` to a create: the overview and the sidecar's environment.
 pub(crate) fn created_json(tenant: &Tenant, token: &TenantToken, public_url: &str) -> String {
-    serde_json::to_string(&CreatedView {
+    to_json(&CreatedView {
         tenant: TenantView::from(tenant),
         sidecar_config_env: SidecarEnv {
             TENANTD_URL: public_url,
             TENANTD_TENANT_ID: tenant.id.as_str(),
             TENANTD_TENANT_TOKEN: token.plaintext(),
+            TENANTD_BUDGET_ID: tenant.budget.id.as_str(),
         },
     })
-    .expect("a created tenant always serializes")
+}
+
+/// A budget.
+pub(crate) fn budget_json(budget: &Budget) -> String {
+    to_json(&BudgetView::from(budget))
+}
+
+/// A ledger entry.
+pub(crate) fn entry_json(entry: &LedgerEntry) -> String {
+    to_json(&EntryView::from(entry))
+}
+
+/// A reservation.
+pub(crate) fn reservation_json(reservation: &Reservation) -> String {
+    to_json(&ReservationView::from(reservation))
+}
+
+/// A page of tenants.
+pub(crate) fn tenants_json(page: &Page<Tenant>) -> String {
+    page_json::<_, TenantView<'_>, _>(page, |t| &t.id)
+}
+
+/// A page of budgets.
+pub(crate) fn budgets_json(page: &Page<Budget>) -> String {
+    page_json::<_, BudgetView<'_>, _>(page, |b| &b.id)
+}
+
+/// A page of ledger entries.
+pub(crate) fn entries_json(page: &Page<LedgerEntry>) -> String {
+    page_json::<_, EntryView<'_>, _>(page, |e| &e.id)
+}
+
+/// A page of reservations.
+pub(crate) fn reservations_json(page: &Page<Reservation>) -> String {
+    page_json::<_, ReservationView<'_>, _>(page, |r| &r.id)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{TenantBudget, TenantState};
+    use crate::domain::{BudgetState, Figures, TenantState};
+
+    fn tenant(state: TenantState) -> Tenant {
+        let id = TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id");
+        let at = Timestamp::parse("2026-11-22T10:00:00.123Z").expect("time");
+        let deposit = Atomic::parse("340282366920938463463374607431768211455").expect("amount");
+        Tenant {
+            budget: Budget {
+                id: id.default_budget(),
+                tenant_id: id.clone(),
+                name: Name::parse("default").expect("name"),
+                unit: Unit::atomic(),
+                state: match state {
+                    TenantState::Active => BudgetState::Open,
+                    TenantState::Tombstoned { at } => BudgetState::Closed { at },
+                },
+                created_at: at,
+                opening_deposit: deposit,
+                figures: Figures {
+                    reserved: 5,
+                    ..Figures::opening(deposit)
+                },
+            },
+            id,
+            name: Name::parse("acme-prod").expect("name"),
+            state,
+            created_at: at,
+        }
+    }
 
     #[test]
     fn created_json_has_the_contract_shape() {
-        let tenant = Tenant {
-            id: TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id"),
-            name: TenantName::parse("acme-prod").expect("name"),
-            state: TenantState::Active,
-            created_at: "2026-11-22T10:00:00.123Z".into(),
-            budget: TenantBudget {
-                opening_deposit: Atomic::parse("340282366920938463463374607431768211455")
-                    .expect("amount"),
-                balance: Atomic::parse("1000").expect("amount"),
-            },
-        };
+        let tenant = tenant(TenantState::Active);
         let token = TenantToken::mint(&tenant.id);
         let json: serde_json::Value =
             serde_json::from_str(&created_json(&tenant, &token, "http://h:1")).expect("json");
         assert_eq!(json["id"], "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV");
         assert_eq!(json["state"], "active");
+        assert_eq!(json["created_at"], "2026-11-22T10:00:00.123Z");
         assert_eq!(json["tombstoned_at"], serde_json::Value::Null);
+        let budget = &json["budget"];
+        assert_eq!(budget["id"], "bud_01ARZ3NDEKTSV4RRFFQ69G5FAV");
+        assert_eq!(budget["name"], "default");
+        assert_eq!(budget["unit"], "atomic");
+        assert_eq!(budget["state"], "open");
         assert_eq!(
-            json["budget"]["opening_deposit_atomic"],
+            budget["credited_atomic"],
             "340282366920938463463374607431768211455"
         );
-        assert_eq!(json["sidecar_config_env"]["TENANTD_URL"], "http://h:1");
+        assert_eq!(budget["reserved_atomic"], "5");
         assert_eq!(
-            json["sidecar_config_env"]["TENANTD_TENANT_TOKEN"],
-            token.plaintext()
+            budget["available_atomic"],
+            "340282366920938463463374607431768211450"
         );
+        let env = &json["sidecar_config_env"];
+        assert_eq!(env["TENANTD_URL"], "http://h:1");
+        assert_eq!(env["TENANTD_TENANT_TOKEN"], token.plaintext());
+        assert_eq!(env["TENANTD_BUDGET_ID"], "bud_01ARZ3NDEKTSV4RRFFQ69G5FAV");
         let overview: serde_json::Value =
             serde_json::from_str(&tenant_json(&tenant)).expect("json");
         assert!(overview.get("sidecar_config_env").is_none());
     }
 
     #[test]
-    fn a_tombstoned_overview_shows_when() {
-        let tenant = Tenant {
-            id: TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id"),
-            name: TenantName::parse("gone").expect("name"),
-            state: TenantState::Tombstoned {
-                at: "2026-11-22T11:00:00.000Z".into(),
-            },
-            created_at: "2026-11-22T10:00:00.123Z".into(),
-            budget: TenantBudget {
-                opening_deposit: Atomic::parse("1").expect("amount"),
-                balance: Atomic::parse("1").expect("amount"),
-            },
-        };
-        let json: serde_json::Value = serde_json::from_str(&tenant_json(&tenant)).expect("json");
+    fn a_tombstoned_overview_shows_when_and_a_closed_budget() {
+        let at = Timestamp::parse("2026-11-22T11:00:00.000Z").expect("time");
+        let json: serde_json::Value =
+            serde_json::from_str(&tenant_json(&tenant(TenantState::Tombstoned { at })))
+                .expect("json");
         assert_eq!(json["state"], "tombstoned");
         assert_eq!(json["tombstoned_at"], "2026-11-22T11:00:00.000Z");
+        assert_eq!(json["budget"]["state"], "closed");
+        assert_eq!(json["budget"]["closed_at"], "2026-11-22T11:00:00.000Z");
+    }
+
+    #[test]
+    fn pages_name_their_last_id_only_when_more_follow() {
+        let one = tenant(TenantState::Active);
+        let more = Page {
+            items: vec![one.clone()],
+            has_more: true,
+        };
+        let json: serde_json::Value = serde_json::from_str(&tenants_json(&more)).expect("json");
+        assert_eq!(json["next_after"], "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV");
+        assert_eq!(json["data"][0]["name"], "acme-prod");
+        let last = Page {
+            items: vec![one],
+            has_more: false,
+        };
+        let json: serde_json::Value = serde_json::from_str(&tenants_json(&last)).expect("json");
+        assert_eq!(json["next_after"], serde_json::Value::Null);
+        assert_eq!(json["has_more"], false);
     }
 }

@@ -8,15 +8,26 @@
 //!
 //! Nothing here knows HTTP, JSON bodies or SQL.
 
+mod budget;
+mod id;
 mod idempotency;
+mod ledger;
 mod money;
+mod reservation;
 mod tenant;
+mod time;
 
-pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
-pub(crate) use money::Atomic;
-pub(crate) use tenant::{
-    NewTenant, TENANT_ID_PREFIX, Tenant, TenantBudget, TenantId, TenantName, TenantState,
+pub(crate) use budget::{
+    Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
+    Refusal, Unit,
 };
+pub(crate) use id::{BudgetId, EntryId, ReservationId, TenantId};
+pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
+pub(crate) use ledger::{EntryKind, LedgerEntry};
+pub(crate) use money::Atomic;
+pub(crate) use reservation::{NewReservation, Reservation, ReservationState, Settle, Ttl};
+pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
+pub(crate) use time::Timestamp;
 
 /// The most bytes a client-chosen `X-Request-Id` may have before it is replaced.
 pub(crate) const REQUEST_ID_BYTES_MAX: usize = 128;

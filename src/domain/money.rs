@@ -13,6 +13,11 @@ use serde::{Serialize, Serializer};
 pub(crate) struct Atomic(u128);
 
 impl Atomic {
+    /// The amount `value`.
+    pub(crate) const fn new(value: u128) -> Self {
+        Self(value)
+    }
+
     /// Parses `^(0|[1-9][0-9]*)$` up to `u128::MAX`; a sign, a point, an exponent, white space
     /// and leading zeros are all refused.
     pub(crate) fn parse(raw: &str) -> Result<Self, &'static str> {

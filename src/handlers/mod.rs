@@ -3,8 +3,14 @@
 //! type checks, the JSON object reader, the `Idempotency-Key` header and the rendering of a
 //! keyed write's answer.
 
+/// Budgets, their movements and their ledgers.
+pub(crate) mod budgets;
 /// Liveness, readiness, metrics and the API document.
 pub(crate) mod health;
+/// The query strings of lists.
+mod query;
+/// Reservations: reserve, commit, release, extend.
+pub(crate) mod reservations;
 /// `/v1/tenants` and `/v1/tenants/<id>`.
 pub(crate) mod tenants;
 
@@ -16,12 +22,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{BodyFingerprint, IdempotencyKey};
+use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Memo, Name, Ttl};
 use crate::problem::{ApiError, FieldError};
 use crate::store::{Keyed, StoreError, StoredResponse, Written};
 
@@ -35,7 +42,17 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::TenantNotFound => Self::TenantNotFound,
+            StoreError::BudgetNotFound => Self::BudgetNotFound,
+            StoreError::ReservationNotFound => Self::ReservationNotFound,
             StoreError::TenantNameTaken => Self::TenantNameTaken,
+            StoreError::BudgetNameTaken => Self::BudgetNameTaken,
+            StoreError::TenantTombstoned => Self::TenantTombstoned,
+            StoreError::BudgetClosed => Self::BudgetClosed,
+            StoreError::ReservationNotActive(state) => Self::ReservationNotActive(state),
+            StoreError::InsufficientFunds(available) => {
+                Self::InsufficientFunds(available.to_string())
+            }
+            StoreError::AmountOverflow => Self::AmountOverflow,
             StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
             StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),
             StoreError::Unavailable(cause) => Self::Unavailable(cause),
@@ -225,7 +242,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiErr
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Member {
     String(String),
-    Number,
+    Number(String),
     Null,
     Other,
 }
@@ -274,7 +291,7 @@ fn object_members(body: &[u8]) -> Result<Vec<(String, Member)>, ApiError> {
             let text = value.get();
             let member = match text.as_bytes().first() {
                 Some(b'"') => Member::String(serde_json::from_str(text).map_err(malformed)?),
-                Some(b'-' | b'0'..=b'9') => Member::Number,
+                Some(b'-' | b'0'..=b'9') => Member::Number(text.to_owned()),
                 Some(b'n') => Member::Null,
                 Some(b'[' | b'{') => {
                     check_depth(text)?;
@@ -366,6 +383,115 @@ impl FieldErrors {
     }
 }
 
+/// A `POST` as every handler reads it: the path, the `Idempotency-Key` and the whole body.
+struct Post {
+    path: String,
+    key: Option<IdempotencyKey>,
+    body: Bytes,
+}
+
+/// Reads a `POST` in the contract's order: the body (`413`), its media type and transfer
+/// coding (`415`, `501`), then the `Idempotency-Key` (`400`). With `body_optional`, an empty
+/// body needs no media type: it stands for `{}`.
+async fn read_post(
+    app: &App,
+    request: Request<Incoming>,
+    body_optional: bool,
+) -> Result<Post, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
+    if !(body_optional && body.is_empty()) {
+        check_json_body_headers(&parts.headers)?;
+    }
+    let key = idempotency_key(&parts.headers)?;
+    let body = if body.is_empty() && body_optional {
+        Bytes::from_static(b"{}")
+    } else {
+        body
+    };
+    Ok(Post {
+        path: parts.uri.path().to_owned(),
+        key,
+        body,
+    })
+}
+
+/// A `200` with a JSON body that must not be cached.
+fn ok_json(body: String) -> HttpResponse {
+    no_store(json_response(StatusCode::OK, body))
+}
+
+/// A name member (a tenant's or a budget's), or its error.
+fn parse_name(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Name> {
+    match value {
+        Member::String(raw) => Name::parse(raw)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        _ => {
+            errors.add(field, "must be a string");
+            None
+        }
+    }
+}
+
+/// An amount member (a string of decimal digits), or its error.
+fn parse_amount(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Atomic> {
+    match value {
+        Member::String(raw) => Atomic::parse(raw)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        Member::Number(_) => {
+            errors.add(
+                field,
+                "must be a string of decimal digits, not a JSON number",
+            );
+            None
+        }
+        _ => {
+            errors.add(field, "must be a string");
+            None
+        }
+    }
+}
+
+/// An amount member of at least 1, or its error.
+fn parse_positive_amount(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Atomic> {
+    let amount = parse_amount(errors, field, value)?;
+    if amount.get() == 0 {
+        errors.add(field, "must be at least 1");
+        return None;
+    }
+    Some(amount)
+}
+
+/// An optional memo member (`null` is no memo), or its error.
+fn parse_memo(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Option<Memo>> {
+    match value {
+        Member::Null => Some(None),
+        Member::String(raw) => Memo::parse(raw)
+            .map(Some)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        _ => {
+            errors.add(field, "must be a string or null");
+            None
+        }
+    }
+}
+
+/// A TTL member: a JSON integer of seconds, or its error.
+fn parse_ttl(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Ttl> {
+    match value {
+        Member::Number(raw) => Ttl::parse(raw)
+            .map_err(|message| errors.add(field, message))
+            .ok(),
+        _ => {
+            errors.add(field, "must be a JSON integer of seconds from 1 to 86400");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,9 +507,12 @@ mod tests {
             kinds,
             vec![
                 ("s", &Member::String("xé".into())),
-                ("n", &Member::Number),
-                ("m", &Member::Number),
-                ("i", &Member::Number),
+                ("n", &Member::Number("1e400".into())),
+                ("m", &Member::Number("-1e400".into())),
+                (
+                    "i",
+                    &Member::Number("123456789012345678901234567890123456789012".into())
+                ),
                 ("z", &Member::Null),
                 ("a", &Member::Other),
                 ("o", &Member::Other),

@@ -5,12 +5,12 @@ use hyper::header::HeaderMap;
 use hyper::{Request, StatusCode};
 
 use super::{
-    FieldErrors, HttpResponse, Member, check_json_body_headers, idempotency_key, json_response,
-    keyed, no_store, object_members, read_body, respond,
+    FieldErrors, HttpResponse, check_json_body_headers, idempotency_key, keyed, object_members,
+    ok_json, parse_amount, parse_name, query, read_body, respond,
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{Atomic, IdempotencyKey, NewTenant, TenantId, TenantName};
+use crate::domain::{IdempotencyKey, NewTenant, TenantId};
 use crate::problem::ApiError;
 use crate::store::{CreateTenant, Created, StoredResponse};
 use crate::views;
@@ -127,47 +127,23 @@ fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
     }
 }
 
-/// A name member, or its error.
-fn parse_name(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<TenantName> {
-    match value {
-        Member::String(raw) => TenantName::parse(raw)
-            .map_err(|message| errors.add(field, message))
-            .ok(),
-        _ => {
-            errors.add(field, "must be a string");
-            None
-        }
-    }
-}
-
-/// An amount member (a string of decimal digits), or its error.
-fn parse_amount(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Atomic> {
-    match value {
-        Member::String(raw) => Atomic::parse(raw)
-            .map_err(|message| errors.add(field, message))
-            .ok(),
-        Member::Number => {
-            errors.add(
-                field,
-                "must be a string of decimal digits, not a JSON number",
-            );
-            None
-        }
-        _ => {
-            errors.add(field, "must be a string");
-            None
-        }
-    }
-}
-
 /// `GET /v1/tenants/<id>`.
 pub(crate) async fn get(app: &App, id: &str) -> Result<HttpResponse, ApiError> {
     let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
     let tenant = app.store.tenant(id).await?;
-    Ok(no_store(json_response(
-        StatusCode::OK,
-        views::tenant_json(&tenant),
-    )))
+    Ok(ok_json(views::tenant_json(&tenant)))
+}
+
+/// `GET /v1/tenants`.
+pub(crate) async fn list(app: &App, raw_query: Option<&str>) -> Result<HttpResponse, ApiError> {
+    let query = query::list(
+        raw_query,
+        TenantId::PREFIX,
+        &["active", "tombstoned"],
+        false,
+    )?;
+    let page = app.store.list_tenants(query).await?;
+    Ok(ok_json(views::tenants_json(&page)))
 }
 
 /// `DELETE /v1/tenants/<id>`.
@@ -178,10 +154,7 @@ pub(crate) async fn tombstone(
 ) -> Result<HttpResponse, ApiError> {
     let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
     let tenant = app.store.tombstone_tenant(id, principal.actor()).await?;
-    Ok(no_store(json_response(
-        StatusCode::OK,
-        views::tenant_json(&tenant),
-    )))
+    Ok(ok_json(views::tenant_json(&tenant)))
 }
 
 #[cfg(test)]

@@ -23,7 +23,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::audit::{Actor, Head};
-use crate::domain::{BodyFingerprint, IdempotencyKey, NewTenant, Tenant, TenantId};
+use crate::domain::{
+    Atomic, BodyFingerprint, Budget, BudgetId, IdempotencyKey, LedgerEntry, Movement, NewBudget,
+    NewReservation, NewTenant, Reservation, ReservationId, Settle, Tenant, TenantId, Timestamp,
+};
 use crate::ids::TenantToken;
 
 /// Default for [`StoreConfig::queue_depth`] and [`StoreConfig::credential_queue_depth`].
@@ -31,6 +34,10 @@ pub(crate) const QUEUE_DEPTH_DEFAULT: usize = 1024;
 
 /// Default for [`StoreConfig::commit_batch_max`].
 pub(crate) const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
+
+/// Expiries the writer records in one sweep, at most; a sweep that leaves more due runs
+/// again at once.
+pub(crate) const EXPIRE_SWEEP_MAX: usize = 1000;
 
 /// The most reader threads by default; more do not help on a small machine.
 pub(crate) const READERS_DEFAULT_MAX: usize = 4;
@@ -77,6 +84,38 @@ pub(crate) struct StoreConfig {
     pub(crate) readers: usize,
     /// How long an idempotent write's response is kept for replay.
     pub(crate) idempotency_ttl: Duration,
+    /// Where the writer reads the time.
+    pub(crate) clock: Clock,
+}
+
+/// Where the store reads the time: the system clock, or (in the tests) a hand that moves it.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Clock {
+    /// The system clock.
+    #[default]
+    System,
+    /// Milliseconds since the epoch, moved by the test that holds the other end; the writer
+    /// never wakes by itself to record expiries, so the test decides when time passes.
+    #[cfg(test)]
+    Manual(std::sync::Arc<std::sync::atomic::AtomicU64>),
+}
+
+impl Clock {
+    /// The time now.
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            Self::System => Timestamp::from_unix_ms(crate::ids::now_unix_ms()),
+            #[cfg(test)]
+            Self::Manual(ms) => {
+                Timestamp::from_unix_ms(ms.load(std::sync::atomic::Ordering::SeqCst))
+            }
+        }
+    }
+
+    /// Whether the writer should wake by itself when a reservation's time runs out.
+    pub(crate) fn wakes(&self) -> bool {
+        matches!(self, Self::System)
+    }
 }
 
 /// Why a command did not succeed.
@@ -84,8 +123,25 @@ pub(crate) struct StoreConfig {
 pub(crate) enum StoreError {
     /// No tenant has this id.
     TenantNotFound,
+    /// The tenant has no budget with this id.
+    BudgetNotFound,
+    /// The tenant has no reservation with this id.
+    ReservationNotFound,
     /// An active tenant already has this name.
     TenantNameTaken,
+    /// An open budget of the tenant already has this name.
+    BudgetNameTaken,
+    /// The tenant is tombstoned: nothing under it moves.
+    TenantTombstoned,
+    /// The budget is closed: it never moves again.
+    BudgetClosed,
+    /// The reservation is not active; the state a write sees (`expired` once its time is up,
+    /// recorded or not).
+    ReservationNotActive(&'static str),
+    /// The movement needs more than is available; what is available.
+    InsufficientFunds(Atomic),
+    /// A credit would carry `credited` past `u128`.
+    AmountOverflow,
     /// The key is bound to another method, path or body.
     IdempotencyMismatch,
     /// The queue is full: the caller should retry shortly.
@@ -183,6 +239,84 @@ pub(crate) struct CreateTenant {
     pub(crate) keyed: Option<Keyed<Created>>,
 }
 
+/// A budget create.
+#[derive(Debug)]
+pub(crate) struct CreateBudget {
+    /// Whose.
+    pub(crate) tenant: TenantId,
+    /// What to create.
+    pub(crate) budget: NewBudget,
+    /// Who asks.
+    pub(crate) actor: Actor,
+    /// The key it is bound to, if any.
+    pub(crate) keyed: Option<Keyed<Budget>>,
+}
+
+/// A credit or a debit.
+#[derive(Debug)]
+pub(crate) struct MoveBudget {
+    /// Whose.
+    pub(crate) tenant: TenantId,
+    /// Which budget (`None`: the path named none that could exist).
+    pub(crate) budget: Option<BudgetId>,
+    /// What to move.
+    pub(crate) movement: Movement,
+    /// Who asks.
+    pub(crate) actor: Actor,
+    /// The key it is bound to, if any.
+    pub(crate) keyed: Option<Keyed<LedgerEntry>>,
+}
+
+/// A reservation request.
+#[derive(Debug)]
+pub(crate) struct Reserve {
+    /// Whose.
+    pub(crate) tenant: TenantId,
+    /// What to hold.
+    pub(crate) reservation: NewReservation,
+    /// Who asks.
+    pub(crate) actor: Actor,
+    /// The key it is bound to, if any.
+    pub(crate) keyed: Option<Keyed<Reservation>>,
+}
+
+/// A commit, release or extend of a reservation.
+#[derive(Debug)]
+pub(crate) struct SettleReservation {
+    /// Whose.
+    pub(crate) tenant: TenantId,
+    /// Which reservation (`None`: the path named none that could exist).
+    pub(crate) reservation: Option<ReservationId>,
+    /// What to do.
+    pub(crate) settle: Settle,
+    /// Who asks.
+    pub(crate) actor: Actor,
+    /// The key it is bound to, if any.
+    pub(crate) keyed: Option<Keyed<Reservation>>,
+}
+
+/// Which page of a list to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListQuery {
+    /// Items on the page, at most.
+    pub(crate) limit: usize,
+    /// The page starts after this id (of the listed kind), whether or not it names an item.
+    pub(crate) after: Option<String>,
+    /// Only items in this state.
+    pub(crate) state: Option<&'static str>,
+    /// Only reservations of this budget.
+    pub(crate) budget_id: Option<String>,
+}
+
+/// A page of a list, in id order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Page<T> {
+    /// The items.
+    pub(crate) items: Vec<T>,
+    /// Whether more items follow the last one.
+    pub(crate) has_more: bool,
+}
+
 /// What a tenant token is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Credential {
@@ -199,6 +333,12 @@ pub(crate) struct StoreGauges {
     pub(crate) tenants_active: u64,
     /// Tombstoned tenants.
     pub(crate) tenants_tombstoned: u64,
+    /// Budgets by state: open, closed.
+    pub(crate) budgets: [u64; 2],
+    /// Reservations by recorded state: active, committed, released, expired.
+    pub(crate) reservations: [u64; 4],
+    /// Ledger entries by kind, in [`crate::domain::EntryKind::ALL`] order.
+    pub(crate) entries: [u64; 7],
     /// Length of the audit chain.
     pub(crate) audit_events: u64,
     /// Write transactions committed.
@@ -255,7 +395,8 @@ impl Store {
         self.backend.create_tenant(create).await
     }
 
-    /// Tombstones a tenant; a tombstoned one is answered as it is.
+    /// Tombstones a tenant, releasing its reservations and closing its budgets; a
+    /// tombstoned one is answered as it is.
     pub(crate) async fn tombstone_tenant(
         &self,
         id: TenantId,
@@ -264,9 +405,109 @@ impl Store {
         self.backend.tombstone_tenant(id, actor).await
     }
 
+    /// Creates a budget.
+    pub(crate) async fn create_budget(
+        &self,
+        create: CreateBudget,
+    ) -> Result<Written<Budget>, StoreError> {
+        self.backend.create_budget(create).await
+    }
+
+    /// Closes a budget, releasing its reservations; a closed one is answered as it is.
+    pub(crate) async fn close_budget(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        actor: Actor,
+    ) -> Result<Budget, StoreError> {
+        self.backend.close_budget(tenant, budget, actor).await
+    }
+
+    /// Credits or debits a budget.
+    pub(crate) async fn move_budget(
+        &self,
+        command: MoveBudget,
+    ) -> Result<Written<LedgerEntry>, StoreError> {
+        self.backend.move_budget(command).await
+    }
+
+    /// Takes a hold on a budget, if what it asks for is available.
+    pub(crate) async fn reserve(
+        &self,
+        command: Reserve,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.backend.reserve(command).await
+    }
+
+    /// Commits, releases or extends a reservation.
+    pub(crate) async fn settle(
+        &self,
+        command: SettleReservation,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.backend.settle(command).await
+    }
+
+    /// Records every expiry that is due now; returns how many. The writer does this by itself
+    /// within a second of each expiry; this is for the tests, whose clock does not move alone.
+    #[cfg(test)]
+    pub(crate) async fn expire_due(&self) -> Result<usize, StoreError> {
+        self.backend.expire_due().await
+    }
+
     /// Reads a tenant.
     pub(crate) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
         self.backend.tenant(id).await
+    }
+
+    /// Reads a budget of a tenant.
+    pub(crate) async fn budget(
+        &self,
+        tenant: TenantId,
+        id: Option<BudgetId>,
+    ) -> Result<Budget, StoreError> {
+        self.backend.budget(tenant, id).await
+    }
+
+    /// Reads a reservation of a tenant.
+    pub(crate) async fn reservation(
+        &self,
+        tenant: TenantId,
+        id: Option<ReservationId>,
+    ) -> Result<Reservation, StoreError> {
+        self.backend.reservation(tenant, id).await
+    }
+
+    /// A page of tenants.
+    pub(crate) async fn list_tenants(&self, query: ListQuery) -> Result<Page<Tenant>, StoreError> {
+        self.backend.list_tenants(query).await
+    }
+
+    /// A page of a tenant's budgets.
+    pub(crate) async fn list_budgets(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Budget>, StoreError> {
+        self.backend.list_budgets(tenant, query).await
+    }
+
+    /// A page of a budget's ledger entries.
+    pub(crate) async fn list_entries(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        query: ListQuery,
+    ) -> Result<Page<LedgerEntry>, StoreError> {
+        self.backend.list_entries(tenant, budget, query).await
+    }
+
+    /// A page of a tenant's reservations.
+    pub(crate) async fn list_reservations(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Reservation>, StoreError> {
+        self.backend.list_reservations(tenant, query).await
     }
 
     /// What a token of tenant `id` must match, on the credential path; `None` for no such

@@ -84,10 +84,21 @@ fn create_returns_201_with_the_documented_shape() {
         "the id's 48-bit time ({id_ms} ms) lies within the request ({before}..{after} ms)"
     );
 
+    let budget_id = id.replacen("ten_", "bud_", 1);
     assert_eq!(
         body["budget"],
-        serde_json::json!({ "opening_deposit_atomic": "1000", "balance_atomic": "1000" }),
-        "budget holds both amounts as strings"
+        serde_json::json!({
+            "id": budget_id, "tenant_id": id, "name": "default", "unit": "atomic",
+            "state": "open", "created_at": created_at, "closed_at": null,
+            "opening_deposit_atomic": "1000", "credited_atomic": "1000",
+            "debited_atomic": "0", "spent_atomic": "0", "reserved_atomic": "0",
+            "balance_atomic": "1000", "available_atomic": "1000"
+        }),
+        "the default budget, every amount a string"
+    );
+    assert_eq!(
+        body["sidecar_config_env"]["TENANTD_BUDGET_ID"], budget_id,
+        "the sidecar learns its default budget"
     );
 
     let env = body["sidecar_config_env"]

@@ -749,13 +749,17 @@ fn known_paths_with_other_methods_are_405_with_allow() {
     let auth = app.admin();
     let tenant_path = format!("/v1/tenants/{id}");
     let cases: Vec<(&str, &str, &str, Vec<&str>)> = vec![
-        ("GET on the collection", "GET", "/v1/tenants", vec!["POST"]),
-        ("PUT on the collection", "PUT", "/v1/tenants", vec!["POST"]),
+        (
+            "PUT on the collection",
+            "PUT",
+            "/v1/tenants",
+            vec!["GET", "HEAD", "POST"],
+        ),
         (
             "DELETE on the collection",
             "DELETE",
             "/v1/tenants",
-            vec!["POST"],
+            vec!["GET", "HEAD", "POST"],
         ),
         (
             "POST on a tenant",
@@ -789,11 +793,10 @@ fn known_paths_with_other_methods_are_405_with_allow() {
             "/v1/openapi.json",
             vec!["GET", "HEAD"],
         ),
-        // HEAD is answered wherever GET is, so only the collection refuses it.
         (
-            "HEAD on the collection",
-            "HEAD",
-            "/v1/tenants",
+            "GET of a commit",
+            "GET",
+            "/v1/tenants/ten_00000000000000000000000000/reservations/res_x/commit",
             vec!["POST"],
         ),
     ];

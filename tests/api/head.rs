@@ -109,7 +109,7 @@ fn head_is_answered_wherever_get_is_with_its_headers_and_no_body() {
 }
 
 #[test]
-fn head_of_an_unknown_tenant_is_404_and_of_the_collection_405() {
+fn head_of_an_unknown_tenant_is_404_and_of_a_post_only_route_405() {
     let app = spawn_app();
     let admin = app.admin();
     let unknown = "/v1/tenants/ten_00000000000000000000000000";
@@ -117,8 +117,9 @@ fn head_of_an_unknown_tenant_is_404_and_of_the_collection_405() {
     let head = assert_head_like_get(&app, unknown, Some(&admin), false, ctx);
     assert_eq!(head.status, 404, "{ctx}: {}", head.describe());
 
-    let ctx = "HEAD /v1/tenants";
-    let (head, after_head) = head_on_own_connection(&app, "/v1/tenants", Some(&admin));
+    let ctx = "HEAD of a commit";
+    let path = "/v1/tenants/ten_00000000000000000000000000/reservations/res_0/commit";
+    let (head, after_head) = head_on_own_connection(&app, path, Some(&admin));
     assert_eq!(head.status, 405, "{ctx}: {}", head.describe());
     assert_eq!(allow_set(&head), ["POST"], "{ctx}: the Allow header");
     assert_eq!(after_head, 0, "{ctx}: no body follows the head");

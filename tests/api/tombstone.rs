@@ -38,12 +38,20 @@ fn create_read_tombstone_round_trip() {
         timestamp_ms(tombstoned_at) >= timestamp_ms(&created_at),
         "tombstoned_at ({tombstoned_at}) is not before created_at ({created_at})"
     );
-    for member in ["id", "name", "created_at", "budget"] {
+    for member in ["id", "name", "created_at"] {
         assert_eq!(
             gone[member], created[member],
             "{member} is unchanged by the tombstone"
         );
     }
+    assert_eq!(
+        gone["budget"]["state"], "closed",
+        "the default budget is closed: {gone}"
+    );
+    assert_eq!(
+        gone["budget"]["closed_at"], gone["tombstoned_at"],
+        "closed when the tenant was tombstoned: {gone}"
+    );
     assert!(
         gone.get("sidecar_config_env").is_none(),
         "the tombstoned overview carries no sidecar block: {gone}"
@@ -135,9 +143,16 @@ fn a_tombstone_freezes_the_budget() {
     let created = app.create_ok("frozen", U128_MAX);
     let id = tenant_id(&created);
     let gone = app.delete(&id).json();
-    assert_eq!(
-        gone["budget"],
-        serde_json::json!({ "opening_deposit_atomic": U128_MAX, "balance_atomic": U128_MAX }),
-        "the budget is frozen as it was"
-    );
+    for figure in [
+        "opening_deposit_atomic",
+        "credited_atomic",
+        "balance_atomic",
+        "available_atomic",
+    ] {
+        assert_eq!(
+            gone["budget"][figure], U128_MAX,
+            "{figure} is frozen as it was: {gone}"
+        );
+    }
+    assert_eq!(gone["budget"]["state"], "closed", "{gone}");
 }

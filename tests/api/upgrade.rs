@@ -52,7 +52,7 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("the version");
-    assert_eq!(version, 2, "migrated to schema version 2");
+    assert_eq!(version, 3, "migrated to schema version 3");
 
     let replay = app.post_tenants(FIXTURE_BODY, &[("Idempotency-Key", FIXTURE_KEY)]);
     assert_eq!(replay.status, 201, "the replay: {}", replay.describe());
@@ -110,6 +110,56 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
             ("fixture-plain \"ü\"".to_owned(), "tombstoned".to_owned()),
             ("fixture-active".to_owned(), "active".to_owned()),
         ]
+    );
+    // Every tenant has its default budget, made from its opening deposit, with its opening
+    // entry; a tombstoned tenant's is closed when the tenant was tombstoned.
+    let budgets: Vec<(String, String, String, Option<String>, String, i64)> = {
+        let db = app.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT t.name, b.name, b.state, b.closed_at IS t.tombstoned_at,                  b.credited_atomic, (SELECT count(*) FROM ledger_entries e                    WHERE e.budget_id = b.id AND e.kind = 'opening_deposit'                    AND e.id = 'ent_' || substr(b.id, 5))                  FROM tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) ORDER BY t.id",
+            )
+            .expect("a query");
+        stmt.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get::<_, bool>(3)?.then(|| "same".to_owned()),
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("budgets")
+    };
+    assert_eq!(
+        budgets.len(),
+        3,
+        "one default budget per tenant: {budgets:?}"
+    );
+    for (tenant, name, state, closed_at, credited, opening_entries) in &budgets {
+        assert_eq!(name, "default", "{tenant}");
+        assert_eq!(opening_entries, &1, "{tenant}: one opening entry");
+        assert_eq!(closed_at.as_deref(), Some("same"), "{tenant}: closed_at");
+        let tombstoned = tenant.starts_with("fixture-plain");
+        assert_eq!(
+            state,
+            if tombstoned { "closed" } else { "open" },
+            "{tenant}"
+        );
+        assert!(!credited.is_empty(), "{tenant}");
+    }
+    let overview = app.get(&id, Some(&token)).json();
+    assert_eq!(
+        overview["budget"]["id"],
+        id.replacen("ten_", "bud_", 1),
+        "the overview shows the default budget: {overview}"
+    );
+    assert_eq!(
+        overview["budget"]["credited_atomic"], created["budget"]["opening_deposit_atomic"],
+        "{overview}"
     );
     let verified = audit_verify(&app.db_path);
     assert_eq!(verified.code, Some(0), "{verified:?}");

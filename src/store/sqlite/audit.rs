@@ -80,8 +80,9 @@ pub(super) fn for_each_row(
     Ok(())
 }
 
-/// Replays the whole chain, then compares every stored tenant with it. Memory grows with the
-/// number of tenants (a few dozen bytes each), not with the number of events.
+/// Replays the whole chain, then compares every stored tenant, budget, reservation and ledger
+/// entry with it. Memory grows with the number of tenants, budgets and reservations (a few
+/// hundred bytes each), not with the number of events or entries.
 pub(super) fn verify(conn: &Connection) -> Result<Head, VerifyError> {
     // Both passes read one snapshot, so a live database that is being written verifies too.
     let snapshot = conn
@@ -91,6 +92,18 @@ pub(super) fn verify(conn: &Connection) -> Result<Head, VerifyError> {
     for_each_row(conn, |row| replay.push(row))?;
     queries::for_each_tenant(conn, |tenant| match tenant {
         Ok(tenant) => replay.check_tenant(&tenant),
+        Err(reason) => Err(replay.unaccounted(reason)),
+    })?;
+    queries::for_each_budget(conn, |budget| match budget {
+        Ok(budget) => replay.check_budget(&budget),
+        Err(reason) => Err(replay.unaccounted(reason)),
+    })?;
+    queries::for_each_reservation(conn, |reservation| match reservation {
+        Ok(reservation) => replay.check_reservation(&reservation),
+        Err(reason) => Err(replay.unaccounted(reason)),
+    })?;
+    queries::for_each_entry(conn, |entry| match entry {
+        Ok(entry) => replay.check_entry(&entry),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
     drop(snapshot);

@@ -22,11 +22,12 @@ use rusqlite::ErrorCode;
 use tokio::sync::oneshot;
 
 use super::{
-    BackupSummary, CREDENTIAL_WAIT_MAX, CreateTenant, Created, Credential, OpenError, StoreConfig,
-    StoreError, StoreGauges, Written,
+    BackupSummary, CREDENTIAL_WAIT_MAX, CreateBudget, CreateTenant, Created, Credential, ListQuery,
+    MoveBudget, OpenError, Page, Reserve, SettleReservation, StoreConfig, StoreError, StoreGauges,
+    Written,
 };
 use crate::audit::{Actor, Head};
-use crate::domain::{Tenant, TenantId};
+use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
 use reader::ReadCommand;
 use writer::{WriteCommand, Writer};
 
@@ -60,6 +61,12 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 struct Stats {
     active: AtomicU64,
     tombstoned: AtomicU64,
+    /// Budgets by state: open, closed.
+    budgets: [AtomicU64; 2],
+    /// Reservations by recorded state: active, committed, released, expired.
+    reservations: [AtomicU64; 4],
+    /// Ledger entries by kind, in `EntryKind::ALL` order.
+    entries: [AtomicU64; 7],
     audit_events: AtomicU64,
     batches: AtomicU64,
     commands: AtomicU64,
@@ -141,6 +148,12 @@ impl Handle {
         StoreGauges {
             tenants_active: stats.active.load(Ordering::Relaxed),
             tenants_tombstoned: stats.tombstoned.load(Ordering::Relaxed),
+            budgets: stats.budgets.each_ref().map(|c| c.load(Ordering::Relaxed)),
+            reservations: stats
+                .reservations
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed)),
+            entries: stats.entries.each_ref().map(|c| c.load(Ordering::Relaxed)),
             audit_events: stats.audit_events.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
@@ -191,6 +204,129 @@ impl Handle {
     /// See [`crate::store::Store::purge_expired`].
     pub(super) async fn purge_expired(&self) -> Result<usize, StoreError> {
         self.write(WriteCommand::PurgeExpired).await
+    }
+
+    /// Runs `query` on a reader and waits for its answer.
+    async fn query<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.read(|reply: Reply<T>| {
+            ReadCommand::Query(Box::new(move |conn| {
+                let _ = reply.send(run_guarded(|| query(conn)));
+            }))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::create_budget`].
+    pub(super) async fn create_budget(
+        &self,
+        create: CreateBudget,
+    ) -> Result<Written<Budget>, StoreError> {
+        self.write(|reply| WriteCommand::CreateBudget(create, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::close_budget`].
+    pub(super) async fn close_budget(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        actor: Actor,
+    ) -> Result<Budget, StoreError> {
+        self.write(|reply| WriteCommand::CloseBudget(tenant, budget, actor, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::move_budget`].
+    pub(super) async fn move_budget(
+        &self,
+        command: MoveBudget,
+    ) -> Result<Written<LedgerEntry>, StoreError> {
+        self.write(|reply| WriteCommand::MoveBudget(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::reserve`].
+    pub(super) async fn reserve(
+        &self,
+        command: Reserve,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.write(|reply| WriteCommand::Reserve(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::settle`].
+    pub(super) async fn settle(
+        &self,
+        command: SettleReservation,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.write(|reply| WriteCommand::Settle(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::expire_due`].
+    #[cfg(test)]
+    pub(super) async fn expire_due(&self) -> Result<usize, StoreError> {
+        self.write(WriteCommand::ExpireDue).await
+    }
+
+    /// See [`crate::store::Store::budget`].
+    pub(super) async fn budget(
+        &self,
+        tenant: TenantId,
+        id: Option<BudgetId>,
+    ) -> Result<Budget, StoreError> {
+        self.query(move |conn| queries::budget(conn, &tenant, id.as_ref()))
+            .await
+    }
+
+    /// See [`crate::store::Store::reservation`].
+    pub(super) async fn reservation(
+        &self,
+        tenant: TenantId,
+        id: Option<ReservationId>,
+    ) -> Result<Reservation, StoreError> {
+        self.query(move |conn| queries::reservation(conn, &tenant, id.as_ref()))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_tenants`].
+    pub(super) async fn list_tenants(&self, query: ListQuery) -> Result<Page<Tenant>, StoreError> {
+        self.query(move |conn| queries::list_tenants(conn, &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_budgets`].
+    pub(super) async fn list_budgets(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Budget>, StoreError> {
+        self.query(move |conn| queries::list_budgets(conn, &tenant, &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_entries`].
+    pub(super) async fn list_entries(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        query: ListQuery,
+    ) -> Result<Page<LedgerEntry>, StoreError> {
+        self.query(move |conn| queries::list_entries(conn, &tenant, budget.as_ref(), &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_reservations`].
+    pub(super) async fn list_reservations(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Reservation>, StoreError> {
+        self.query(move |conn| queries::list_reservations(conn, &tenant, &query))
+            .await
     }
 
     /// See [`crate::store::Store::tenant`].

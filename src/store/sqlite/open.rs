@@ -316,7 +316,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = open_writer(&dir.path().join("t.db")).expect("open");
         conn.execute_batch(
-            "INSERT INTO tenants VALUES ('ten_A', 'a', 'active', '1', '1', zeroblob(32), 't', NULL);",
+            "INSERT INTO tenants VALUES ('ten_A', 'a', 'active', '1', zeroblob(32), 't', NULL);",
         )
         .expect("insert");
         conn.execute_batch(&format!(
@@ -338,7 +338,6 @@ mod tests {
             .expect("tombstoning is allowed");
         for sql in [
             "UPDATE tenants SET state = 'active', tombstoned_at = NULL",
-            "UPDATE tenants SET balance_atomic = '0'",
             "UPDATE tenants SET tombstoned_at = 'u'",
         ] {
             assert!(

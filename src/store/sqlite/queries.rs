@@ -1,108 +1,599 @@
 //! Queries shared by the writer, the readers and the verifier, each returning domain values.
+//!
+//! A row that breaks a rule of its type (a bad amount, an unknown state) is reported as a
+//! conversion failure naming what is wrong: a bug, or a row edited behind the service's back.
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use std::fmt::Write as _;
 
-use super::super::{Credential, StoreError};
+use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Row, ToSql};
+
+use super::super::{Credential, ListQuery, Page, StoreError};
 use crate::audit::VerifyError;
-use crate::domain::{Atomic, Tenant, TenantBudget, TenantId, TenantName, TenantState};
+use crate::domain::{
+    Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, Figures, LedgerEntry, Memo, Name,
+    Reservation, ReservationId, ReservationState, Tenant, TenantId, TenantState, Timestamp, Unit,
+};
 
-/// SQLite's own clock, so no calendar code is needed here: RFC 3339, UTC, milliseconds.
-pub(super) fn now(conn: &Connection) -> rusqlite::Result<String> {
-    conn.prepare_cached("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')")?
-        .query_row([], |row| row.get(0))
+/// A row that cannot be read as its type: column `at`, and what is wrong.
+fn corrupt(at: usize, what: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(at, Type::Text, what.into())
 }
 
-/// The columns [`tenant_from_row`] reads, in its order, after the id.
+/// True for the errors [`corrupt`] makes and for a column of the wrong type.
+pub(super) fn is_corrupt_row(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::FromSqlConversionFailure(..) | rusqlite::Error::InvalidColumnType(..)
+    )
+}
+
+/// Column readers that parse in place, without a copy.
+struct Columns<'r, 's> {
+    row: &'r Row<'s>,
+    at: usize,
+}
+
+impl Columns<'_, '_> {
+    fn text(&self, i: usize) -> rusqlite::Result<&str> {
+        Ok(self.row.get_ref(self.at + i)?.as_str()?)
+    }
+
+    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<&str>> {
+        Ok(self.row.get_ref(self.at + i)?.as_str_or_null()?)
+    }
+
+    fn parse<T>(
+        &self,
+        i: usize,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> rusqlite::Result<T> {
+        let raw = self.text(i)?;
+        parse(raw).ok_or_else(|| corrupt(self.at + i, format!("a bad {what} {raw:?}")))
+    }
+
+    fn opt_parse<T>(
+        &self,
+        i: usize,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> rusqlite::Result<Option<T>> {
+        match self.opt_text(i)? {
+            None => Ok(None),
+            Some(raw) => parse(raw)
+                .map(Some)
+                .ok_or_else(|| corrupt(self.at + i, format!("a bad {what} {raw:?}"))),
+        }
+    }
+
+    fn amount(&self, i: usize) -> rusqlite::Result<Atomic> {
+        self.parse(i, "amount", |raw| Atomic::parse(raw).ok())
+    }
+
+    fn time(&self, i: usize) -> rusqlite::Result<Timestamp> {
+        self.parse(i, "timestamp", Timestamp::parse)
+    }
+
+    fn opt_time(&self, i: usize) -> rusqlite::Result<Option<Timestamp>> {
+        self.opt_parse(i, "timestamp", Timestamp::parse)
+    }
+
+    fn opt_memo(&self, i: usize) -> rusqlite::Result<Option<Memo>> {
+        self.opt_parse(i, "memo", |raw| Memo::parse(raw).ok())
+    }
+}
+
+/// The columns [`budget_from_row`] reads, in its order.
+macro_rules! budget_columns {
+    ($t:literal) => {
+        concat!(
+            $t,
+            ".id, ",
+            $t,
+            ".tenant_id, ",
+            $t,
+            ".name, ",
+            $t,
+            ".unit, ",
+            $t,
+            ".state, ",
+            $t,
+            ".created_at, ",
+            $t,
+            ".closed_at, ",
+            $t,
+            ".opening_deposit_atomic, ",
+            $t,
+            ".credited_atomic, ",
+            $t,
+            ".debited_atomic, ",
+            $t,
+            ".spent_atomic, ",
+            $t,
+            ".reserved_atomic"
+        )
+    };
+}
+
+fn budget_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<Budget> {
+    let c = Columns { row, at };
+    let state = match (c.text(4)?, c.opt_time(6)?) {
+        ("open", None) => BudgetState::Open,
+        ("closed", Some(at)) => BudgetState::Closed { at },
+        _ => return Err(corrupt(at + 4, "a bad budget state".into())),
+    };
+    Ok(Budget {
+        id: c.parse(0, "budget id", BudgetId::parse)?,
+        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
+        name: c.parse(2, "name", |raw| Name::parse(raw).ok())?,
+        unit: c.parse(3, "unit", |raw| Unit::parse(raw).ok())?,
+        state,
+        created_at: c.time(5)?,
+        opening_deposit: c.amount(7)?,
+        figures: Figures {
+            credited: c.amount(8)?.get(),
+            debited: c.amount(9)?.get(),
+            spent: c.amount(10)?.get(),
+            reserved: c.amount(11)?.get(),
+        },
+    })
+}
+
+/// The columns [`tenant_from_row`] reads, in its order, followed by the default budget's.
 macro_rules! tenant_columns {
     () => {
-        "name, state, opening_deposit_atomic, balance_atomic, created_at, tombstoned_at"
+        concat!(
+            "t.id, t.name, t.state, t.created_at, t.tombstoned_at, ",
+            budget_columns!("b")
+        )
     };
 }
 
-/// The tenant `id` from a row of [`tenant_columns`] starting at column `at`; a row that breaks
-/// a rule is a bug (or tampering), reported by what is wrong. Columns that are only parsed are
-/// read in place, without a copy.
-fn tenant_from_row(
-    id: TenantId,
-    row: &Row<'_>,
-    at: usize,
-) -> rusqlite::Result<Result<Tenant, String>> {
-    let text = |i: usize| row.get_ref(at + i).and_then(|v| Ok(v.as_str()?));
-    let corrupt = |what: &str| format!("tenant {id} has a bad {what}");
-    let name = match TenantName::parse(text(0)?) {
-        Ok(name) => name,
-        Err(_) => return Ok(Err(corrupt("name"))),
-    };
-    let state = match (text(1)?, row.get::<_, Option<String>>(at + 5)?) {
+/// Tenants joined to their default budgets.
+const TENANTS_JOINED: &str = "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)";
+
+fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<Tenant> {
+    let c = Columns { row, at: 0 };
+    let id = c.parse(0, "tenant id", TenantId::parse)?;
+    let state = match (c.text(2)?, c.opt_time(4)?) {
         ("active", None) => TenantState::Active,
         ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
-        _ => return Ok(Err(corrupt("state"))),
+        _ => return Err(corrupt(2, format!("tenant {id} has a bad state"))),
     };
-    let (Ok(opening_deposit), Ok(balance)) = (Atomic::parse(text(2)?), Atomic::parse(text(3)?))
-    else {
-        return Ok(Err(corrupt("amount")));
-    };
-    Ok(Ok(Tenant {
-        name,
-        created_at: row.get(at + 4)?,
+    Ok(Tenant {
+        name: c.parse(1, "name", |raw| Name::parse(raw).ok())?,
+        created_at: c.time(3)?,
         state,
-        budget: TenantBudget {
-            opening_deposit,
-            balance,
-        },
+        budget: budget_from_row(row, 5)?,
         id,
-    }))
+    })
 }
 
-/// The tenant with this id, if there is one.
+/// The columns [`reservation_from_row`] reads, in its order.
+const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, amount_atomic, \
+     committed_atomic, memo, created_at, expires_at, settled_at";
+
+fn reservation_from_row(row: &Row<'_>) -> rusqlite::Result<Reservation> {
+    let c = Columns { row, at: 0 };
+    let committed = c.opt_parse(5, "amount", |raw| Atomic::parse(raw).ok())?;
+    let state = match (c.text(3)?, c.opt_time(9)?, committed) {
+        ("active", None, None) => ReservationState::Active,
+        ("committed", Some(at), Some(amount)) => ReservationState::Committed { amount, at },
+        ("released", Some(at), None) => ReservationState::Released { at },
+        ("expired", Some(at), None) => ReservationState::Expired { at },
+        _ => return Err(corrupt(3, "a bad reservation state".into())),
+    };
+    Ok(Reservation {
+        id: c.parse(0, "reservation id", ReservationId::parse)?,
+        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
+        budget_id: c.parse(2, "budget id", BudgetId::parse)?,
+        state,
+        amount: c.amount(4)?,
+        memo: c.opt_memo(6)?,
+        created_at: c.time(7)?,
+        expires_at: c.time(8)?,
+    })
+}
+
+/// The columns [`entry_from_row`] reads, in its order.
+const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, memo, \
+     occurred_at, balance_atomic, available_atomic";
+
+fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<LedgerEntry> {
+    let c = Columns { row, at: 0 };
+    Ok(LedgerEntry {
+        id: c.parse(0, "entry id", EntryId::parse)?,
+        budget_id: c.parse(1, "budget id", BudgetId::parse)?,
+        kind: c.parse(2, "entry kind", EntryKind::parse)?,
+        amount: c.amount(3)?,
+        reservation_id: c.opt_parse(4, "reservation id", ReservationId::parse)?,
+        memo: c.opt_memo(5)?,
+        occurred_at: c.time(6)?,
+        balance: c.amount(7)?,
+        available: c.amount(8)?,
+    })
+}
+
+/// Maps a row error to the store's: a corrupt row is a bug (or tampering), not a refusal.
+fn internal(e: rusqlite::Error) -> StoreError {
+    if is_corrupt_row(&e) {
+        StoreError::Internal(format!("a stored row cannot be read: {e}"))
+    } else {
+        e.into()
+    }
+}
+
+/// The tenant with this id, if there is one, with its default budget.
 pub(super) fn tenant(conn: &Connection, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
-    let found = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            tenant_columns!(),
-            " FROM tenants WHERE id = ?1"
-        ))?
-        .query_row([id.as_str()], |row| tenant_from_row(id.clone(), row, 0))
-        .optional()?;
-    found.transpose().map_err(StoreError::Internal)
+    conn.prepare_cached(&format!(
+        "SELECT {} FROM {TENANTS_JOINED} WHERE t.id = ?1",
+        tenant_columns!()
+    ))?
+    .query_row([id.as_str()], tenant_from_row)
+    .optional()
+    .map_err(internal)
 }
 
-/// Streams every tenant, in id order, into `check`; a row that cannot be read as a tenant is
-/// passed on as what is wrong with it.
-pub(super) fn for_each_tenant(
+/// Whether the tenant is active; `None` for no such tenant.
+pub(super) fn tenant_active(conn: &Connection, id: &TenantId) -> Result<Option<bool>, StoreError> {
+    let state: Option<String> = conn
+        .prepare_cached("SELECT state FROM tenants WHERE id = ?1")?
+        .query_row([id.as_str()], |row| row.get(0))
+        .optional()?;
+    Ok(state.map(|s| s == "active"))
+}
+
+/// Whether a tenant has this id.
+pub(super) fn tenant_exists(conn: &Connection, id: &TenantId) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM tenants WHERE id = ?1")?
+        .exists([id.as_str()])?)
+}
+
+/// The budget `id` of tenant `tenant`: `budget_not_found` for none (or an id that is not one),
+/// `tenant_not_found` when the tenant itself is unknown.
+pub(super) fn budget(
     conn: &Connection,
-    mut check: impl FnMut(Result<Tenant, String>) -> Result<(), VerifyError>,
+    tenant: &TenantId,
+    id: Option<&BudgetId>,
+) -> Result<Budget, StoreError> {
+    if let Some(id) = id {
+        let found = conn
+            .prepare_cached(concat!(
+                "SELECT ",
+                budget_columns!("budgets"),
+                " FROM budgets WHERE id = ?1 AND tenant_id = ?2"
+            ))?
+            .query_row([id.as_str(), tenant.as_str()], |row| {
+                budget_from_row(row, 0)
+            })
+            .optional()
+            .map_err(internal)?;
+        if let Some(budget) = found {
+            return Ok(budget);
+        }
+    }
+    Err(not_found(conn, tenant, StoreError::BudgetNotFound)?)
+}
+
+/// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
+pub(super) fn reservation(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: Option<&ReservationId>,
+) -> Result<Reservation, StoreError> {
+    if let Some(id) = id {
+        let found = conn
+            .prepare_cached(&format!(
+                "SELECT {RESERVATION_COLUMNS} FROM reservations WHERE id = ?1 AND tenant_id = ?2"
+            ))?
+            .query_row([id.as_str(), tenant.as_str()], reservation_from_row)
+            .optional()
+            .map_err(internal)?;
+        if let Some(reservation) = found {
+            return Ok(reservation);
+        }
+    }
+    Err(not_found(conn, tenant, StoreError::ReservationNotFound)?)
+}
+
+/// `missing` if the tenant exists, else `tenant_not_found`.
+fn not_found(
+    conn: &Connection,
+    tenant: &TenantId,
+    missing: StoreError,
+) -> Result<StoreError, StoreError> {
+    Ok(if tenant_exists(conn, tenant)? {
+        missing
+    } else {
+        StoreError::TenantNotFound
+    })
+}
+
+/// The active reservations of `budget` whose time is up at `now`, soonest first.
+pub(super) fn due_in_budget(
+    conn: &Connection,
+    budget: &BudgetId,
+    now: Timestamp,
+) -> Result<Vec<Reservation>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RESERVATION_COLUMNS} FROM reservations \
+         WHERE budget_id = ?1 AND state = 'active' AND expires_at <= ?2 ORDER BY expires_at"
+    ))?;
+    let rows = stmt.query_map([budget.as_str(), &now.to_string()], reservation_from_row)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(internal)
+}
+
+/// Every active reservation of `budget`.
+pub(super) fn active_in_budget(
+    conn: &Connection,
+    budget: &BudgetId,
+) -> Result<Vec<Reservation>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RESERVATION_COLUMNS} FROM reservations \
+         WHERE budget_id = ?1 AND state = 'active' ORDER BY expires_at"
+    ))?;
+    let rows = stmt.query_map([budget.as_str()], reservation_from_row)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(internal)
+}
+
+/// Up to `limit` active reservations, of any budget, whose time is up at `now`, soonest first.
+pub(super) fn due(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<Reservation>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RESERVATION_COLUMNS} FROM reservations \
+         WHERE state = 'active' AND expires_at <= ?1 ORDER BY expires_at LIMIT ?2"
+    ))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map((now.to_string(), limit), reservation_from_row)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(internal)
+}
+
+/// When the soonest active reservation expires, if any is active.
+pub(super) fn next_expiry(conn: &Connection) -> Result<Option<Timestamp>, StoreError> {
+    let soonest: Option<String> = conn
+        .prepare_cached("SELECT min(expires_at) FROM reservations WHERE state = 'active'")?
+        .query_row([], |row| row.get(0))?;
+    soonest
+        .map(|raw| {
+            Timestamp::parse(&raw)
+                .ok_or_else(|| StoreError::Internal(format!("a bad expires_at {raw:?}")))
+        })
+        .transpose()
+}
+
+/// The ids of the tenant's open budgets.
+pub(super) fn open_budgets(
+    conn: &Connection,
+    tenant: &TenantId,
+) -> Result<Vec<BudgetId>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id FROM budgets WHERE tenant_id = ?1 AND state = 'open' ORDER BY id",
+    )?;
+    let rows = stmt.query_map([tenant.as_str()], |row| {
+        Columns { row, at: 0 }.parse(0, "budget id", BudgetId::parse)
+    })?;
+    rows.collect::<rusqlite::Result<_>>().map_err(internal)
+}
+
+/// The greatest ULID of any id stored, so that new ids sort after every one of them.
+pub(super) fn latest_ulid(conn: &Connection) -> rusqlite::Result<Option<ulid::Ulid>> {
+    let mut latest = None;
+    for table in ["tenants", "budgets", "reservations", "ledger_entries"] {
+        let max: Option<String> =
+            conn.query_row(&format!("SELECT max(id) FROM {table}"), [], |row| {
+                row.get(0)
+            })?;
+        let ulid = max
+            .as_deref()
+            .and_then(|id| id.get(4..))
+            .and_then(|text| ulid::Ulid::from_string(text).ok());
+        latest = latest.max(ulid);
+    }
+    Ok(latest)
+}
+
+/// One page of a list: `WHERE <filters> AND id > after ORDER BY id LIMIT limit + 1`, in one
+/// statement, so the page is one snapshot.
+fn page<T>(
+    conn: &Connection,
+    select: &str,
+    id_column: &str,
+    filters: &[(&str, &dyn ToSql)],
+    query: &ListQuery,
+    read: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Page<T>, StoreError> {
+    let mut sql = select.to_owned();
+    let mut params: Vec<&dyn ToSql> = Vec::with_capacity(filters.len() + 2);
+    for (i, (column, value)) in filters.iter().enumerate() {
+        let _ = write!(
+            sql,
+            "{} {column} = ?{}",
+            if i == 0 { " WHERE" } else { " AND" },
+            i + 1
+        );
+        params.push(*value);
+    }
+    let after = query.after.as_deref().unwrap_or("");
+    let n = params.len();
+    let _ = write!(
+        sql,
+        "{} {id} > ?{} ORDER BY {id} LIMIT ?{}",
+        if n == 0 { " WHERE" } else { " AND" },
+        n + 1,
+        n + 2,
+        id = id_column,
+    );
+    params.push(&after);
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX) + 1;
+    params.push(&limit);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut items = stmt
+        .query_map(params.as_slice(), read)?
+        .collect::<rusqlite::Result<Vec<T>>>()
+        .map_err(internal)?;
+    let has_more = items.len() > query.limit;
+    items.truncate(query.limit);
+    Ok(Page { items, has_more })
+}
+
+/// A page of tenants.
+pub(super) fn list_tenants(
+    conn: &Connection,
+    query: &ListQuery,
+) -> Result<Page<Tenant>, StoreError> {
+    let select = format!("SELECT {} FROM {TENANTS_JOINED}", tenant_columns!());
+    let state = query.state;
+    let mut filters: Vec<(&str, &dyn ToSql)> = Vec::new();
+    if let Some(state) = &state {
+        filters.push(("t.state", state));
+    }
+    page(conn, &select, "t.id", &filters, query, tenant_from_row)
+}
+
+/// A page of the tenant's budgets; `tenant_not_found` for an unknown tenant, read in the same
+/// snapshot as the page.
+pub(super) fn list_budgets(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Budget>, StoreError> {
+    in_snapshot(conn, || {
+        if !tenant_exists(conn, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = concat!("SELECT ", budget_columns!("budgets"), " FROM budgets");
+        let tenant_text = tenant.as_str();
+        let mut filters: Vec<(&str, &dyn ToSql)> = vec![("tenant_id", &tenant_text)];
+        if let Some(state) = &query.state {
+            filters.push(("state", state));
+        }
+        page(conn, select, "id", &filters, query, |row| {
+            budget_from_row(row, 0)
+        })
+    })
+}
+
+/// A page of a budget's ledger entries.
+pub(super) fn list_entries(
+    conn: &Connection,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    query: &ListQuery,
+) -> Result<Page<LedgerEntry>, StoreError> {
+    in_snapshot(conn, || {
+        let budget = budget(conn, tenant, budget_id)?;
+        let select = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries");
+        let budget_text = budget.id.as_str();
+        let filters: Vec<(&str, &dyn ToSql)> = vec![("budget_id", &budget_text)];
+        page(conn, &select, "id", &filters, query, entry_from_row)
+    })
+}
+
+/// A page of the tenant's reservations.
+pub(super) fn list_reservations(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Reservation>, StoreError> {
+    in_snapshot(conn, || {
+        if !tenant_exists(conn, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = format!("SELECT {RESERVATION_COLUMNS} FROM reservations");
+        let tenant_text = tenant.as_str();
+        let mut filters: Vec<(&str, &dyn ToSql)> = vec![("tenant_id", &tenant_text)];
+        if let Some(state) = &query.state {
+            filters.push(("state", state));
+        }
+        if let Some(budget) = &query.budget_id {
+            filters.push(("budget_id", budget));
+        }
+        page(conn, &select, "id", &filters, query, reservation_from_row)
+    })
+}
+
+/// Runs `read` inside one read transaction, so that what it reads is one snapshot.
+fn in_snapshot<T>(
+    conn: &Connection,
+    read: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    if !conn.is_autocommit() {
+        return read();
+    }
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let result = read();
+    conn.prepare_cached("COMMIT")?.execute([])?;
+    result
+}
+
+/// Streams every row of `sql` into `check`, each read by `read`; a row that cannot be read is
+/// passed on as what is wrong with it.
+fn for_each<T>(
+    conn: &Connection,
+    sql: &str,
+    read: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+    mut check: impl FnMut(Result<T, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let read = |e: rusqlite::Error| VerifyError::Read(e.to_string());
-    let mut stmt = conn
-        .prepare(concat!(
-            "SELECT id, ",
-            tenant_columns!(),
-            " FROM tenants ORDER BY id"
-        ))
-        .map_err(read)?;
-    let mut rows = stmt.query([]).map_err(read)?;
-    while let Some(row) = rows.next().map_err(read)? {
-        let raw_id = row
-            .get_ref(0)
-            .and_then(|v| Ok(v.as_str()?))
-            .map_err(|e| VerifyError::Read(e.to_string()))?;
-        let Some(id) = TenantId::parse(raw_id) else {
-            check(Err(format!("a tenant row has a bad id {raw_id:?}")))?;
-            continue;
-        };
-        match tenant_from_row(id, row, 1) {
-            Ok(tenant) => check(tenant)?,
-            Err(
-                e @ (rusqlite::Error::InvalidColumnType(..)
-                | rusqlite::Error::FromSqlConversionFailure(..)),
-            ) => {
-                check(Err(format!("a tenant row cannot be read: {e}")))?;
-            }
-            Err(e) => return Err(read(e)),
+    let failed = |e: rusqlite::Error| VerifyError::Read(e.to_string());
+    let mut stmt = conn.prepare(sql).map_err(failed)?;
+    let mut rows = stmt.query([]).map_err(failed)?;
+    while let Some(row) = rows.next().map_err(failed)? {
+        match read(row) {
+            Ok(item) => check(Ok(item))?,
+            Err(e) if is_corrupt_row(&e) => check(Err(format!("a row cannot be read: {e}")))?,
+            Err(e) => return Err(failed(e)),
         }
     }
     Ok(())
+}
+
+/// Streams every tenant, in id order.
+pub(super) fn for_each_tenant(
+    conn: &Connection,
+    check: impl FnMut(Result<Tenant, String>) -> Result<(), VerifyError>,
+) -> Result<(), VerifyError> {
+    let sql = format!(
+        "SELECT {} FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) \
+         ORDER BY t.id",
+        tenant_columns!()
+    );
+    for_each(conn, &sql, tenant_from_row, check)
+}
+
+/// Streams every budget, in id order.
+pub(super) fn for_each_budget(
+    conn: &Connection,
+    check: impl FnMut(Result<Budget, String>) -> Result<(), VerifyError>,
+) -> Result<(), VerifyError> {
+    let sql = concat!(
+        "SELECT ",
+        budget_columns!("budgets"),
+        " FROM budgets ORDER BY id"
+    );
+    for_each(conn, sql, |row| budget_from_row(row, 0), check)
+}
+
+/// Streams every reservation, in id order.
+pub(super) fn for_each_reservation(
+    conn: &Connection,
+    check: impl FnMut(Result<Reservation, String>) -> Result<(), VerifyError>,
+) -> Result<(), VerifyError> {
+    let sql = format!("SELECT {RESERVATION_COLUMNS} FROM reservations ORDER BY id");
+    for_each(conn, &sql, reservation_from_row, check)
+}
+
+/// Streams every ledger entry, by budget and then in order.
+pub(super) fn for_each_entry(
+    conn: &Connection,
+    check: impl FnMut(Result<LedgerEntry, String>) -> Result<(), VerifyError>,
+) -> Result<(), VerifyError> {
+    let sql = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries ORDER BY budget_id, id");
+    for_each(conn, &sql, entry_from_row, check)
 }
 
 /// What a token of tenant `id` is checked against, if the tenant exists.
@@ -124,4 +615,14 @@ pub(super) fn credential(
         token_hash,
         active: state == "active",
     }))
+}
+
+/// The figures of `f` as the four stored columns, in order.
+pub(super) fn figure_texts(f: &Figures) -> [String; 4] {
+    [
+        f.credited.to_string(),
+        f.debited.to_string(),
+        f.spent.to_string(),
+        f.reserved.to_string(),
+    ]
 }

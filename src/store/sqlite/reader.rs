@@ -9,10 +9,15 @@ use super::{Reply, queries, run_guarded};
 use crate::domain::{Tenant, TenantId};
 use crate::store::{Credential, StoreError};
 
+/// A read to run on a reader's connection; it sends its own answer.
+pub(super) type Query = Box<dyn FnOnce(&Connection) + Send>;
+
 /// The commands a reader answers.
 pub(super) enum ReadCommand {
     /// A tenant by id.
     Tenant(TenantId, Reply<Tenant>),
+    /// Any other read.
+    Query(Query),
     /// What a token of this tenant must match.
     Credential(TenantId, Reply<Option<Credential>>),
     /// Ends the thread that takes it.
@@ -29,6 +34,7 @@ pub(super) fn run(conn: &Connection, queue: &flume::Receiver<ReadCommand>) {
                     run_guarded(|| queries::tenant(conn, &id)?.ok_or(StoreError::TenantNotFound));
                 let _ = reply.send(result);
             }
+            ReadCommand::Query(query) => query(conn),
             ReadCommand::Credential(id, reply) => {
                 let _ = reply.send(run_guarded(|| queries::credential(conn, &id)));
             }

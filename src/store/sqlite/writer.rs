@@ -10,18 +10,24 @@
 //! connection is closed, which rolls it back, and a new one is opened before anything else is
 //! read or written.
 
+mod ops;
+
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::checkpoint::Checkpointer;
 use super::{Reply, Stats, audit, open, queries, run_guarded};
 use crate::audit::{Actor, AuditEvent, Head};
-use crate::domain::{Tenant, TenantBudget, TenantId, TenantState};
-use crate::ids::{self, IdGenerator, TenantToken};
+use crate::domain::{
+    Budget, BudgetId, EntryKind, LedgerEntry, Reservation, Tenant, TenantId, Timestamp,
+};
+use crate::ids::{self, IdGenerator};
 use crate::store::{
-    CreateTenant, Created, Keyed, StoreConfig, StoreError, StoredResponse, Written,
+    CreateBudget, CreateTenant, Created, EXPIRE_SWEEP_MAX, Keyed, MoveBudget, Reserve,
+    SettleReservation, StoreConfig, StoreError, StoredResponse, Written,
 };
 
 /// The commands the writer runs.
@@ -30,6 +36,19 @@ pub(super) enum WriteCommand {
     CreateTenant(CreateTenant, Reply<Written<Created>>),
     /// Tombstones a tenant.
     TombstoneTenant(TenantId, Actor, Reply<Tenant>),
+    /// Creates a budget.
+    CreateBudget(CreateBudget, Reply<Written<Budget>>),
+    /// Closes a budget.
+    CloseBudget(TenantId, Option<BudgetId>, Actor, Reply<Budget>),
+    /// Credits or debits a budget.
+    MoveBudget(MoveBudget, Reply<Written<LedgerEntry>>),
+    /// Takes a hold.
+    Reserve(Reserve, Reply<Written<Reservation>>),
+    /// Commits, releases or extends a reservation.
+    Settle(SettleReservation, Reply<Written<Reservation>>),
+    /// Records every expiry due now (the tests' clock does not move by itself).
+    #[cfg(test)]
+    ExpireDue(Reply<usize>),
     /// Answers once a write transaction could begin: the readiness probe.
     CheckWritable(Reply<()>),
     /// Erases idempotency records older than the replay window.
@@ -40,12 +59,12 @@ pub(super) enum WriteCommand {
 
 impl WriteCommand {
     fn writes(&self) -> bool {
-        matches!(
-            self,
-            Self::CreateTenant(..) | Self::TombstoneTenant(..) | Self::PurgeExpired(..)
-        )
+        !matches!(self, Self::CheckWritable(..) | Self::Shutdown)
     }
 }
+
+/// How long the writer waits before it tries again to record expiries after a failure.
+const SWEEP_RETRY_AFTER: Duration = Duration::from_millis(250);
 
 /// What one batch changed, applied to [`Stats`] once it is committed.
 #[derive(Debug, Default, Clone)]
@@ -53,6 +72,12 @@ struct Delta {
     created: u64,
     tombstoned: u64,
     audit_events: u64,
+    /// Budgets by state (open, closed); a close moves one from the first to the second.
+    budgets: [i64; 2],
+    /// Reservations by state (active, committed, released, expired).
+    reservations: [i64; 4],
+    /// Ledger entries by kind.
+    entries: [u64; 7],
     /// Idempotency records erased; their tokens must leave the WAL too.
     purged: usize,
 }
@@ -79,6 +104,15 @@ pub(super) struct Writer {
     head: Head,
     ids: IdGenerator,
     delta: Delta,
+    /// The latest time this writer used: time never runs backwards for it.
+    last_now: Timestamp,
+    /// No active reservation expires before this instant ([`Timestamp::MAX`]: none is
+    /// active). A lower bound: lowered by every new hold, raised only by a sweep that read
+    /// the true soonest expiry.
+    next_expiry: Timestamp,
+    /// After a sweep failed, the next is not tried before this instant, so a database that
+    /// refuses writes is not asked again in a busy loop.
+    sweep_retry_at: Option<Instant>,
     /// Set when a command left the transaction in a state the batch must not commit.
     poisoned: Option<StoreError>,
     /// Set when the head could not be read back after a failed batch: it is read again at
@@ -102,9 +136,9 @@ impl Writer {
             .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
         checkpointer.watch(&mut conn)?;
         let head = audit::load_head(&conn)?;
-        let latest: Option<String> =
-            conn.query_row("SELECT max(id) FROM tenants", [], |r| r.get(0))?;
-        let latest = latest.as_deref().and_then(TenantId::parse);
+        let latest = queries::latest_ulid(&conn)?;
+        // Unknown until read: the first batch reads it.
+        let next_expiry = Timestamp::from_unix_ms(0);
         let stats = Stats::default();
         load_counts(&conn, &stats)?;
         stats
@@ -115,8 +149,11 @@ impl Writer {
             config,
             stats: Arc::new(stats),
             head,
-            ids: IdGenerator::after(latest.as_ref()),
+            ids: IdGenerator::after(latest),
             delta: Delta::default(),
+            last_now: Timestamp::from_unix_ms(0),
+            next_expiry,
+            sweep_retry_at: None,
             poisoned: None,
             head_stale: false,
             reopen_pending: false,
@@ -139,9 +176,11 @@ impl Writer {
         let mut stopping = false;
         loop {
             if !stopping {
-                match queue.recv() {
-                    Ok(first) => batch.push(first),
-                    Err(_) => break,
+                match self.wait(queue) {
+                    Ok(Some(first)) => batch.push(first),
+                    // An expiry is due: the batch below records it.
+                    Ok(None) => {}
+                    Err(()) => break,
                 }
             }
             while batch.len() < self.config.commit_batch_max {
@@ -150,8 +189,11 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if batch.is_empty() {
-                break;
+            if batch.is_empty() && (stopping || !self.expiry_due()) {
+                if stopping {
+                    break;
+                }
+                continue;
             }
             // After the marker, what is still queued runs, and then the thread ends.
             stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
@@ -160,12 +202,41 @@ impl Writer {
         self.close();
     }
 
+    /// Waits for a command, or (with the system clock) until the soonest reservation expires,
+    /// whichever comes first. `Err` when every sender is gone.
+    fn wait(&self, queue: &flume::Receiver<WriteCommand>) -> Result<Option<WriteCommand>, ()> {
+        if !self.config.clock.wakes() || self.next_expiry == Timestamp::MAX {
+            return queue.recv().map(Some).map_err(|_| ());
+        }
+        let now = self.config.clock.now();
+        let wait_ms = self.next_expiry.unix_ms().saturating_sub(now.unix_ms());
+        let mut deadline = Instant::now() + Duration::from_millis(wait_ms);
+        if let Some(retry_at) = self.sweep_retry_at {
+            deadline = deadline.max(retry_at);
+        }
+        match queue.recv_deadline(deadline) {
+            Ok(command) => Ok(Some(command)),
+            Err(flume::RecvTimeoutError::Timeout) => Ok(None),
+            Err(flume::RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    /// Whether a reservation may have expired without its expiry recorded, and a sweep may
+    /// run now.
+    fn expiry_due(&self) -> bool {
+        self.next_expiry <= self.config.clock.now()
+            && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
+    }
+
     /// Runs a batch in one transaction and answers every command once it is settled. When
     /// the transaction cannot begin, is rolled back by SQLite itself (disk full, I/O error), or
     /// a savepoint cannot be closed cleanly, no further command of the batch runs and every
     /// command is answered with the error: nothing runs outside the transaction.
     fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        let writes = batch.iter().filter(|c| c.writes()).count();
+        // Expiries that are due are recorded first, in the batch's transaction; a sweep that
+        // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
+        let sweep = self.expiry_due();
+        let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
         self.writable = None;
         let mut failed = self.reopen_if_pending().err();
         if failed.is_none() && writes > 0 {
@@ -177,6 +248,17 @@ impl Writer {
         // Taken once the head is known for sure: a reopen leaves it to be read again.
         let head_before = self.head.clone();
         let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+        if sweep && failed.is_none() {
+            let now = self.now();
+            match self.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
+                Ok(_) => self.sweep_retry_at = None,
+                Err(e) => {
+                    log::warn!("expiries could not be recorded now: {e:?}");
+                    self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                }
+            }
+            failed = self.poisoned.take();
+        }
         for command in batch.drain(..) {
             if failed.is_some() {
                 finished.push(unanswered(command));
@@ -209,6 +291,8 @@ impl Writer {
                     finished.len()
                 );
                 self.head = head_before;
+                // What the batch did to the soonest expiry is unknown: read it again.
+                self.next_expiry = Timestamp::from_unix_ms(0);
                 self.resync();
             }
         }
@@ -337,6 +421,17 @@ impl Writer {
         stats
             .audit_events
             .fetch_add(delta.audit_events, Ordering::Relaxed);
+        // A negative change is added as its two's complement: the sum wraps to the count.
+        let add = |counts: &[AtomicU64], changes: &[i64]| {
+            for (count, change) in counts.iter().zip(changes) {
+                count.fetch_add(*change as u64, Ordering::Relaxed);
+            }
+        };
+        add(&stats.budgets, &delta.budgets);
+        add(&stats.reservations, &delta.reservations);
+        for (count, change) in stats.entries.iter().zip(delta.entries) {
+            count.fetch_add(change, Ordering::Relaxed);
+        }
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.commands.fetch_add(commands as u64, Ordering::Relaxed);
         if delta.purged > 0 {
@@ -359,6 +454,55 @@ impl Writer {
             }
             WriteCommand::TombstoneTenant(id, actor, reply) => {
                 let result = self.guarded(in_transaction, |w| w.tombstone_tenant(&id, &actor));
+                finish(reply, result)
+            }
+            WriteCommand::CreateBudget(c, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    w.keyed(c.keyed, |w| w.create_budget(&c.tenant, &c.budget, &c.actor))
+                });
+                finish(reply, result)
+            }
+            WriteCommand::CloseBudget(tenant, id, actor, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    w.close_budget(&tenant, id.as_ref(), &actor)
+                });
+                finish(reply, result)
+            }
+            WriteCommand::MoveBudget(c, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    w.keyed(c.keyed, |w| {
+                        w.move_budget(&c.tenant, c.budget.as_ref(), &c.movement, &c.actor)
+                    })
+                });
+                finish(reply, result)
+            }
+            WriteCommand::Reserve(c, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    w.keyed(c.keyed, |w| w.reserve(&c.tenant, &c.reservation, &c.actor))
+                });
+                finish(reply, result)
+            }
+            WriteCommand::Settle(c, reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    w.keyed(c.keyed, |w| {
+                        w.settle(&c.tenant, c.reservation.as_ref(), c.settle, &c.actor)
+                    })
+                });
+                finish(reply, result)
+            }
+            #[cfg(test)]
+            WriteCommand::ExpireDue(reply) => {
+                let result = self.guarded(in_transaction, |w| {
+                    let now = w.now();
+                    let mut swept = 0;
+                    loop {
+                        let n = w.sweep(now, EXPIRE_SWEEP_MAX)?;
+                        swept += n;
+                        if n < EXPIRE_SWEEP_MAX {
+                            return Ok(swept);
+                        }
+                    }
+                });
                 finish(reply, result)
             }
             WriteCommand::CheckWritable(reply) => {
@@ -387,12 +531,13 @@ impl Writer {
         if savepoint {
             self.sql("SAVEPOINT command")?;
         }
-        let (head, delta) = (self.head.clone(), self.delta.clone());
+        let (head, delta, next_expiry) = (self.head.clone(), self.delta.clone(), self.next_expiry);
         let result = run_guarded(|| op(self));
         if result.is_err() {
-            // What the command appended or counted is rolled back with it.
+            // What the command appended, counted or expired is rolled back with it.
             self.head = head.clone();
             self.delta = delta.clone();
+            self.next_expiry = next_expiry;
         }
         if savepoint {
             let ended = if result.is_ok() {
@@ -408,6 +553,7 @@ impl Writer {
                 if result.is_ok() {
                     self.head = head;
                     self.delta = delta;
+                    self.next_expiry = next_expiry;
                     return Err(error);
                 }
             }
@@ -555,60 +701,6 @@ impl Writer {
         Ok(())
     }
 
-    fn create_tenant(
-        &mut self,
-        new: &crate::domain::NewTenant,
-        actor: &Actor,
-    ) -> Result<Created, StoreError> {
-        let id = self.ids.next_id(ids::now_unix_ms());
-        let token = TenantToken::mint(&id);
-        let created_at = queries::now(&self.conn)?;
-        let deposit = new.opening_deposit;
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO tenants (id, name, state, opening_deposit_atomic, balance_atomic, \
-                 token_hash, created_at, tombstoned_at) \
-                 VALUES (?1, ?2, 'active', ?3, ?3, ?4, ?5, NULL)",
-            )?
-            .execute(params![
-                id.as_str(),
-                new.name.as_str(),
-                deposit.to_string(),
-                &token.hash()[..],
-                created_at,
-            ]);
-        if let Err(e) = inserted {
-            return Err(if is_name_clash(&e) {
-                StoreError::TenantNameTaken
-            } else {
-                e.into()
-            });
-        }
-        let event = AuditEvent::TenantCreated {
-            id: id.clone(),
-            name: new.name.clone(),
-            opening_deposit: deposit,
-        };
-        self.record(&created_at, actor, &event)?;
-        self.delta.created += 1;
-        #[cfg(test)]
-        self.inject_faults(new.name.as_str());
-        Ok(Created {
-            tenant: Tenant {
-                id,
-                name: new.name.clone(),
-                created_at,
-                state: TenantState::Active,
-                budget: TenantBudget {
-                    opening_deposit: deposit,
-                    balance: deposit,
-                },
-            },
-            token,
-        })
-    }
-
     /// The test builds' fault hooks, keyed by the name of a tenant being created, run once
     /// its row and its event are written: a panic (the savepoint must take both back), or a
     /// failure of the batch whose `ROLLBACK` then fails too.
@@ -621,27 +713,6 @@ impl Writer {
             self.fail_next_rollback = true;
             self.poisoned = Some(StoreError::Unavailable("an injected failure".into()));
         }
-    }
-
-    fn tombstone_tenant(&mut self, id: &TenantId, actor: &Actor) -> Result<Tenant, StoreError> {
-        let mut tenant = queries::tenant(&self.conn, id)?.ok_or(StoreError::TenantNotFound)?;
-        if tenant.state != TenantState::Active {
-            return Ok(tenant);
-        }
-        let now = queries::now(&self.conn)?;
-        self.conn
-            .prepare_cached(
-                "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
-            )?
-            .execute(params![id.as_str(), now])?;
-        self.record(
-            &now,
-            actor,
-            &AuditEvent::TenantTombstoned { id: id.clone() },
-        )?;
-        tenant.state = TenantState::Tombstoned { at: now };
-        self.delta.tombstoned += 1;
-        Ok(tenant)
     }
 
     /// Checkpoints the WAL into the main file so the database is one self-contained file
@@ -663,19 +734,52 @@ impl Writer {
 
 /// Counts tenants by state into `stats`.
 fn load_counts(conn: &Connection, stats: &Stats) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM tenants GROUP BY state")?;
-    let mut rows = stmt.query([])?;
-    let (mut active, mut tombstoned) = (0, 0);
-    while let Some(row) = rows.next()? {
-        let count = row.get::<_, i64>(1)?.unsigned_abs();
-        match row.get::<_, String>(0)?.as_str() {
-            "active" => active = count,
-            "tombstoned" => tombstoned = count,
-            _ => {}
+    // Counts of `sql`'s rows (key, count) for each of `names`, in order.
+    let count = |sql: &str, names: &[&str]| -> rusqlite::Result<Vec<u64>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query([])?;
+        let mut found = vec![0; names.len()];
+        while let Some(row) = rows.next()? {
+            let key = row.get_ref(0)?.as_str()?;
+            if let Some(i) = names.iter().position(|n| *n == key) {
+                found[i] = row.get::<_, i64>(1)?.unsigned_abs();
+            }
         }
-    }
-    stats.active.store(active, Ordering::Relaxed);
-    stats.tombstoned.store(tombstoned, Ordering::Relaxed);
+        Ok(found)
+    };
+    let store = |into: &[AtomicU64], counts: Vec<u64>| {
+        for (slot, n) in into.iter().zip(counts) {
+            slot.store(n, Ordering::Relaxed);
+        }
+    };
+    let tenants = count(
+        "SELECT state, count(*) FROM tenants GROUP BY state",
+        &["active", "tombstoned"],
+    )?;
+    stats.active.store(tenants[0], Ordering::Relaxed);
+    stats.tombstoned.store(tenants[1], Ordering::Relaxed);
+    store(
+        &stats.budgets,
+        count(
+            "SELECT state, count(*) FROM budgets GROUP BY state",
+            &["open", "closed"],
+        )?,
+    );
+    store(
+        &stats.reservations,
+        count(
+            "SELECT state, count(*) FROM reservations GROUP BY state",
+            &["active", "committed", "released", "expired"],
+        )?,
+    );
+    let kinds = EntryKind::ALL.map(EntryKind::name);
+    store(
+        &stats.entries,
+        count(
+            "SELECT kind, count(*) FROM ledger_entries GROUP BY kind",
+            &kinds,
+        )?,
+    );
     Ok(())
 }
 
@@ -686,17 +790,28 @@ fn unanswered(command: WriteCommand) -> Finish {
     match command {
         WriteCommand::CreateTenant(_, reply) => finish(reply, Err(not_run())),
         WriteCommand::TombstoneTenant(_, _, reply) => finish(reply, Err(not_run())),
+        WriteCommand::CreateBudget(_, reply) => finish(reply, Err(not_run())),
+        WriteCommand::CloseBudget(_, _, _, reply) => finish(reply, Err(not_run())),
+        WriteCommand::MoveBudget(_, reply) => finish(reply, Err(not_run())),
+        WriteCommand::Reserve(_, reply) | WriteCommand::Settle(_, reply) => {
+            finish(reply, Err(not_run()))
+        }
+        #[cfg(test)]
+        WriteCommand::ExpireDue(reply) => finish(reply, Err(not_run())),
         WriteCommand::CheckWritable(reply) => finish(reply, Err(not_run())),
         WriteCommand::PurgeExpired(reply) => finish(reply, Err(not_run())),
         WriteCommand::Shutdown => Box::new(|_| {}),
     }
 }
 
-/// True when `e` is the unique index on active names refusing a second holder.
-fn is_name_clash(e: &rusqlite::Error) -> bool {
+/// True when `e` is a unique index whose first column is `column` (as `table.column`)
+/// refusing a second holder: an active tenant's name, an open budget's name.
+fn is_unique_clash(e: &rusqlite::Error, column: &str) -> bool {
     match e {
         rusqlite::Error::SqliteFailure(err, Some(message)) => {
-            err.code == ErrorCode::ConstraintViolation && message.contains("tenants.name")
+            err.code == ErrorCode::ConstraintViolation
+                && message.starts_with("UNIQUE")
+                && message.contains(column)
         }
         _ => false,
     }
@@ -707,7 +822,7 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, NewTenant, TenantName};
+    use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
     use crate::store::{FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX};
 
     /// A writer on a fresh database in `dir`.
@@ -719,6 +834,7 @@ mod tests {
             commit_batch_max: 8,
             readers: 1,
             idempotency_ttl: IDEMPOTENCY_TTL_MAX,
+            clock: crate::store::Clock::System,
         };
         let conn = open::open_writer(&config.path).expect("the database opens");
         Writer::new(conn, config).expect("the writer starts")
@@ -726,7 +842,7 @@ mod tests {
 
     fn new_tenant(name: &str) -> NewTenant {
         NewTenant {
-            name: TenantName::parse(name).expect("a name"),
+            name: Name::parse(name).expect("a name"),
             opening_deposit: Atomic::parse("5").expect("an amount"),
         }
     }
@@ -866,7 +982,7 @@ mod tests {
         let tampering = [
             (
                 "an edited balance",
-                "UPDATE tenants SET balance_atomic = '6'",
+                "DROP TRIGGER budgets_identity_immutable; UPDATE budgets SET spent_atomic = '1'",
             ),
             ("an edited name", "UPDATE tenants SET name = 'other'"),
             (

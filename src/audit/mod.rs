@@ -4,148 +4,24 @@
 //! Each row's `hash` is the lower-case hex SHA-256 of
 //! `prev_hash "\n" seq "\n" occurred_at "\n" actor "\n" action "\n" tenant_id "\n" payload`,
 //! so anyone with `sqlite3` and `sha256sum` can recompute the chain without this program.
-//! Replaying the events from `seq` 1 reproduces every tenant; [`Replay`] does that and
-//! compares the result with the stored rows, so a row edited behind the service's back is
-//! found even where the chain itself is intact.
+//! Replaying the events from `seq` 1 reproduces every tenant, budget and reservation;
+//! [`Replay`] does that and compares the result with the stored rows, so a row edited behind
+//! the service's back is found even where the chain itself is intact.
+
+mod event;
+mod replay;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 use crate::crypto::{hex, sha256};
-use crate::domain::{Atomic, Tenant, TenantId, TenantName};
+
+pub(crate) use event::{Actor, AuditEvent};
+pub(crate) use replay::Replay;
 
 /// `prev_hash` of the first event: 64 zeros.
 pub(crate) const GENESIS_HASH: &str =
     "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// Who did it, as the `actor` column writes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Actor {
-    /// The holder of the admin token.
-    Admin,
-    /// The holder of a tenant token (the tenant is the row's `tenant_id`).
-    Tenant,
-}
-
-impl Actor {
-    /// The `actor` column's text.
-    pub(crate) fn as_str(&self) -> &'static str {
-        match self {
-            Self::Admin => "admin",
-            Self::Tenant => "tenant",
-        }
-    }
-}
-
-/// One state change: a variant per action, with the facts its payload records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AuditEvent {
-    /// `tenant.created`; implies the tenant's budget.
-    TenantCreated {
-        /// The new tenant.
-        id: TenantId,
-        /// Its name.
-        name: TenantName,
-        /// Its opening deposit.
-        opening_deposit: Atomic,
-    },
-    /// `tenant.tombstoned`; revokes the token and frees the name.
-    TenantTombstoned {
-        /// The tenant.
-        id: TenantId,
-    },
-}
-
-/// The payload of `tenant.created`, members in the contract's order.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreatedPayload<'a> {
-    #[serde(borrow)]
-    id: Cow<'a, str>,
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow)]
-    opening_deposit_atomic: Cow<'a, str>,
-}
-
-/// The payload of an event that names only its subject.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdPayload<'a> {
-    #[serde(borrow)]
-    id: Cow<'a, str>,
-}
-
-impl AuditEvent {
-    /// The `action` column's text.
-    pub(crate) fn action(&self) -> &'static str {
-        match self {
-            Self::TenantCreated { .. } => "tenant.created",
-            Self::TenantTombstoned { .. } => "tenant.tombstoned",
-        }
-    }
-
-    /// The tenant concerned.
-    pub(crate) fn tenant_id(&self) -> &TenantId {
-        match self {
-            Self::TenantCreated { id, .. } | Self::TenantTombstoned { id } => id,
-        }
-    }
-
-    /// The compact JSON of the event's facts: exactly the contract's members, in its order,
-    /// amounts as strings, non-ASCII characters unescaped. Never a secret.
-    pub(crate) fn payload(&self) -> String {
-        let json = match self {
-            Self::TenantCreated {
-                id,
-                name,
-                opening_deposit,
-            } => serde_json::to_string(&CreatedPayload {
-                id: id.as_str().into(),
-                name: name.as_str().into(),
-                opening_deposit_atomic: opening_deposit.to_string().into(),
-            }),
-            Self::TenantTombstoned { id } => serde_json::to_string(&IdPayload {
-                id: id.as_str().into(),
-            }),
-        };
-        json.expect("an audit payload always serializes")
-    }
-
-    /// Reads an event back from its stored columns; the payload must be exactly what
-    /// [`AuditEvent::payload`] writes for it.
-    pub(crate) fn parse(action: &str, tenant_id: &str, payload: &str) -> Result<Self, String> {
-        let id = |raw: &str| {
-            TenantId::parse(raw)
-                .filter(|id| id.as_str() == tenant_id)
-                .ok_or_else(|| format!("the payload's id {raw:?} is not the row's tenant"))
-        };
-        let bad = |e: serde_json::Error| format!("a {action} payload that does not parse: {e}");
-        let event = match action {
-            "tenant.created" => {
-                let p: CreatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
-                Self::TenantCreated {
-                    id: id(&p.id)?,
-                    name: TenantName::parse(&p.name).map_err(|e| format!("its name {e}"))?,
-                    opening_deposit: Atomic::parse(&p.opening_deposit_atomic)
-                        .map_err(|e| format!("its deposit {e}"))?,
-                }
-            }
-            "tenant.tombstoned" => {
-                let p: IdPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
-                Self::TenantTombstoned { id: id(&p.id)? }
-            }
-            other => return Err(format!("unknown action {other:?}")),
-        };
-        if event.payload() != payload {
-            return Err("the payload is not in its canonical form".into());
-        }
-        Ok(event)
-    }
-}
 
 /// The text of one row, as stored and hashed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,163 +205,62 @@ impl Chain {
     }
 }
 
-/// A tenant as the chain says it must be.
-#[derive(Debug)]
-struct Replayed {
-    /// The `seq` of its `tenant.created`.
-    created_seq: i64,
-    /// When its `tenant.created` occurred: its `created_at`.
-    created_at: String,
-    name: TenantName,
-    opening_deposit: Atomic,
-    /// When its `tenant.tombstoned` occurred, if it did: its `tombstoned_at`.
-    tombstoned_at: Option<String>,
-}
-
-/// Whether `actor` is one the contract names: `admin`, `tenant`, `system`, or `oidc:` and a
-/// subject.
-fn is_known_actor(actor: &str) -> bool {
-    matches!(actor, "admin" | "tenant" | "system")
-        || actor
-            .strip_prefix("oidc:")
-            .is_some_and(|sub| !sub.is_empty())
-}
-
-/// Replays the chain into the state it implies, then compares that with the stored rows.
-///
-/// Feed every row in `seq` order to [`Replay::push`], then every stored tenant to
-/// [`Replay::check_tenant`] (each once, in any order), then call [`Replay::finish`].
-#[derive(Debug, Default)]
-pub(crate) struct Replay {
-    chain: Chain,
-    tenants: BTreeMap<TenantId, Replayed>,
-}
-
-impl Replay {
-    /// Takes the next stored row: checks its links, then applies its event.
-    pub(crate) fn push(&mut self, row: &Linked) -> Result<(), VerifyError> {
-        self.chain.push(row)?;
-        let seq = row.entry.seq;
-        let broken = |reason: String| VerifyError::Broken { seq, reason };
-        let entry = &row.entry;
-        if !is_known_actor(&entry.actor) {
-            return Err(broken(format!("an unknown actor {:?}", entry.actor)));
-        }
-        let event =
-            AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
-        match event {
-            AuditEvent::TenantCreated {
-                id,
-                name,
-                opening_deposit,
-            } => {
-                if self.tenants.contains_key(&id) {
-                    return Err(broken(format!("creates tenant {id} a second time")));
-                }
-                self.tenants.insert(
-                    id,
-                    Replayed {
-                        created_seq: seq,
-                        created_at: entry.occurred_at.clone(),
-                        name,
-                        opening_deposit,
-                        tombstoned_at: None,
-                    },
-                );
-            }
-            AuditEvent::TenantTombstoned { id } => match self.tenants.get_mut(&id) {
-                Some(tenant) if tenant.tombstoned_at.is_none() => {
-                    tenant.tombstoned_at = Some(entry.occurred_at.clone());
-                }
-                Some(_) => return Err(broken(format!("tombstones tenant {id} a second time"))),
-                None => return Err(broken(format!("tombstones tenant {id} before it exists"))),
-            },
-        }
-        Ok(())
-    }
-
-    /// The error for a stored row the chain does not account for.
-    pub(crate) fn unaccounted(&self, reason: String) -> VerifyError {
-        VerifyError::Unaccounted {
-            head_seq: self.chain.head.seq,
-            reason,
-        }
-    }
-
-    /// Compares one stored tenant with what the chain says of it.
-    pub(crate) fn check_tenant(&mut self, stored: &Tenant) -> Result<(), VerifyError> {
-        let head_seq = self.chain.head.seq;
-        let unaccounted = |reason: String| VerifyError::Unaccounted { head_seq, reason };
-        let Some(replayed) = self.tenants.remove(&stored.id) else {
-            return Err(unaccounted(format!(
-                "tenant {} has no tenant.created event",
-                stored.id
-            )));
-        };
-        let id = &stored.id;
-        let differs = if replayed.name != stored.name {
-            Some("name")
-        } else if replayed.created_at != stored.created_at {
-            Some("creation time")
-        } else if replayed.opening_deposit != stored.budget.opening_deposit {
-            Some("opening deposit")
-        } else if replayed.opening_deposit != stored.budget.balance {
-            Some("balance")
-        } else if replayed.tombstoned_at.as_deref() != stored.state.tombstoned_at() {
-            Some("state or tombstone time")
-        } else {
-            None
-        };
-        match differs {
-            Some(what) => Err(unaccounted(format!(
-                "tenant {id}'s stored {what} is not what its events say"
-            ))),
-            None => Ok(()),
-        }
-    }
-
-    /// Ends the replay: every tenant the chain created must have been stored.
-    pub(crate) fn finish(self) -> Result<Head, VerifyError> {
-        match self.tenants.iter().next() {
-            Some((id, replayed)) => Err(VerifyError::Broken {
-                seq: replayed.created_seq,
-                reason: format!("names tenant {id}, which is not in the tenants table"),
-            }),
-            None => Ok(self.chain.head().clone()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{TenantBudget, TenantState};
+    use crate::domain::{
+        Atomic, Budget, BudgetState, Figures, Name, Tenant, TenantId, TenantState, Timestamp, Unit,
+    };
 
     const ID: &str = "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV";
     const AT: &str = "2026-11-22T10:00:00.123Z";
 
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).expect("a timestamp")
+    }
+
     fn created(id: &str, name: &str, deposit: &str) -> AuditEvent {
         AuditEvent::TenantCreated {
             id: TenantId::parse(id).expect("id"),
-            name: TenantName::parse(name).expect("name"),
+            name: Name::parse(name).expect("name"),
             opening_deposit: Atomic::parse(deposit).expect("amount"),
         }
     }
 
-    fn stored(id: &str, name: &str, deposit: &str, balance: &str, tombstoned: bool) -> Tenant {
+    /// A default budget as stored: `deposit` credited, `spent` spent.
+    fn default_budget(id: &str, deposit: &str, spent: u128, tombstoned: bool) -> Budget {
+        let tenant = TenantId::parse(id).expect("id");
+        let deposit = Atomic::parse(deposit).expect("amount");
+        Budget {
+            id: tenant.default_budget(),
+            tenant_id: tenant,
+            name: Name::parse("default").expect("name"),
+            unit: Unit::atomic(),
+            state: if tombstoned {
+                BudgetState::Closed { at: at(AT) }
+            } else {
+                BudgetState::Open
+            },
+            created_at: at(AT),
+            opening_deposit: deposit,
+            figures: Figures {
+                spent,
+                ..Figures::opening(deposit)
+            },
+        }
+    }
+
+    fn stored(id: &str, name: &str, deposit: &str, tombstoned: bool) -> Tenant {
         Tenant {
             id: TenantId::parse(id).expect("id"),
-            name: TenantName::parse(name).expect("name"),
-            created_at: AT.into(),
+            name: Name::parse(name).expect("name"),
+            created_at: at(AT),
             state: if tombstoned {
-                TenantState::Tombstoned { at: AT.into() }
+                TenantState::Tombstoned { at: at(AT) }
             } else {
                 TenantState::Active
             },
-            budget: TenantBudget {
-                opening_deposit: Atomic::parse(deposit).expect("amount"),
-                balance: Atomic::parse(balance).expect("amount"),
-            },
+            budget: default_budget(id, deposit, 0, tombstoned),
         }
     }
 
@@ -603,36 +378,35 @@ mod tests {
         let events = [created(ID, "a", "5"), created(B, "b", "7"), tombstone(B)];
 
         let mut ok = replay(&events).expect("the chain replays");
-        ok.check_tenant(&stored(ID, "a", "5", "5", false))
-            .expect("a matches");
-        ok.check_tenant(&stored(B, "b", "7", "7", true))
-            .expect("b matches");
+        for (tenant, name, deposit, tombstoned) in [(ID, "a", "5", false), (B, "b", "7", true)] {
+            let row = stored(tenant, name, deposit, tombstoned);
+            ok.check_tenant(&row).expect("the tenant matches");
+            ok.check_budget(&row.budget).expect("its budget matches");
+        }
         assert_eq!(ok.finish().map(|h| h.seq), Ok(3));
 
         let cases: &[(&str, Tenant)] = &[
-            ("an edited balance", stored(ID, "a", "5", "6", false)),
-            ("an edited name", stored(ID, "x", "5", "5", false)),
-            ("an edited deposit", stored(ID, "a", "6", "6", false)),
-            ("an undone tombstone", stored(B, "b", "7", "7", false)),
+            ("an edited name", stored(ID, "x", "5", false)),
+            ("an undone tombstone", stored(B, "b", "7", false)),
             (
                 "an edited creation time",
                 Tenant {
-                    created_at: "2026-11-22T10:00:00.124Z".into(),
-                    ..stored(ID, "a", "5", "5", false)
+                    created_at: at("2026-11-22T10:00:00.124Z"),
+                    ..stored(ID, "a", "5", false)
                 },
             ),
             (
                 "an edited tombstone time",
                 Tenant {
                     state: TenantState::Tombstoned {
-                        at: "2026-11-22T10:00:00.124Z".into(),
+                        at: at("2026-11-22T10:00:00.124Z"),
                     },
-                    ..stored(B, "b", "7", "7", true)
+                    ..stored(B, "b", "7", true)
                 },
             ),
             (
                 "a tenant with no event",
-                stored("ten_01ARZ3NDEKTSV4RRFFQ69G5FAX", "c", "1", "1", false),
+                stored("ten_01ARZ3NDEKTSV4RRFFQ69G5FAX", "c", "1", false),
             ),
         ];
         for (what, row) in cases {
@@ -643,10 +417,23 @@ mod tests {
             );
         }
 
+        let budgets: &[(&str, Budget)] = &[
+            ("an edited deposit", default_budget(ID, "6", 0, false)),
+            ("an edited spend", default_budget(ID, "5", 1, false)),
+            ("a reopened budget", default_budget(B, "7", 0, false)),
+        ];
+        for (what, row) in budgets {
+            let mut r = replay(&events).expect("the chain replays");
+            assert!(
+                matches!(r.check_budget(row), Err(VerifyError::Unaccounted { .. })),
+                "{what} is caught"
+            );
+        }
+
         let mut missing = replay(&events).expect("the chain replays");
-        missing
-            .check_tenant(&stored(ID, "a", "5", "5", false))
-            .expect("a matches");
+        let a = stored(ID, "a", "5", false);
+        missing.check_tenant(&a).expect("a matches");
+        missing.check_budget(&a.budget).expect("its budget matches");
         assert!(
             matches!(missing.finish(), Err(VerifyError::Broken { seq: 2, .. })),
             "an event for a tenant that is not stored names its seq"
@@ -654,7 +441,7 @@ mod tests {
 
         assert!(
             matches!(
-                replay(&[created(ID, "a", "1"), created(ID, "a", "1")]),
+                replay(&[created(ID, "a", "1"), created(ID, "b", "1")]),
                 Err(VerifyError::Broken { seq: 2, .. })
             ),
             "a second create of one id"
@@ -674,7 +461,8 @@ mod tests {
         for (actor, known) in [
             ("admin", true),
             ("tenant", true),
-            ("system", true),
+            // The system only ever records expiries.
+            ("system", false),
             ("oidc:user-1", true),
             ("oidc:", false),
             ("root", false),

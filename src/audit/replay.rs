@@ -1,0 +1,577 @@
+//! Verification by replay: the events, folded from `seq` 1, rebuild every tenant, budget and
+//! reservation; the stored rows must be exactly what they say, and every budget's ledger must
+//! replay to its figures. A balance edited behind the service's back is found even where the
+//! chain itself is intact.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{AuditEvent, Chain, Head, Linked, VerifyError};
+use crate::domain::{
+    Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryKind, Figures, LedgerEntry,
+    Name, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
+};
+
+/// A tenant as its events leave it.
+#[derive(Debug)]
+struct ReplayedTenant {
+    created_seq: i64,
+    created_at: Timestamp,
+    name: Name,
+    tombstoned_at: Option<Timestamp>,
+    budgets: Vec<BudgetId>,
+    stored: bool,
+}
+
+/// A budget as its events leave it.
+#[derive(Debug)]
+struct ReplayedBudget {
+    created_seq: i64,
+    tenant: TenantId,
+    name: Name,
+    unit: Unit,
+    created_at: Timestamp,
+    opening_deposit: Atomic,
+    figures: Figures,
+    closed_at: Option<Timestamp>,
+    active: BTreeSet<ReservationId>,
+    stored: bool,
+}
+
+/// A reservation as its events leave it.
+#[derive(Debug)]
+struct ReplayedReservation {
+    created_seq: i64,
+    tenant: TenantId,
+    budget: BudgetId,
+    amount: Atomic,
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    state: ReservationState,
+    stored: bool,
+}
+
+/// The actors the contract names: `admin`, `tenant`, `system` and `oidc:<sub>`.
+fn is_known_actor(actor: &str) -> bool {
+    matches!(actor, "admin" | "tenant" | "system")
+        || actor
+            .strip_prefix("oidc:")
+            .is_some_and(|sub| !sub.is_empty())
+}
+
+/// The replay: push every row in order, then check every stored tenant, budget, reservation
+/// and ledger entry, then [`Replay::finish`].
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    chain: Chain,
+    tenants: BTreeMap<TenantId, ReplayedTenant>,
+    budgets: BTreeMap<BudgetId, ReplayedBudget>,
+    reservations: BTreeMap<ReservationId, ReplayedReservation>,
+    /// The ledger of the budget being read, and the figures it has reached.
+    ledger: Option<(BudgetId, Figures)>,
+}
+
+impl Replay {
+    /// Checks the row's link, then applies its event.
+    pub(crate) fn push(&mut self, row: &Linked) -> Result<(), VerifyError> {
+        self.chain.push(row)?;
+        let seq = row.entry.seq;
+        let entry = &row.entry;
+        let broken = |reason: String| VerifyError::Broken { seq, reason };
+        if !is_known_actor(&entry.actor) {
+            return Err(broken(format!("an unknown actor {:?}", entry.actor)));
+        }
+        let at = Timestamp::parse(&entry.occurred_at)
+            .ok_or_else(|| broken(format!("a bad occurred_at {:?}", entry.occurred_at)))?;
+        let event =
+            AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
+        if (entry.actor == "system") != matches!(event, AuditEvent::ReservationExpired { .. }) {
+            return Err(broken(format!(
+                "{} by {:?}: only the system expires, and it does nothing else",
+                entry.action, entry.actor
+            )));
+        }
+        self.apply(seq, at, event).map_err(broken)
+    }
+
+    fn apply(&mut self, seq: i64, at: Timestamp, event: AuditEvent) -> Result<(), String> {
+        match event {
+            AuditEvent::TenantCreated {
+                id,
+                name,
+                opening_deposit,
+            } => {
+                if self.tenants.contains_key(&id) {
+                    return Err(format!("creates tenant {id} a second time"));
+                }
+                let budget = id.default_budget();
+                self.new_budget(
+                    seq,
+                    &id,
+                    budget.clone(),
+                    Name::parse(DEFAULT_BUDGET_NAME).expect("a valid name"),
+                    Unit::atomic(),
+                    at,
+                    opening_deposit,
+                )?;
+                self.tenants.insert(
+                    id,
+                    ReplayedTenant {
+                        created_seq: seq,
+                        created_at: at,
+                        name,
+                        tombstoned_at: None,
+                        budgets: vec![budget],
+                        stored: false,
+                    },
+                );
+            }
+            AuditEvent::TenantTombstoned { id } => {
+                let budgets = self.active_tenant(&id)?.budgets.clone();
+                for budget in budgets {
+                    if self.budgets[&budget].closed_at.is_none() {
+                        self.close(&budget, at)?;
+                    }
+                }
+                let tenant = self.tenants.get_mut(&id).expect("checked above");
+                tenant.tombstoned_at = Some(at);
+            }
+            AuditEvent::BudgetCreated {
+                tenant,
+                id,
+                name,
+                unit,
+                opening_deposit,
+            } => {
+                self.active_tenant(&tenant)?;
+                let taken = self
+                    .budgets
+                    .values()
+                    .any(|b| b.tenant == tenant && b.closed_at.is_none() && b.name == name);
+                if taken {
+                    return Err(format!("budget {id} takes the name of an open budget"));
+                }
+                self.new_budget(seq, &tenant, id.clone(), name, unit, at, opening_deposit)?;
+                let owner = self.tenants.get_mut(&tenant).expect("checked above");
+                owner.budgets.push(id);
+            }
+            AuditEvent::BudgetClosed { tenant, id } => {
+                self.open_budget(&tenant, &id)?;
+                self.close(&id, at)?;
+            }
+            AuditEvent::BudgetCredited {
+                tenant,
+                budget,
+                amount,
+                ..
+            } => {
+                let b = self.open_budget(&tenant, &budget)?;
+                b.figures = b
+                    .figures
+                    .credit(amount.get())
+                    .map_err(|_| format!("credits budget {budget} past u128"))?;
+            }
+            AuditEvent::BudgetDebited {
+                tenant,
+                budget,
+                amount,
+                ..
+            } => {
+                let b = self.open_budget(&tenant, &budget)?;
+                b.figures = b
+                    .figures
+                    .debit(amount.get())
+                    .map_err(|_| format!("overdraws budget {budget}"))?;
+            }
+            AuditEvent::ReservationCreated {
+                tenant,
+                id,
+                budget,
+                amount,
+                expires_at,
+            } => {
+                if self.reservations.contains_key(&id) || amount.get() == 0 || expires_at <= at {
+                    return Err(format!("a reservation {id} that cannot be made"));
+                }
+                let b = self.open_budget(&tenant, &budget)?;
+                b.figures = b
+                    .figures
+                    .reserve(amount.get())
+                    .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
+                b.active.insert(id.clone());
+                self.reservations.insert(
+                    id,
+                    ReplayedReservation {
+                        created_seq: seq,
+                        tenant,
+                        budget,
+                        amount,
+                        created_at: at,
+                        expires_at,
+                        state: ReservationState::Active,
+                        stored: false,
+                    },
+                );
+            }
+            AuditEvent::ReservationCommitted { tenant, id, amount } => {
+                let (budget, held) = self.live_reservation(&tenant, &id, at)?;
+                let b = self.open_budget(&tenant, &budget)?;
+                b.figures = b
+                    .figures
+                    .commit(held.get(), amount.get())
+                    .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
+                self.settle(&id, ReservationState::Committed { amount, at });
+            }
+            AuditEvent::ReservationReleased { tenant, id } => {
+                let (budget, held) = self.live_reservation(&tenant, &id, at)?;
+                self.give_back(&tenant, &budget, held)?;
+                self.settle(&id, ReservationState::Released { at });
+            }
+            AuditEvent::ReservationExtended {
+                tenant,
+                id,
+                expires_at,
+            } => {
+                self.live_reservation(&tenant, &id, at)?;
+                if expires_at <= at {
+                    return Err(format!("extends reservation {id} into the past"));
+                }
+                self.reservations
+                    .get_mut(&id)
+                    .expect("checked above")
+                    .expires_at = expires_at;
+            }
+            AuditEvent::ReservationExpired { tenant, id } => {
+                let r = self.active_reservation(&tenant, &id)?;
+                if r.expires_at > at {
+                    return Err(format!("expires reservation {id} before its time"));
+                }
+                let (budget, held) = (r.budget.clone(), r.amount);
+                self.give_back(&tenant, &budget, held)?;
+                self.settle(&id, ReservationState::Expired { at });
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_budget(
+        &mut self,
+        seq: i64,
+        tenant: &TenantId,
+        id: BudgetId,
+        name: Name,
+        unit: Unit,
+        at: Timestamp,
+        opening_deposit: Atomic,
+    ) -> Result<(), String> {
+        if self.budgets.contains_key(&id) {
+            return Err(format!("creates budget {id} a second time"));
+        }
+        self.budgets.insert(
+            id,
+            ReplayedBudget {
+                created_seq: seq,
+                tenant: tenant.clone(),
+                name,
+                unit,
+                created_at: at,
+                opening_deposit,
+                figures: Figures::opening(opening_deposit),
+                closed_at: None,
+                active: BTreeSet::new(),
+                stored: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
+        match self.tenants.get(id) {
+            Some(t) if t.tombstoned_at.is_none() => Ok(t),
+            Some(_) => Err(format!("moves tombstoned tenant {id}")),
+            None => Err(format!("names tenant {id} before it exists")),
+        }
+    }
+
+    fn open_budget(
+        &mut self,
+        tenant: &TenantId,
+        id: &BudgetId,
+    ) -> Result<&mut ReplayedBudget, String> {
+        self.active_tenant(tenant)?;
+        match self.budgets.get_mut(id) {
+            Some(b) if b.tenant == *tenant && b.closed_at.is_none() => Ok(b),
+            Some(b) if b.tenant == *tenant => Err(format!("moves closed budget {id}")),
+            _ => Err(format!(
+                "names budget {id}, which tenant {tenant} does not have"
+            )),
+        }
+    }
+
+    fn active_reservation(
+        &self,
+        tenant: &TenantId,
+        id: &ReservationId,
+    ) -> Result<&ReplayedReservation, String> {
+        match self.reservations.get(id) {
+            Some(r) if r.tenant == *tenant && r.state == ReservationState::Active => Ok(r),
+            Some(r) if r.tenant == *tenant => Err(format!("settles reservation {id} twice")),
+            _ => Err(format!(
+                "names reservation {id}, which tenant {tenant} does not have"
+            )),
+        }
+    }
+
+    /// An active reservation whose time is not up at `at`: its budget and its hold.
+    fn live_reservation(
+        &self,
+        tenant: &TenantId,
+        id: &ReservationId,
+        at: Timestamp,
+    ) -> Result<(BudgetId, Atomic), String> {
+        let r = self.active_reservation(tenant, id)?;
+        if r.expires_at <= at {
+            return Err(format!("acts on reservation {id} after it expired"));
+        }
+        Ok((r.budget.clone(), r.amount))
+    }
+
+    fn give_back(
+        &mut self,
+        tenant: &TenantId,
+        budget: &BudgetId,
+        held: Atomic,
+    ) -> Result<(), String> {
+        let b = self.open_budget(tenant, budget)?;
+        b.figures = b
+            .figures
+            .release(held.get())
+            .map_err(|_| format!("budget {budget} returns more than it holds"))?;
+        Ok(())
+    }
+
+    fn settle(&mut self, id: &ReservationId, state: ReservationState) {
+        let r = self
+            .reservations
+            .get_mut(id)
+            .expect("checked by the caller");
+        r.state = state;
+        let budget = self
+            .budgets
+            .get_mut(&r.budget)
+            .expect("a reservation's budget");
+        budget.active.remove(id);
+    }
+
+    /// Releases the budget's active reservations and closes it, at `at`.
+    fn close(&mut self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
+        let budget = self.budgets.get_mut(id).expect("checked by the caller");
+        for reservation in std::mem::take(&mut budget.active) {
+            let r = self
+                .reservations
+                .get_mut(&reservation)
+                .expect("an active reservation");
+            budget.figures = budget
+                .figures
+                .release(r.amount.get())
+                .map_err(|_| format!("budget {id} returns more than it holds"))?;
+            r.state = ReservationState::Released { at };
+        }
+        budget.closed_at = Some(at);
+        Ok(())
+    }
+
+    /// What to say when stored rows and events disagree.
+    pub(crate) fn unaccounted(&self, reason: String) -> VerifyError {
+        VerifyError::Unaccounted {
+            head_seq: self.chain.head().seq,
+            reason,
+        }
+    }
+
+    /// Compares a stored tenant (its default budget aside) with its events.
+    pub(crate) fn check_tenant(&mut self, stored: &Tenant) -> Result<(), VerifyError> {
+        let head_seq = self.chain.head().seq;
+        let id = &stored.id;
+        let Some(replayed) = self.tenants.get_mut(id) else {
+            return Err(VerifyError::Unaccounted {
+                head_seq,
+                reason: format!("tenant {id} has no tenant.created event"),
+            });
+        };
+        replayed.stored = true;
+        let differs = if replayed.name != stored.name {
+            Some("name")
+        } else if replayed.created_at != stored.created_at {
+            Some("creation time")
+        } else if replayed.tombstoned_at != stored.state.tombstoned_at() {
+            Some("state or tombstone time")
+        } else if stored.budget.id != id.default_budget() {
+            Some("default budget")
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(self.unaccounted(format!(
+                "tenant {id}'s stored {what} is not what its events say"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Compares a stored budget with its events.
+    pub(crate) fn check_budget(&mut self, stored: &Budget) -> Result<(), VerifyError> {
+        let head_seq = self.chain.head().seq;
+        let id = &stored.id;
+        let Some(replayed) = self.budgets.get_mut(id) else {
+            return Err(VerifyError::Unaccounted {
+                head_seq,
+                reason: format!("budget {id} has no event that creates it"),
+            });
+        };
+        replayed.stored = true;
+        let state = match replayed.closed_at {
+            None => BudgetState::Open,
+            Some(at) => BudgetState::Closed { at },
+        };
+        let differs = if replayed.tenant != stored.tenant_id {
+            Some("tenant")
+        } else if replayed.name != stored.name || replayed.unit != stored.unit {
+            Some("name or unit")
+        } else if replayed.created_at != stored.created_at {
+            Some("creation time")
+        } else if replayed.opening_deposit != stored.opening_deposit {
+            Some("opening deposit")
+        } else if replayed.figures != stored.figures {
+            Some("figures")
+        } else if state != stored.state {
+            Some("state or closing time")
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(self.unaccounted(format!(
+                "budget {id}'s stored {what} is not what its events say"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Compares a stored reservation with its events.
+    pub(crate) fn check_reservation(&mut self, stored: &Reservation) -> Result<(), VerifyError> {
+        let head_seq = self.chain.head().seq;
+        let id = &stored.id;
+        let Some(replayed) = self.reservations.get_mut(id) else {
+            return Err(VerifyError::Unaccounted {
+                head_seq,
+                reason: format!("reservation {id} has no reservation.created event"),
+            });
+        };
+        replayed.stored = true;
+        let differs = if replayed.tenant != stored.tenant_id || replayed.budget != stored.budget_id
+        {
+            Some("tenant or budget")
+        } else if replayed.amount != stored.amount {
+            Some("amount")
+        } else if replayed.created_at != stored.created_at
+            || replayed.expires_at != stored.expires_at
+        {
+            Some("times")
+        } else if replayed.state != stored.state {
+            Some("state")
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(self.unaccounted(format!(
+                "reservation {id}'s stored {what} is not what its events say"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Replays one ledger entry; entries come by budget, and in order within one. Each must
+    /// move its budget's figures as its kind says and show the figures that result; a
+    /// budget's last entry must leave exactly the figures its events give.
+    pub(crate) fn check_entry(&mut self, entry: &LedgerEntry) -> Result<(), VerifyError> {
+        let bad = |what: &str| format!("ledger entry {} {what}", entry.id);
+        let figures = match self.ledger.take() {
+            Some((budget, figures)) if budget == entry.budget_id => figures,
+            previous => {
+                self.end_ledger(previous)?;
+                if entry.kind != EntryKind::OpeningDeposit {
+                    return Err(self.unaccounted(bad("comes before its budget's opening deposit")));
+                }
+                Figures::default()
+            }
+        };
+        let amount = entry.amount.get();
+        let held = || -> Result<u128, String> {
+            let id = entry
+                .reservation_id
+                .as_ref()
+                .ok_or_else(|| bad("names no reservation"))?;
+            self.reservations
+                .get(id)
+                .filter(|r| r.budget == entry.budget_id)
+                .map(|r| r.amount.get())
+                .ok_or_else(|| bad("names a reservation of another budget"))
+        };
+        let moved = match entry.kind {
+            EntryKind::OpeningDeposit if figures == Figures::default() => {
+                Ok(Figures::opening(entry.amount))
+            }
+            EntryKind::OpeningDeposit => Err(bad("is a second opening deposit")),
+            EntryKind::Credit => figures.credit(amount).map_err(|_| bad("overflows")),
+            EntryKind::Debit => figures.debit(amount).map_err(|_| bad("overdraws")),
+            EntryKind::Reserve => figures.reserve(amount).map_err(|_| bad("overspends")),
+            EntryKind::Commit => {
+                held().and_then(|held| figures.commit(held, amount).map_err(|_| bad("overspends")))
+            }
+            EntryKind::Release | EntryKind::Expire => figures
+                .release(amount)
+                .map_err(|_| bad("returns more than is held")),
+        }
+        .map_err(|reason| self.unaccounted(reason))?;
+        if moved.balance() != Some(entry.balance.get())
+            || moved.available() != Some(entry.available.get())
+        {
+            return Err(self.unaccounted(bad("shows figures its movement does not give")));
+        }
+        self.ledger = Some((entry.budget_id.clone(), moved));
+        Ok(())
+    }
+
+    fn end_ledger(&self, ledger: Option<(BudgetId, Figures)>) -> Result<(), VerifyError> {
+        let Some((budget, figures)) = ledger else {
+            return Ok(());
+        };
+        match self.budgets.get(&budget) {
+            Some(b) if b.figures == figures => Ok(()),
+            _ => Err(self.unaccounted(format!(
+                "budget {budget}'s ledger does not replay to its figures"
+            ))),
+        }
+    }
+
+    /// Ends the replay: every tenant, budget and reservation the chain made must be stored,
+    /// and the last ledger read must end where its budget's events do.
+    pub(crate) fn finish(mut self) -> Result<Head, VerifyError> {
+        let ledger = self.ledger.take();
+        self.end_ledger(ledger)?;
+        let missing = |seq: i64, what: String| VerifyError::Broken {
+            seq,
+            reason: format!("names {what}, which is not stored"),
+        };
+        if let Some((id, t)) = self.tenants.iter().find(|(_, t)| !t.stored) {
+            return Err(missing(t.created_seq, format!("tenant {id}")));
+        }
+        if let Some((id, b)) = self.budgets.iter().find(|(_, b)| !b.stored) {
+            return Err(missing(b.created_seq, format!("budget {id}")));
+        }
+        if let Some((id, r)) = self.reservations.iter().find(|(_, r)| !r.stored) {
+            return Err(missing(r.created_seq, format!("reservation {id}")));
+        }
+        Ok(self.chain.head().clone())
+    }
+}

@@ -1,0 +1,372 @@
+//! Budgets: what they hold, and every movement of them as checked arithmetic on `u128`.
+//!
+//! [`Figures`] is the one place the invariant *credited ≥ debited + spent + reserved* is
+//! kept: each movement returns new figures or a refusal, and never wraps. The store applies
+//! a movement inside the transaction that writes it, so no check is separated from its act.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use super::{Atomic, BodyFingerprint, BudgetId, Name, TenantId, Timestamp};
+
+/// The name of every tenant's first budget.
+pub(crate) const DEFAULT_BUDGET_NAME: &str = "default";
+
+/// The most characters a memo may have.
+pub(crate) const MEMO_CHARS_MAX: usize = 200;
+
+/// The most bytes a unit may have.
+const UNIT_BYTES_MAX: usize = 32;
+
+/// A label for people (`usd_micros`, `tokens`): `^[a-z][a-z0-9_]{0,31}$`, never converted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unit(String);
+
+impl Unit {
+    /// The unit of a budget made without one.
+    pub(crate) fn atomic() -> Self {
+        Self("atomic".into())
+    }
+
+    /// Checks the pattern.
+    pub(crate) fn parse(raw: &str) -> Result<Self, &'static str> {
+        let mut bytes = raw.bytes();
+        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase());
+        let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !first_ok || !rest_ok || raw.len() > UNIT_BYTES_MAX {
+            return Err("must match ^[a-z][a-z0-9_]{0,31}$");
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    /// The unit as given.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for Unit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// A note for people, never interpreted: 0 to [`MEMO_CHARS_MAX`] characters under a name's
+/// other rules (no control characters, no white space at either end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Memo(String);
+
+impl Memo {
+    /// Checks every rule; the empty memo is allowed.
+    pub(crate) fn parse(raw: &str) -> Result<Self, &'static str> {
+        if raw.is_empty() {
+            return Ok(Self(String::new()));
+        }
+        if raw.chars().count() > MEMO_CHARS_MAX {
+            return Err("must be at most 200 characters long");
+        }
+        Name::parse(raw).map(|_| Self(raw.to_owned()))
+    }
+
+    /// The memo as given.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for Memo {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// Why a movement was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// It needs more than is available; what is available.
+    InsufficientFunds { available: Atomic },
+    /// A credit would carry `credited` past `u128`.
+    Overflow,
+    /// The figures already break the invariant: stored data that was tampered with.
+    Corrupt,
+}
+
+/// A budget's running totals. `balance = credited − debited − spent`,
+/// `available = balance − reserved`, and the invariant keeps both non-negative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Figures {
+    /// The opening deposit plus every credit.
+    pub(crate) credited: u128,
+    /// Every debit.
+    pub(crate) debited: u128,
+    /// Every commit.
+    pub(crate) spent: u128,
+    /// The amounts of the active reservations.
+    pub(crate) reserved: u128,
+}
+
+impl Figures {
+    /// A new budget's figures.
+    pub(crate) fn opening(deposit: Atomic) -> Self {
+        Self {
+            credited: deposit.get(),
+            ..Self::default()
+        }
+    }
+
+    /// `credited − debited − spent`, or `None` when the invariant is broken.
+    pub(crate) fn balance(&self) -> Option<u128> {
+        self.credited
+            .checked_sub(self.debited)?
+            .checked_sub(self.spent)
+    }
+
+    /// `balance − reserved`, or `None` when the invariant is broken.
+    pub(crate) fn available(&self) -> Option<u128> {
+        self.balance()?.checked_sub(self.reserved)
+    }
+
+    fn need(&self, amount: u128) -> Result<(), Refusal> {
+        let available = self.available().ok_or(Refusal::Corrupt)?;
+        if amount > available {
+            return Err(Refusal::InsufficientFunds {
+                available: Atomic::new(available),
+            });
+        }
+        Ok(())
+    }
+
+    /// A top-up.
+    pub(crate) fn credit(self, amount: u128) -> Result<Self, Refusal> {
+        self.available().ok_or(Refusal::Corrupt)?;
+        let credited = self.credited.checked_add(amount).ok_or(Refusal::Overflow)?;
+        Ok(Self { credited, ..self })
+    }
+
+    /// A withdrawal, of at most what is available.
+    pub(crate) fn debit(self, amount: u128) -> Result<Self, Refusal> {
+        self.need(amount)?;
+        Ok(Self {
+            debited: self.debited + amount,
+            ..self
+        })
+    }
+
+    /// A hold, of at most what is available.
+    pub(crate) fn reserve(self, amount: u128) -> Result<Self, Refusal> {
+        self.need(amount)?;
+        Ok(Self {
+            reserved: self.reserved + amount,
+            ..self
+        })
+    }
+
+    /// A hold of `held` returned (a release or an expiry).
+    pub(crate) fn release(self, held: u128) -> Result<Self, Refusal> {
+        let reserved = self.reserved.checked_sub(held).ok_or(Refusal::Corrupt)?;
+        Ok(Self { reserved, ..self })
+    }
+
+    /// A hold of `held` settled by spending `spent`: the whole hold leaves `reserved`, and
+    /// any excess over it must be available now.
+    pub(crate) fn commit(self, held: u128, spent: u128) -> Result<Self, Refusal> {
+        self.need(spent.saturating_sub(held))?;
+        let released = self.release(held)?;
+        Ok(Self {
+            spent: released.spent.checked_add(spent).ok_or(Refusal::Corrupt)?,
+            ..released
+        })
+    }
+}
+
+/// Open, or closed at a time after which it never moves again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BudgetState {
+    /// It may move.
+    Open,
+    /// Final.
+    Closed { at: Timestamp },
+}
+
+impl BudgetState {
+    /// The state's name, as the API and the database write it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed { .. } => "closed",
+        }
+    }
+
+    /// When it was closed, if it was.
+    pub(crate) fn closed_at(&self) -> Option<Timestamp> {
+        match self {
+            Self::Open => None,
+            Self::Closed { at } => Some(*at),
+        }
+    }
+}
+
+/// A budget as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Its id.
+    pub(crate) id: BudgetId,
+    /// Whose it is.
+    pub(crate) tenant_id: TenantId,
+    /// Unique among the tenant's open budgets.
+    pub(crate) name: Name,
+    /// A label for people.
+    pub(crate) unit: Unit,
+    /// Open or closed.
+    pub(crate) state: BudgetState,
+    /// When it was made.
+    pub(crate) created_at: Timestamp,
+    /// What it was made with.
+    pub(crate) opening_deposit: Atomic,
+    /// Its running totals.
+    pub(crate) figures: Figures,
+}
+
+impl Budget {
+    /// True while it may move.
+    pub(crate) fn is_open(&self) -> bool {
+        self.state == BudgetState::Open
+    }
+}
+
+/// A validated budget create request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewBudget {
+    /// The name asked for.
+    pub(crate) name: Name,
+    /// The unit asked for (or the default).
+    pub(crate) unit: Unit,
+    /// The opening deposit asked for.
+    pub(crate) opening_deposit: Atomic,
+}
+
+impl NewBudget {
+    /// What makes two create requests the same body: the parsed values.
+    pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+        BodyFingerprint::of(
+            format!(
+                "budget\n{}\n{}\n{}",
+                self.name.as_str(),
+                self.unit.as_str(),
+                self.opening_deposit
+            )
+            .as_bytes(),
+        )
+    }
+}
+
+/// Which way an admin's movement goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// A top-up.
+    Credit,
+    /// A withdrawal.
+    Debit,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Credit => "credit",
+            Self::Debit => "debit",
+        })
+    }
+}
+
+/// A validated credit or debit request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Movement {
+    /// Which way.
+    pub(crate) direction: Direction,
+    /// How much, at least 1.
+    pub(crate) amount: Atomic,
+    /// A note, if one was given.
+    pub(crate) memo: Option<Memo>,
+}
+
+impl Movement {
+    /// What makes two requests the same body. A missing memo and `null` are the same; an
+    /// empty memo is not.
+    pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+        let memo = self
+            .memo
+            .as_ref()
+            .map_or("-".to_owned(), |m| format!("+{}", m.as_str()));
+        BodyFingerprint::of(format!("{}\n{}\n{memo}", self.direction, self.amount).as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(credited: u128, debited: u128, spent: u128, reserved: u128) -> Figures {
+        Figures {
+            credited,
+            debited,
+            spent,
+            reserved,
+        }
+    }
+
+    #[test]
+    fn movements_keep_the_invariant_or_refuse() {
+        let f = figures(100, 10, 20, 30);
+        assert_eq!(f.balance(), Some(70));
+        assert_eq!(f.available(), Some(40));
+        let short = Err(Refusal::InsufficientFunds {
+            available: Atomic::new(40),
+        });
+        assert_eq!(f.debit(41), short);
+        assert_eq!(f.reserve(41), short);
+        assert_eq!(f.reserve(40).map(|g| g.available()), Ok(Some(0)));
+        assert_eq!(f.debit(40).map(|g| g.available()), Ok(Some(0)));
+        // A commit above its hold needs the excess available.
+        assert_eq!(f.commit(30, 70).map(|g| g.available()), Ok(Some(0)));
+        assert_eq!(f.commit(30, 71), short);
+        assert_eq!(f.commit(30, 0), Ok(figures(100, 10, 20, 0)));
+        assert_eq!(f.release(30), Ok(figures(100, 10, 20, 0)));
+        assert_eq!(f.release(31), Err(Refusal::Corrupt));
+        assert_eq!(
+            figures(u128::MAX, 0, 0, 0).credit(1),
+            Err(Refusal::Overflow)
+        );
+        assert_eq!(figures(1, 2, 0, 0).credit(1), Err(Refusal::Corrupt));
+        assert_eq!(figures(1, 2, 0, 0).reserve(0), Err(Refusal::Corrupt));
+    }
+
+    #[test]
+    fn units_and_memos_follow_their_rules() {
+        for (raw, ok) in [
+            ("atomic", true),
+            ("usd_micros", true),
+            ("a", true),
+            ("a1_", true),
+            (&*format!("a{}", "b".repeat(31)), true),
+            (&*format!("a{}", "b".repeat(32)), false),
+            ("", false),
+            ("1a", false),
+            ("_a", false),
+            ("Usd", false),
+            ("usd-micros", false),
+        ] {
+            assert_eq!(Unit::parse(raw).is_ok(), ok, "unit {raw:?}");
+        }
+        for (raw, ok) in [
+            ("", true),
+            ("refund #42", true),
+            (&*"é".repeat(MEMO_CHARS_MAX), true),
+            (&*"é".repeat(MEMO_CHARS_MAX + 1), false),
+            (" lead", false),
+            ("tab\tinside", false),
+        ] {
+            assert_eq!(Memo::parse(raw).is_ok(), ok, "memo {raw:?}");
+        }
+    }
+}

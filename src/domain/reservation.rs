@@ -1,0 +1,196 @@
+//! Reservations: holds on part of a budget, settled by a commit, a release or time.
+
+use super::{Atomic, BodyFingerprint, BudgetId, Memo, ReservationId, TenantId, Timestamp};
+
+/// The shortest hold, in seconds.
+pub(crate) const TTL_SECONDS_MIN: u32 = 1;
+
+/// The longest hold, in seconds (a day).
+pub(crate) const TTL_SECONDS_MAX: u32 = 86_400;
+
+/// The hold of a reservation made without a TTL, in seconds.
+pub(crate) const TTL_SECONDS_DEFAULT: u32 = 300;
+
+/// How long a hold lasts: [`TTL_SECONDS_MIN`] to [`TTL_SECONDS_MAX`] seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ttl(u32);
+
+impl Ttl {
+    /// The hold of a reservation made without a TTL.
+    pub(crate) fn default_hold() -> Self {
+        Self(TTL_SECONDS_DEFAULT)
+    }
+
+    /// Reads a JSON number's text: a whole number of seconds in range, written without a
+    /// fraction or an exponent.
+    pub(crate) fn parse(number: &str) -> Result<Self, &'static str> {
+        let refuse = "must be a whole number of seconds from 1 to 86400";
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(refuse);
+        }
+        match number.parse::<u32>() {
+            Ok(s) if (TTL_SECONDS_MIN..=TTL_SECONDS_MAX).contains(&s) => Ok(Self(s)),
+            _ => Err(refuse),
+        }
+    }
+
+    /// The hold in seconds.
+    pub(crate) fn seconds(self) -> u32 {
+        self.0
+    }
+}
+
+/// Where a reservation is in its life: active, then one of three final states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReservationState {
+    /// It holds its amount until `expires_at`.
+    Active,
+    /// Settled by spending `amount`.
+    Committed { amount: Atomic, at: Timestamp },
+    /// Its amount returned.
+    Released { at: Timestamp },
+    /// Its time ran out; `at` is when that was recorded.
+    Expired { at: Timestamp },
+}
+
+impl ReservationState {
+    /// The state's name, as the API and the database write it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Committed { .. } => "committed",
+            Self::Released { .. } => "released",
+            Self::Expired { .. } => "expired",
+        }
+    }
+
+    /// When it was settled, if it was.
+    pub(crate) fn settled_at(&self) -> Option<Timestamp> {
+        match self {
+            Self::Active => None,
+            Self::Committed { at, .. } | Self::Released { at } | Self::Expired { at } => Some(*at),
+        }
+    }
+
+    /// What was spent, for a committed reservation.
+    pub(crate) fn committed(&self) -> Option<Atomic> {
+        match self {
+            Self::Committed { amount, .. } => Some(*amount),
+            _ => None,
+        }
+    }
+}
+
+/// A reservation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    /// Its id.
+    pub(crate) id: ReservationId,
+    /// Whose it is.
+    pub(crate) tenant_id: TenantId,
+    /// The budget it holds on.
+    pub(crate) budget_id: BudgetId,
+    /// Where it is in its life, as recorded.
+    pub(crate) state: ReservationState,
+    /// What it holds.
+    pub(crate) amount: Atomic,
+    /// A note, if one was given.
+    pub(crate) memo: Option<Memo>,
+    /// When it was made.
+    pub(crate) created_at: Timestamp,
+    /// From this instant on it holds nothing.
+    pub(crate) expires_at: Timestamp,
+}
+
+impl Reservation {
+    /// The state a write must act on at `now`: an active reservation whose time is up is
+    /// expired, recorded or not.
+    pub(crate) fn effective_state(&self, now: Timestamp) -> &'static str {
+        match self.state {
+            ReservationState::Active if self.expires_at <= now => "expired",
+            ref state => state.name(),
+        }
+    }
+}
+
+/// A validated reservation request. The budget id is kept as sent: one that names no budget
+/// of the tenant is a `404`, decided with the write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewReservation {
+    /// The budget to hold on, if the text is an id at all.
+    pub(crate) budget_id: Option<BudgetId>,
+    /// The text sent, for the fingerprint.
+    pub(crate) budget_text: String,
+    /// How much, at least 1.
+    pub(crate) amount: Atomic,
+    /// How long.
+    pub(crate) ttl: Ttl,
+    /// A note, if one was given.
+    pub(crate) memo: Option<Memo>,
+}
+
+impl NewReservation {
+    /// What makes two requests the same body; an omitted TTL and the default are the same.
+    pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+        let memo = self
+            .memo
+            .as_ref()
+            .map_or("-".to_owned(), |m| format!("+{}", m.as_str()));
+        BodyFingerprint::of(
+            format!(
+                "reserve\n{}\n{}\n{}\n{memo}",
+                self.budget_text,
+                self.amount,
+                self.ttl.seconds()
+            )
+            .as_bytes(),
+        )
+    }
+}
+
+/// What settles or changes an active reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Spend this much (0 or more) and release the rest.
+    Commit(Atomic),
+    /// Return the whole amount.
+    Release,
+    /// Hold until now + the TTL.
+    Extend(Ttl),
+}
+
+impl Settle {
+    /// What makes two requests the same body.
+    pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+        BodyFingerprint::of(
+            match self {
+                Self::Commit(amount) => format!("commit\n{amount}"),
+                Self::Release => "release".to_owned(),
+                Self::Extend(ttl) => format!("extend\n{}", ttl.seconds()),
+            }
+            .as_bytes(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_whole_seconds_in_range() {
+        for (raw, ok) in [
+            ("1", true),
+            ("300", true),
+            ("86400", true),
+            ("0", false),
+            ("86401", false),
+            ("1.0", false),
+            ("1e2", false),
+            ("-1", false),
+            ("99999999999999999999", false),
+        ] {
+            assert_eq!(Ttl::parse(raw).is_ok(), ok, "ttl {raw}");
+        }
+    }
+}

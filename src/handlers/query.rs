@@ -1,0 +1,160 @@
+//! The query string of a list: `limit`, `after` and the list's filters, each checked, every
+//! bad or unknown parameter reported at once (`400 invalid_query`).
+
+use crate::domain::BudgetId;
+use crate::problem::{ApiError, FieldError};
+use crate::store::ListQuery;
+
+/// Items on a page when `limit` is not given.
+pub(crate) const LIMIT_DEFAULT: usize = 100;
+
+/// The most items on a page.
+pub(crate) const LIMIT_MAX: usize = 1000;
+
+/// Reads a list's query. `after` must be an id with `id_prefix` (whether or not it names an
+/// item); `state` one of `states`; `budget_id` is allowed only where `budget_filter` is set.
+/// Names and values are taken as sent: every valid value is plain ASCII that needs no
+/// percent-encoding, so an encoded one is refused rather than decoded.
+pub(crate) fn list(
+    raw: Option<&str>,
+    id_prefix: &str,
+    states: &[&'static str],
+    budget_filter: bool,
+) -> Result<ListQuery, ApiError> {
+    let mut query = ListQuery {
+        limit: LIMIT_DEFAULT,
+        after: None,
+        state: None,
+        budget_id: None,
+    };
+    let mut errors: Vec<FieldError> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut fail = |field: &str, message: &str| {
+        if !errors.iter().any(|e| e.field == field) {
+            errors.push(FieldError {
+                field: field.to_owned(),
+                message: message.to_owned(),
+            });
+        }
+    };
+    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if seen.contains(&name) {
+            fail(name, "must appear only once");
+            continue;
+        }
+        seen.push(name);
+        match name {
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=LIMIT_MAX).contains(&n) && !value.starts_with(['+', '0']) => {
+                    query.limit = n;
+                }
+                _ => fail(name, "must be a whole number from 1 to 1000"),
+            },
+            "after" => {
+                if is_id(value, id_prefix) {
+                    query.after = Some(value.to_owned());
+                } else {
+                    fail(name, &format!("must be an id that starts with {id_prefix}"));
+                }
+            }
+            "state" if !states.is_empty() => match states.iter().find(|s| **s == value) {
+                Some(state) => query.state = Some(state),
+                None => fail(name, &format!("must be one of {}", states.join(", "))),
+            },
+            "budget_id" if budget_filter => {
+                if BudgetId::parse(value).is_some() {
+                    query.budget_id = Some(value.to_owned());
+                } else {
+                    fail(name, "must be a budget id");
+                }
+            }
+            _ => fail(name, "is not a known parameter"),
+        }
+    }
+    if errors.is_empty() {
+        Ok(query)
+    } else {
+        Err(ApiError::InvalidQuery(errors))
+    }
+}
+
+/// Whether `raw` is `prefix` followed by a canonical ULID.
+fn is_id(raw: &str, prefix: &str) -> bool {
+    let Some(text) = raw.strip_prefix(prefix) else {
+        return false;
+    };
+    let mut canonical = [0u8; ulid::ULID_LEN];
+    ulid::Ulid::from_string(text).is_ok_and(|u| u.array_to_str(&mut canonical) == text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATES: &[&str] = &["open", "closed"];
+
+    fn fields(raw: &str, budget_filter: bool) -> Vec<String> {
+        match list(Some(raw), "bud_", STATES, budget_filter) {
+            Err(ApiError::InvalidQuery(errors)) => errors.into_iter().map(|e| e.field).collect(),
+            other => panic!("{raw}: expected invalid_query, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_queries_parse() {
+        let q = list(None, "bud_", STATES, false).expect("no query");
+        assert_eq!((q.limit, q.after, q.state), (LIMIT_DEFAULT, None, None));
+        let q = list(
+            Some("limit=1000&after=bud_01ARZ3NDEKTSV4RRFFQ69G5FAV&state=closed"),
+            "bud_",
+            STATES,
+            false,
+        )
+        .expect("valid");
+        assert_eq!(q.limit, 1000);
+        assert_eq!(q.after.as_deref(), Some("bud_01ARZ3NDEKTSV4RRFFQ69G5FAV"));
+        assert_eq!(q.state, Some("closed"));
+        let q = list(
+            Some("budget_id=bud_01ARZ3NDEKTSV4RRFFQ69G5FAV&"),
+            "res_",
+            &[],
+            true,
+        )
+        .expect("valid");
+        assert_eq!(
+            q.budget_id.as_deref(),
+            Some("bud_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+        );
+    }
+
+    #[test]
+    fn every_bad_parameter_is_named() {
+        let cases: &[(&str, bool, &[&str])] = &[
+            ("limit=0", false, &["limit"]),
+            ("limit=1001", false, &["limit"]),
+            ("limit=01", false, &["limit"]),
+            ("limit=+5", false, &["limit"]),
+            ("limit=", false, &["limit"]),
+            ("limit", false, &["limit"]),
+            (
+                "limit=x&state=gone&after=ten_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                false,
+                &["limit", "state", "after"],
+            ),
+            ("limit=5&limit=6", false, &["limit"]),
+            ("after=bud_01arz3ndektsv4rrffq69g5fav", false, &["after"]),
+            ("cursor=x&sort=id", false, &["cursor", "sort"]),
+            (
+                "budget_id=bud_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                false,
+                &["budget_id"],
+            ),
+            ("budget_id=bud_x", true, &["budget_id"]),
+            ("state=open%20", false, &["state"]),
+        ];
+        for (raw, budget_filter, want) in cases {
+            assert_eq!(fields(raw, *budget_filter), *want, "{raw}");
+        }
+    }
+}

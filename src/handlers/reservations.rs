@@ -1,0 +1,254 @@
+//! `/v1/tenants/<id>/reservations`: reserve, list, read, and commit, release or extend.
+
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+
+use super::budgets::tenant_id;
+use super::{
+    FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
+    parse_memo, parse_positive_amount, parse_ttl, query, read_post, respond,
+};
+use crate::app::App;
+use crate::auth::Principal;
+use crate::domain::{BudgetId, NewReservation, Reservation, ReservationId, Settle, Ttl};
+use crate::problem::ApiError;
+use crate::store::{Reserve, SettleReservation, StoredResponse};
+use crate::views;
+
+/// What a commit, release or extend asks for, before its body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// `…/commit`.
+    Commit,
+    /// `…/release`.
+    Release,
+    /// `…/extend`.
+    Extend,
+}
+
+/// `POST /v1/tenants/<id>/reservations`.
+pub(crate) async fn create(
+    app: &App,
+    principal: &Principal,
+    request: Request<Incoming>,
+    tenant: &str,
+) -> Result<HttpResponse, ApiError> {
+    let Post { path, key, body } = read_post(app, request, false).await?;
+    let reservation = parse_create(&body)?;
+    let tenant = tenant_id(tenant)?;
+    let render = |r: &Reservation| StoredResponse {
+        status: StatusCode::CREATED.as_u16(),
+        location: Some(format!("/v1/tenants/{}/reservations/{}", r.tenant_id, r.id)),
+        body: views::reservation_json(r),
+    };
+    let keyed = keyed(
+        principal,
+        key,
+        "POST",
+        &path,
+        reservation.fingerprint(),
+        render,
+    );
+    let written = app
+        .store
+        .reserve(Reserve {
+            tenant,
+            reservation,
+            actor: principal.actor(),
+            keyed,
+        })
+        .await?;
+    Ok(respond(written, render))
+}
+
+fn parse_create(body: &[u8]) -> Result<NewReservation, ApiError> {
+    let members = object_members(body)?;
+    let mut errors = FieldErrors::default();
+    let (mut budget, mut amount, mut ttl, mut memo) =
+        (None, None, Some(Ttl::default_hold()), Some(None));
+    errors.walk(
+        &members,
+        &["budget_id", "amount_atomic"],
+        |errors, field, value| {
+            match (field, value) {
+                ("budget_id", Member::String(raw)) => budget = Some(raw.clone()),
+                ("budget_id", _) => errors.add(field, "must be a string"),
+                ("amount_atomic", _) => amount = parse_positive_amount(errors, field, value),
+                ("ttl_seconds", Member::Null) => ttl = Some(Ttl::default_hold()),
+                ("ttl_seconds", _) => ttl = parse_ttl(errors, field, value),
+                ("memo", _) => memo = parse_memo(errors, field, value),
+                _ => return false,
+            }
+            true
+        },
+    );
+    errors.finish()?;
+    match (budget, amount, ttl, memo) {
+        (Some(budget_text), Some(amount), Some(ttl), Some(memo)) => Ok(NewReservation {
+            budget_id: BudgetId::parse(&budget_text),
+            budget_text,
+            amount,
+            ttl,
+            memo,
+        }),
+        _ => unreachable!("a body without errors has every required member"),
+    }
+}
+
+/// `GET /v1/tenants/<id>/reservations`.
+pub(crate) async fn list(
+    app: &App,
+    tenant: &str,
+    raw_query: Option<&str>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query::list(
+        raw_query,
+        ReservationId::PREFIX,
+        &["active", "committed", "released", "expired"],
+        true,
+    )?;
+    let page = app
+        .store
+        .list_reservations(tenant_id(tenant)?, query)
+        .await?;
+    Ok(ok_json(views::reservations_json(&page)))
+}
+
+/// `GET /v1/tenants/<id>/reservations/<rid>`.
+pub(crate) async fn get(
+    app: &App,
+    tenant: &str,
+    reservation: &str,
+) -> Result<HttpResponse, ApiError> {
+    let reservation = app
+        .store
+        .reservation(tenant_id(tenant)?, ReservationId::parse(reservation))
+        .await?;
+    Ok(ok_json(views::reservation_json(&reservation)))
+}
+
+/// `POST …/reservations/<rid>/commit`, `…/release` and `…/extend`.
+pub(crate) async fn settle(
+    app: &App,
+    principal: &Principal,
+    request: Request<Incoming>,
+    (tenant, reservation): (&str, &str),
+    action: Action,
+) -> Result<HttpResponse, ApiError> {
+    let Post { path, key, body } = read_post(app, request, action == Action::Release).await?;
+    let settle = parse_settle(&body, action)?;
+    let tenant = tenant_id(tenant)?;
+    let render = |r: &Reservation| StoredResponse {
+        status: StatusCode::OK.as_u16(),
+        location: None,
+        body: views::reservation_json(r),
+    };
+    let keyed = keyed(principal, key, "POST", &path, settle.fingerprint(), render);
+    let written = app
+        .store
+        .settle(SettleReservation {
+            tenant,
+            reservation: ReservationId::parse(reservation),
+            settle,
+            actor: principal.actor(),
+            keyed,
+        })
+        .await?;
+    Ok(respond(written, render))
+}
+
+fn parse_settle(body: &[u8], action: Action) -> Result<Settle, ApiError> {
+    let members = object_members(body)?;
+    let mut errors = FieldErrors::default();
+    let (mut amount, mut ttl) = (None, None);
+    let required: &[&str] = match action {
+        Action::Commit => &["amount_atomic"],
+        Action::Release => &[],
+        Action::Extend => &["ttl_seconds"],
+    };
+    errors.walk(&members, required, |errors, field, value| {
+        match (action, field) {
+            (Action::Commit, "amount_atomic") => amount = parse_amount(errors, field, value),
+            (Action::Extend, "ttl_seconds") => ttl = parse_ttl(errors, field, value),
+            _ => return false,
+        }
+        true
+    });
+    errors.finish()?;
+    Ok(match (action, amount, ttl) {
+        (Action::Commit, Some(amount), _) => Settle::Commit(amount),
+        (Action::Release, ..) => Settle::Release,
+        (Action::Extend, _, Some(ttl)) => Settle::Extend(ttl),
+        _ => unreachable!("a body without errors has every required member"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(result: Result<impl std::fmt::Debug, ApiError>) -> Vec<String> {
+        match result {
+            Err(ApiError::ValidationFailed(errors)) => {
+                errors.into_iter().map(|e| e.field).collect()
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reservation_bodies_are_checked_whole() {
+        let ok = parse_create(br#"{"budget_id":"nope","amount_atomic":"3","ttl_seconds":null}"#)
+            .expect("a malformed budget id is a 404 later, not a 422");
+        assert_eq!(ok.budget_id, None);
+        assert_eq!(ok.ttl, Ttl::default_hold());
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{}"#, &["budget_id", "amount_atomic"]),
+            (
+                r#"{"budget_id":1,"amount_atomic":"0","ttl_seconds":"5"}"#,
+                &["budget_id", "amount_atomic", "ttl_seconds"],
+            ),
+            (
+                r#"{"budget_id":"b","amount_atomic":"1","ttl_seconds":86401}"#,
+                &["ttl_seconds"],
+            ),
+            (
+                r#"{"budget_id":"b","amount_atomic":"1","ttl_seconds":1.5}"#,
+                &["ttl_seconds"],
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(fields(parse_create(body.as_bytes())), *want, "{body}");
+        }
+    }
+
+    #[test]
+    fn settle_bodies_follow_their_action() {
+        assert!(matches!(
+            parse_settle(br#"{"amount_atomic":"0"}"#, Action::Commit),
+            Ok(Settle::Commit(amount)) if amount.get() == 0
+        ));
+        assert!(matches!(
+            parse_settle(b"{}", Action::Release),
+            Ok(Settle::Release)
+        ));
+        let cases: &[(&[u8], Action, &[&str])] = &[
+            (b"{}", Action::Commit, &["amount_atomic"]),
+            (b"{}", Action::Extend, &["ttl_seconds"]),
+            (br#"{"ttl_seconds":null}"#, Action::Extend, &["ttl_seconds"]),
+            (
+                br#"{"amount_atomic":"1"}"#,
+                Action::Release,
+                &["amount_atomic"],
+            ),
+            (
+                br#"{"ttl_seconds":5}"#,
+                Action::Commit,
+                &["ttl_seconds", "amount_atomic"],
+            ),
+        ];
+        for (body, action, want) in cases {
+            assert_eq!(fields(parse_settle(body, *action)), *want, "{action:?}");
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! The writer's commands: every change of a tenant, a budget or a reservation, each with its
+//! ledger entries and its audit event, inside the batch's transaction.
+//!
+//! A command reads what it changes, decides with checked arithmetic ([`Figures`]) and writes
+//! the result, all on the one connection that writes, inside its own savepoint: there is no
+//! window between a check and its act. Refusals follow the contract's order: `404` (tenant,
+//! then budget or reservation), then `409` (`tenant_tombstoned`, `budget_closed`,
+//! `reservation_not_active`, then the others).
+//!
+//! Before a command touches a budget it records the expiry of every reservation of that
+//! budget whose time is up, so no entry ever counts an expired hold.
+
+use rusqlite::params;
+
+use super::Writer;
+use crate::audit::{Actor, AuditEvent};
+use crate::domain::{
+    Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, Direction, EntryId, EntryKind,
+    Figures, LedgerEntry, Memo, Movement, Name, NewBudget, NewReservation, NewTenant, Refusal,
+    Reservation, ReservationId, ReservationState, Settle, Tenant, TenantId, TenantState, Timestamp,
+    Unit,
+};
+use crate::ids::TenantToken;
+use crate::store::sqlite::queries;
+use crate::store::{Created, StoreError};
+
+impl From<Refusal> for StoreError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::InsufficientFunds { available } => Self::InsufficientFunds(available),
+            Refusal::Overflow => Self::AmountOverflow,
+            Refusal::Corrupt => Self::Internal("a stored budget breaks the invariant".into()),
+        }
+    }
+}
+
+/// The index of a budget state in the metrics' counts.
+fn budget_slot(state: &BudgetState) -> usize {
+    match state {
+        BudgetState::Open => 0,
+        BudgetState::Closed { .. } => 1,
+    }
+}
+
+/// The index of a reservation state in the metrics' counts.
+fn reservation_slot(state: &ReservationState) -> usize {
+    match state {
+        ReservationState::Active => 0,
+        ReservationState::Committed { .. } => 1,
+        ReservationState::Released { .. } => 2,
+        ReservationState::Expired { .. } => 3,
+    }
+}
+
+/// The index of an entry kind in the metrics' counts.
+fn entry_slot(kind: EntryKind) -> usize {
+    EntryKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .expect("every kind is listed")
+}
+
+impl Writer {
+    /// The time now: never earlier than a time this writer already used, so that events,
+    /// entries and expiries stay in order when the system clock steps back.
+    pub(super) fn now(&mut self) -> Timestamp {
+        self.last_now = self.last_now.max(self.config.clock.now());
+        self.last_now
+    }
+
+    /// A new ULID for an id of any kind.
+    fn next_ulid(&mut self, now: Timestamp) -> ulid::Ulid {
+        self.ids.next(now.unix_ms())
+    }
+
+    pub(super) fn create_tenant(
+        &mut self,
+        new: &NewTenant,
+        actor: &Actor,
+    ) -> Result<Created, StoreError> {
+        let now = self.now();
+        let id = TenantId::from_ulid(self.next_ulid(now));
+        let token = TenantToken::mint(&id);
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, \
+                 created_at, tombstoned_at) VALUES (?1, ?2, 'active', ?3, ?4, ?5, NULL)",
+            )?
+            .execute(params![
+                id.as_str(),
+                new.name.as_str(),
+                new.opening_deposit.to_string(),
+                &token.hash()[..],
+                now.to_string(),
+            ]);
+        if let Err(e) = inserted {
+            return Err(if super::is_unique_clash(&e, "tenants.name") {
+                StoreError::TenantNameTaken
+            } else {
+                e.into()
+            });
+        }
+        let budget = Budget {
+            id: id.default_budget(),
+            tenant_id: id.clone(),
+            name: Name::parse(DEFAULT_BUDGET_NAME).expect("a valid name"),
+            unit: Unit::atomic(),
+            state: BudgetState::Open,
+            created_at: now,
+            opening_deposit: new.opening_deposit,
+            figures: Figures::opening(new.opening_deposit),
+        };
+        self.insert_budget(&budget)?;
+        let event = AuditEvent::TenantCreated {
+            id: id.clone(),
+            name: new.name.clone(),
+            opening_deposit: new.opening_deposit,
+        };
+        self.record(&now.to_string(), actor, &event)?;
+        self.delta.created += 1;
+        #[cfg(test)]
+        self.inject_faults(new.name.as_str());
+        Ok(Created {
+            tenant: Tenant {
+                id,
+                name: new.name.clone(),
+                created_at: now,
+                state: TenantState::Active,
+                budget,
+            },
+            token,
+        })
+    }
+
+    pub(super) fn tombstone_tenant(
+        &mut self,
+        id: &TenantId,
+        actor: &Actor,
+    ) -> Result<Tenant, StoreError> {
+        let tenant = queries::tenant(&self.conn, id)?.ok_or(StoreError::TenantNotFound)?;
+        if tenant.state != TenantState::Active {
+            return Ok(tenant);
+        }
+        let now = self.now();
+        for budget in queries::open_budgets(&self.conn, id)? {
+            let mut budget = queries::budget(&self.conn, id, Some(&budget))?;
+            self.expire_due_in(&mut budget, now)?;
+            self.release_all(&mut budget, now)?;
+            self.mark_closed(&budget, now)?;
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
+            )?
+            .execute(params![id.as_str(), now.to_string()])?;
+        self.record(
+            &now.to_string(),
+            actor,
+            &AuditEvent::TenantTombstoned { id: id.clone() },
+        )?;
+        self.delta.tombstoned += 1;
+        queries::tenant(&self.conn, id)?
+            .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))
+    }
+
+    pub(super) fn create_budget(
+        &mut self,
+        tenant: &TenantId,
+        new: &NewBudget,
+        actor: &Actor,
+    ) -> Result<Budget, StoreError> {
+        self.active_tenant(tenant)?;
+        let now = self.now();
+        let budget = Budget {
+            id: BudgetId::from_ulid(self.next_ulid(now)),
+            tenant_id: tenant.clone(),
+            name: new.name.clone(),
+            unit: new.unit.clone(),
+            state: BudgetState::Open,
+            created_at: now,
+            opening_deposit: new.opening_deposit,
+            figures: Figures::opening(new.opening_deposit),
+        };
+        self.insert_budget(&budget)?;
+        let event = AuditEvent::BudgetCreated {
+            tenant: tenant.clone(),
+            id: budget.id.clone(),
+            name: budget.name.clone(),
+            unit: budget.unit.clone(),
+            opening_deposit: budget.opening_deposit,
+        };
+        self.record(&now.to_string(), actor, &event)?;
+        Ok(budget)
+    }
+
+    pub(super) fn close_budget(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+        actor: &Actor,
+    ) -> Result<Budget, StoreError> {
+        let mut budget = queries::budget(&self.conn, tenant, id)?;
+        self.active_tenant(tenant)?;
+        if !budget.is_open() {
+            return Ok(budget);
+        }
+        let now = self.now();
+        self.expire_due_in(&mut budget, now)?;
+        self.release_all(&mut budget, now)?;
+        self.mark_closed(&budget, now)?;
+        let event = AuditEvent::BudgetClosed {
+            tenant: tenant.clone(),
+            id: budget.id.clone(),
+        };
+        self.record(&now.to_string(), actor, &event)?;
+        budget.state = BudgetState::Closed { at: now };
+        Ok(budget)
+    }
+
+    pub(super) fn move_budget(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+        movement: &Movement,
+        actor: &Actor,
+    ) -> Result<LedgerEntry, StoreError> {
+        let now = self.now();
+        let mut budget = self.open_budget(tenant, id, now)?;
+        let amount = movement.amount;
+        let (figures, kind, event) = match movement.direction {
+            Direction::Credit => (
+                budget.figures.credit(amount.get())?,
+                EntryKind::Credit,
+                AuditEvent::BudgetCredited {
+                    tenant: tenant.clone(),
+                    budget: budget.id.clone(),
+                    amount,
+                    memo: movement.memo.clone(),
+                },
+            ),
+            Direction::Debit => (
+                budget.figures.debit(amount.get())?,
+                EntryKind::Debit,
+                AuditEvent::BudgetDebited {
+                    tenant: tenant.clone(),
+                    budget: budget.id.clone(),
+                    amount,
+                    memo: movement.memo.clone(),
+                },
+            ),
+        };
+        budget.figures = figures;
+        self.write_figures(&budget)?;
+        let entry = self.append_entry(&budget, kind, amount, None, movement.memo.clone(), now)?;
+        self.record(&now.to_string(), actor, &event)?;
+        Ok(entry)
+    }
+
+    pub(super) fn reserve(
+        &mut self,
+        tenant: &TenantId,
+        new: &NewReservation,
+        actor: &Actor,
+    ) -> Result<Reservation, StoreError> {
+        let now = self.now();
+        let mut budget = self.open_budget(tenant, new.budget_id.as_ref(), now)?;
+        budget.figures = budget.figures.reserve(new.amount.get())?;
+        let reservation = Reservation {
+            id: ReservationId::from_ulid(self.next_ulid(now)),
+            tenant_id: tenant.clone(),
+            budget_id: budget.id.clone(),
+            state: ReservationState::Active,
+            amount: new.amount,
+            memo: new.memo.clone(),
+            created_at: now,
+            expires_at: now.plus_seconds(new.ttl.seconds()),
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
+                 committed_atomic, memo, created_at, expires_at, settled_at) \
+                 VALUES (?1, ?2, ?3, 'active', ?4, NULL, ?5, ?6, ?7, NULL)",
+            )?
+            .execute(params![
+                reservation.id.as_str(),
+                tenant.as_str(),
+                budget.id.as_str(),
+                reservation.amount.to_string(),
+                reservation.memo.as_ref().map(Memo::as_str),
+                now.to_string(),
+                reservation.expires_at.to_string(),
+            ])?;
+        self.write_figures(&budget)?;
+        self.append_entry(
+            &budget,
+            EntryKind::Reserve,
+            reservation.amount,
+            Some(&reservation.id),
+            None,
+            now,
+        )?;
+        let event = AuditEvent::ReservationCreated {
+            tenant: tenant.clone(),
+            id: reservation.id.clone(),
+            budget: budget.id.clone(),
+            amount: reservation.amount,
+            expires_at: reservation.expires_at,
+        };
+        self.record(&now.to_string(), actor, &event)?;
+        self.delta.reservations[0] += 1;
+        self.next_expiry = self.next_expiry.min(reservation.expires_at);
+        Ok(reservation)
+    }
+
+    pub(super) fn settle(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+        settle: Settle,
+        actor: &Actor,
+    ) -> Result<Reservation, StoreError> {
+        let now = self.now();
+        let mut reservation = queries::reservation(&self.conn, tenant, id)?;
+        self.active_tenant(tenant)?;
+        let mut budget = queries::budget(&self.conn, tenant, Some(&reservation.budget_id))?;
+        if budget.is_open() {
+            self.expire_due_in(&mut budget, now)?;
+        }
+        let state = reservation.effective_state(now);
+        if state != "active" {
+            return Err(StoreError::ReservationNotActive(state));
+        }
+        // An active reservation's budget is open: closing releases every reservation.
+        let held = reservation.amount;
+        let (event, kind, entry_amount) = match settle {
+            Settle::Commit(spent) => {
+                budget.figures = budget.figures.commit(held.get(), spent.get())?;
+                reservation.state = ReservationState::Committed {
+                    amount: spent,
+                    at: now,
+                };
+                let event = AuditEvent::ReservationCommitted {
+                    tenant: tenant.clone(),
+                    id: reservation.id.clone(),
+                    amount: spent,
+                };
+                (event, Some(EntryKind::Commit), spent)
+            }
+            Settle::Release => {
+                budget.figures = budget.figures.release(held.get())?;
+                reservation.state = ReservationState::Released { at: now };
+                let event = AuditEvent::ReservationReleased {
+                    tenant: tenant.clone(),
+                    id: reservation.id.clone(),
+                };
+                (event, Some(EntryKind::Release), held)
+            }
+            Settle::Extend(ttl) => {
+                reservation.expires_at = now.plus_seconds(ttl.seconds());
+                let event = AuditEvent::ReservationExtended {
+                    tenant: tenant.clone(),
+                    id: reservation.id.clone(),
+                    expires_at: reservation.expires_at,
+                };
+                (event, None, held)
+            }
+        };
+        self.write_reservation(&reservation)?;
+        if let Some(kind) = kind {
+            self.write_figures(&budget)?;
+            self.append_entry(
+                &budget,
+                kind,
+                entry_amount,
+                Some(&reservation.id),
+                None,
+                now,
+            )?;
+            self.delta.reservations[0] -= 1;
+            self.delta.reservations[reservation_slot(&reservation.state)] += 1;
+        }
+        self.record(&now.to_string(), actor, &event)?;
+        Ok(reservation)
+    }
+
+    /// Records up to `limit` expiries that are due at `now`, of any budget; returns how many.
+    pub(super) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        let due = queries::due(&self.conn, now, limit)?;
+        let swept = due.len();
+        for reservation in due {
+            let mut budget = queries::budget(
+                &self.conn,
+                &reservation.tenant_id,
+                Some(&reservation.budget_id),
+            )?;
+            self.expire(&mut budget, reservation, now)?;
+        }
+        if swept < limit {
+            self.next_expiry = queries::next_expiry(&self.conn)?.unwrap_or(Timestamp::MAX);
+        }
+        Ok(swept)
+    }
+
+    /// The tenant, if it exists and is active: `404`, then `409 tenant_tombstoned`.
+    fn active_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
+        match queries::tenant_active(&self.conn, tenant)? {
+            None => Err(StoreError::TenantNotFound),
+            Some(false) => Err(StoreError::TenantTombstoned),
+            Some(true) => Ok(()),
+        }
+    }
+
+    /// A budget that may move now, with its due expiries recorded: `404` (tenant, budget),
+    /// then `409` (`tenant_tombstoned`, `budget_closed`).
+    fn open_budget(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+        now: Timestamp,
+    ) -> Result<Budget, StoreError> {
+        let mut budget = queries::budget(&self.conn, tenant, id)?;
+        self.active_tenant(tenant)?;
+        if !budget.is_open() {
+            return Err(StoreError::BudgetClosed);
+        }
+        self.expire_due_in(&mut budget, now)?;
+        Ok(budget)
+    }
+
+    /// Records the expiry of every reservation of `budget` whose time is up at `now`. Cheap
+    /// when nothing anywhere is due: the writer knows the soonest expiry.
+    fn expire_due_in(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
+        if self.next_expiry > now {
+            return Ok(());
+        }
+        for reservation in queries::due_in_budget(&self.conn, &budget.id, now)? {
+            self.expire(budget, reservation, now)?;
+        }
+        Ok(())
+    }
+
+    /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` event
+    /// by the system.
+    fn expire(
+        &mut self,
+        budget: &mut Budget,
+        mut reservation: Reservation,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        budget.figures = budget.figures.release(reservation.amount.get())?;
+        reservation.state = ReservationState::Expired { at: now };
+        self.write_reservation(&reservation)?;
+        self.write_figures(budget)?;
+        self.append_entry(
+            budget,
+            EntryKind::Expire,
+            reservation.amount,
+            Some(&reservation.id),
+            None,
+            now,
+        )?;
+        let event = AuditEvent::ReservationExpired {
+            tenant: reservation.tenant_id.clone(),
+            id: reservation.id.clone(),
+        };
+        self.record(&now.to_string(), &Actor::System, &event)?;
+        self.delta.reservations[0] -= 1;
+        self.delta.reservations[3] += 1;
+        Ok(())
+    }
+
+    /// Releases every active reservation of `budget` (a close or a tombstone): a `release`
+    /// entry each, and no event of their own.
+    fn release_all(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
+        for mut reservation in queries::active_in_budget(&self.conn, &budget.id)? {
+            budget.figures = budget.figures.release(reservation.amount.get())?;
+            reservation.state = ReservationState::Released { at: now };
+            self.write_reservation(&reservation)?;
+            self.append_entry(
+                budget,
+                EntryKind::Release,
+                reservation.amount,
+                Some(&reservation.id),
+                None,
+                now,
+            )?;
+            self.delta.reservations[0] -= 1;
+            self.delta.reservations[2] += 1;
+        }
+        self.write_figures(budget)
+    }
+
+    /// Marks `budget` closed at `now` (its figures already written).
+    fn mark_closed(&mut self, budget: &Budget, now: Timestamp) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("UPDATE budgets SET state = 'closed', closed_at = ?2 WHERE id = ?1")?
+            .execute(params![budget.id.as_str(), now.to_string()])?;
+        self.delta.budgets[0] -= 1;
+        self.delta.budgets[1] += 1;
+        Ok(())
+    }
+
+    /// Inserts a new open budget and its opening-deposit entry.
+    fn insert_budget(&mut self, budget: &Budget) -> Result<(), StoreError> {
+        let [credited, debited, spent, reserved] = queries::figure_texts(&budget.figures);
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
+                 opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
+                 reserved_atomic) \
+                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                budget.id.as_str(),
+                budget.tenant_id.as_str(),
+                budget.name.as_str(),
+                budget.unit.as_str(),
+                budget.created_at.to_string(),
+                budget.opening_deposit.to_string(),
+                credited,
+                debited,
+                spent,
+                reserved,
+            ]);
+        if let Err(e) = inserted {
+            return Err(if super::is_unique_clash(&e, "budgets.tenant_id") {
+                StoreError::BudgetNameTaken
+            } else {
+                e.into()
+            });
+        }
+        self.delta.budgets[budget_slot(&budget.state)] += 1;
+        let id = budget.id.opening_entry();
+        self.insert_entry(&LedgerEntry {
+            id,
+            budget_id: budget.id.clone(),
+            kind: EntryKind::OpeningDeposit,
+            amount: budget.opening_deposit,
+            reservation_id: None,
+            memo: None,
+            occurred_at: budget.created_at,
+            balance: budget.opening_deposit,
+            available: budget.opening_deposit,
+        })
+    }
+
+    /// Writes the budget's figures.
+    fn write_figures(&self, budget: &Budget) -> Result<(), StoreError> {
+        let [credited, debited, spent, reserved] = queries::figure_texts(&budget.figures);
+        self.conn
+            .prepare_cached(
+                "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
+                 spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
+            )?
+            .execute(params![
+                budget.id.as_str(),
+                credited,
+                debited,
+                spent,
+                reserved
+            ])?;
+        Ok(())
+    }
+
+    /// Writes the reservation's state and expiry.
+    fn write_reservation(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
+                 settled_at = ?5 WHERE id = ?1",
+            )?
+            .execute(params![
+                reservation.id.as_str(),
+                reservation.state.name(),
+                reservation.state.committed().map(|a| a.to_string()),
+                reservation.expires_at.to_string(),
+                reservation.state.settled_at().map(|t| t.to_string()),
+            ])?;
+        Ok(())
+    }
+
+    /// Appends the entry of a movement that left `budget` with its current figures.
+    fn append_entry(
+        &mut self,
+        budget: &Budget,
+        kind: EntryKind,
+        amount: Atomic,
+        reservation: Option<&ReservationId>,
+        memo: Option<Memo>,
+        now: Timestamp,
+    ) -> Result<LedgerEntry, StoreError> {
+        let figure = |value: Option<u128>| {
+            value
+                .map(Atomic::new)
+                .ok_or_else(|| StoreError::Internal("a movement broke the invariant".into()))
+        };
+        let entry = LedgerEntry {
+            id: EntryId::from_ulid(self.next_ulid(now)),
+            budget_id: budget.id.clone(),
+            kind,
+            amount,
+            reservation_id: reservation.cloned(),
+            memo,
+            occurred_at: now,
+            balance: figure(budget.figures.balance())?,
+            available: figure(budget.figures.available())?,
+        };
+        self.insert_entry(&entry)?;
+        Ok(entry)
+    }
+
+    fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
+                 memo, occurred_at, balance_atomic, available_atomic) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                entry.id.as_str(),
+                entry.budget_id.as_str(),
+                entry.kind.name(),
+                entry.amount.to_string(),
+                entry.reservation_id.as_ref().map(ReservationId::as_str),
+                entry.memo.as_ref().map(Memo::as_str),
+                entry.occurred_at.to_string(),
+                entry.balance.to_string(),
+                entry.available.to_string(),
+            ])?;
+        self.delta.entries[entry_slot(entry.kind)] += 1;
+        Ok(())
+    }
+}
