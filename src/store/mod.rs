@@ -17,6 +17,8 @@
 //! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
 //! `503`.
 
+#[cfg(test)]
+mod model_tests;
 mod sqlite;
 
 use std::path::{Path, PathBuf};
