@@ -107,8 +107,8 @@ pub(super) struct Writer {
     /// The latest time this writer used: time never runs backwards for it.
     last_now: Timestamp,
     /// No active reservation expires before this instant ([`Timestamp::MAX`]: none is
-    /// active). A lower bound: lowered by every new hold, raised only by a sweep that read
-    /// the true soonest expiry.
+    /// active). A lower bound: lowered by every new hold and every extend (which may
+    /// shorten a hold), raised only by a sweep that read the true soonest expiry.
     next_expiry: Timestamp,
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.

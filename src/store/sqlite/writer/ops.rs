@@ -357,7 +357,9 @@ impl Writer {
                 (event, Some(EntryKind::Release), held)
             }
             Settle::Extend(ttl) => {
+                // A shorter TTL than the hold had brings its expiry forward.
                 reservation.expires_at = now.plus_seconds(ttl.seconds());
+                self.next_expiry = self.next_expiry.min(reservation.expires_at);
                 let event = AuditEvent::ReservationExtended {
                     tenant: tenant.clone(),
                     id: reservation.id.clone(),
