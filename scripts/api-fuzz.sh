@@ -176,13 +176,14 @@ EOF
 cat >"$WORK/hooks.py" <<'EOF'
 """Schemathesis hooks for tenantd (written by scripts/api-fuzz.sh).
 
-1. `before_call`: an Idempotency-Key is bound to the body of the first create that used it;
-   the same key with another body is `422 idempotency_key_mismatch` (the contract). The
+1. `before_call`: an Idempotency-Key is bound to the path and body of the first POST that
+   used it; the same key with another path or body is `422 idempotency_key_mismatch` (the
+   contract). The
    generator knows nothing of that history and reuses keys (the documented example, short
    strings) with different bodies, which `positive_data_acceptance` then reports as a valid
-   request rejected. So a *valid* key is prefixed with a digest of the body: the same key
-   with the same body stays the same key (replays are still exercised), another body gets
-   another key. Invalid keys (empty, too long, not visible ASCII) are left as they are, so
+   request rejected. So a *valid* key is prefixed with a digest of the path and body: the
+   same key with the same path and body stays the same key (replays are still exercised),
+   another path or body gets another key. Invalid keys (empty, too long, not visible ASCII) are left as they are, so
    the `400 invalid_header` cases are still generated and checked.
 
 2. `tombstoned_tenant_stays_readable` replaces Schemathesis' `use_after_free`, whose premise
@@ -222,12 +223,13 @@ def _is_valid_key(value):
 
 def _bind_key_to_body(case):
     operation = case.operation
-    if operation.method.upper() != "POST" or operation.path != "/v1/tenants" or not case.headers:
+    if operation.method.upper() != "POST" or not case.headers:
         return
     for name, value in list(case.headers.items()):
         if name.lower() == "idempotency-key" and _is_valid_key(value):
-            body = json.dumps(case.body, sort_keys=True, ensure_ascii=True, default=repr)
-            digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+            request = [operation.path, case.path_parameters or {}, case.body]
+            text = json.dumps(request, sort_keys=True, ensure_ascii=True, default=repr)
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
             case.headers[name] = f"{digest}.{value}"[:255]
             _stats["keys_bound"] += 1
 

@@ -1,6 +1,8 @@
-//! The crash loop: creates and tombstones from concurrent clients, `kill -9` at a random
-//! instant, restart on the same database, and check that every acknowledged write is there,
-//! that no write is half there, and that the chain verifies. Cycle after cycle.
+//! The crash loop: creates and tombstones from concurrent clients, reservations, commits and
+//! releases from concurrent spenders, `kill -9` at a random instant, restart on the same
+//! database, and check that every acknowledged write is there, that no write is half there,
+//! that no budget is overspent, and that the chain replays to the stored figures. Cycle after
+//! cycle.
 //!
 //! `CRASH_CYCLES` sets the number of cycles (10 by default, `make crash-test` runs 200) and
 //! `CRASH_SEED` replays a run.
@@ -22,6 +24,11 @@ const KILL_AFTER_MS_MAX: u64 = 600;
 const TOMBSTONE_EVERY: usize = 4;
 /// Acknowledged tenants read back over HTTP after each restart (all are checked in SQL).
 const HTTP_SAMPLE: usize = 50;
+/// Clients that spend, each from a budget of its own tenant.
+const SPENDERS: usize = 4;
+/// What each spender's budget opens with: enough for the reservations of `make crash-test`'s
+/// 200 cycles (a spender stops at its first `insufficient_funds` to a reserve).
+const SPENDER_DEPOSIT: u64 = 1_000_000;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -37,6 +44,143 @@ struct Acknowledged {
     created: HashMap<String, String>,
     /// ids answered `200` to a DELETE.
     tombstoned: Vec<String>,
+}
+
+/// What a spender was told about one reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Settled {
+    /// `201` to the reserve, nothing acknowledged since.
+    Active,
+    /// `200` to a commit of this amount.
+    Committed(u64),
+    /// `200` to a release.
+    Released,
+}
+
+/// What the spenders were told: reservation id → (tenant, amount held, what was settled).
+type Spent = HashMap<String, (String, u64, Settled)>;
+
+/// One spender's closed loop until the server goes away: reserve, then commit (below, at or
+/// above the hold) or release.
+fn spender(
+    addr: String,
+    auth: String,
+    tenant: String,
+    budget: String,
+    seed: u64,
+    spent: Arc<Mutex<Spent>>,
+) {
+    let mut rng = Rng::new(seed);
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    loop {
+        let amount = rng.range(1, 60);
+        let body =
+            format!(r#"{{"budget_id":"{budget}","amount_atomic":"{amount}","ttl_seconds":3600}}"#);
+        let path = format!("/v1/tenants/{tenant}/reservations");
+        let id = match try_request(&addr, "POST", &path, &headers, Some(body.as_bytes())) {
+            Ok(resp) if resp.status == 201 => {
+                let Ok(r) = serde_json::from_slice::<serde_json::Value>(&resp.body) else {
+                    return;
+                };
+                let id = r["id"].as_str().unwrap_or_default().to_owned();
+                let mut spent = spent.lock().expect("spent lock");
+                spent.insert(id.clone(), (tenant.clone(), amount, Settled::Active));
+                id
+            }
+            // The budget is used up: nothing more to spend in this run.
+            Ok(resp) if resp.status == 409 => return,
+            Ok(resp) => panic!("a reserve under load answered {}", resp.describe()),
+            Err(_) => return,
+        };
+        let release = rng.range(0, 4) == 0;
+        let committed = rng.range(0, amount + amount / 4 + 1);
+        let (action, body) = if release {
+            ("release", String::new())
+        } else {
+            ("commit", format!(r#"{{"amount_atomic":"{committed}"}}"#))
+        };
+        let path = format!("/v1/tenants/{tenant}/reservations/{id}/{action}");
+        let body = (!body.is_empty()).then_some(body.as_bytes());
+        match try_request(&addr, "POST", &path, &headers, body) {
+            Ok(resp) if resp.status == 200 => {
+                let settled = if release {
+                    Settled::Released
+                } else {
+                    Settled::Committed(committed)
+                };
+                if let Some(entry) = spent.lock().expect("spent lock").get_mut(&id) {
+                    entry.2 = settled;
+                }
+            }
+            // An excess the budget cannot cover: the reservation stays active.
+            Ok(resp) if resp.status == 409 => {}
+            Ok(resp) => panic!("a {action} under load answered {}", resp.describe()),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Checks every acknowledged reservation and every budget's invariant.
+fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
+    let db = app.db();
+    let mut stored: HashMap<String, (String, Option<String>)> = HashMap::new();
+    let mut stmt = db
+        .prepare("SELECT id, state, committed_atomic FROM reservations")
+        .expect("a query");
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
+        .expect("reservations");
+    for row in rows {
+        let (id, state, committed) = row.expect("a reservation row");
+        stored.insert(id, (state, committed));
+    }
+    for (id, (_, _, settled)) in spent {
+        let Some((state, committed)) = stored.get(id) else {
+            panic!("{context}: acknowledged reservation {id} was lost");
+        };
+        match settled {
+            // A commit or release sent but not acknowledged may have happened.
+            Settled::Active => assert!(
+                ["active", "committed", "released"].contains(&state.as_str()),
+                "{context}: reservation {id} is {state}"
+            ),
+            Settled::Committed(amount) => assert_eq!(
+                (state.as_str(), committed.as_deref()),
+                ("committed", Some(amount.to_string().as_str())),
+                "{context}: acknowledged commit of {id}"
+            ),
+            Settled::Released => {
+                assert_eq!(state, "released", "{context}: acknowledged release of {id}")
+            }
+        }
+    }
+    let mut stmt = db
+        .prepare(
+            "SELECT id, credited_atomic, debited_atomic, spent_atomic, reserved_atomic \
+             FROM budgets",
+        )
+        .expect("a query");
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                [r.get::<_, String>(1)?, r.get(2)?, r.get(3)?, r.get(4)?],
+            ))
+        })
+        .expect("budgets");
+    for row in rows {
+        let (id, figures) = row.expect("a budget row");
+        let [credited, debited, spent, reserved] =
+            figures.map(|f| f.parse::<u128>().expect("an amount"));
+        assert!(
+            credited >= debited + spent + reserved,
+            "{context}: budget {id} is overspent: {credited} < {debited} + {spent} + {reserved}"
+        );
+    }
+    stored.len()
 }
 
 /// One client's closed loop until the server goes away.
@@ -157,11 +301,15 @@ fn check(app: &TestApp, acked: &Acknowledged, context: &str) -> (usize, usize) {
             "{context}: tenant {id} ({state}) has {buried} tombstone events"
         );
     }
-    let total_events: usize = events.values().sum();
+    let tenant_events: usize = events
+        .iter()
+        .filter(|((_, action), _)| action.starts_with("tenant."))
+        .map(|(_, n)| n)
+        .sum();
     assert_eq!(
-        total_events,
+        tenant_events,
         tenants.len() + tombstoned,
-        "{context}: no audit event without its change"
+        "{context}: no tenant event without its change"
     );
     let verify = audit_verify(&app.db_path);
     assert_eq!(
@@ -193,10 +341,23 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
     let mut rng = Rng::new(seed);
     let mut app = spawn_app();
     let acked = Arc::new(Mutex::new(Acknowledged::default()));
+    let spent = Arc::new(Mutex::new(Spent::new()));
     let started = Instant::now();
+    // Each spender spends from its own tenant's default budget, cycle after cycle.
+    let spenders: Vec<(String, String)> = (0..SPENDERS)
+        .map(|n| {
+            let created = app.create_ok(&format!("spender-{n}"), &SPENDER_DEPOSIT.to_string());
+            let budget = created["budget"]["id"]
+                .as_str()
+                .expect("a budget id")
+                .to_owned();
+            (tenant_id(&created), budget)
+        })
+        .collect();
 
     for cycle in 0..cycles {
         let stop = Arc::new(AtomicBool::new(false));
+        let spender_seeds: Vec<u64> = (0..SPENDERS).map(|_| rng.next_u64()).collect();
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let (addr, auth) = (app.addr.clone(), app.admin());
@@ -205,6 +366,20 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
                 let client_seed = rng.next_u64();
                 thread::spawn(move || client(addr, auth, tag, client_seed, acked, stop))
             })
+            .chain(
+                spenders
+                    .iter()
+                    .zip(&spender_seeds)
+                    .map(|((tenant, budget), seed)| {
+                        let (addr, auth) = (app.addr.clone(), app.admin());
+                        let (tenant, budget, spent) =
+                            (tenant.clone(), budget.clone(), Arc::clone(&spent));
+                        let spender_seed = *seed;
+                        thread::spawn(move || {
+                            spender(addr, auth, tenant, budget, spender_seed, spent)
+                        })
+                    }),
+            )
             .collect();
         let delay = rng.range(KILL_AFTER_MS_MIN, KILL_AFTER_MS_MAX);
         thread::sleep(Duration::from_millis(delay));
@@ -218,19 +393,27 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
         let acked = acked.lock().expect("acked lock");
         let context = format!("cycle {cycle} (seed {seed})");
         let (tenants, tombstoned) = check(&app, &acked, &context);
+        let reservations = check_spending(&app, &spent.lock().expect("spent lock"), &context);
         println!(
             "cycle {cycle}: killed after {delay} ms; {} creates and {} tombstones acknowledged so far; \
-             {tenants} tenants stored, {tombstoned} tombstoned; nothing lost",
+             {tenants} tenants stored, {tombstoned} tombstoned, {reservations} reservations; \
+             nothing lost, nothing overspent",
             acked.created.len(),
             acked.tombstoned.len()
         );
     }
     let acked = acked.lock().expect("acked lock");
+    let spent = spent.lock().expect("spent lock");
+    let settled = |want: fn(&Settled) -> bool| spent.values().filter(|(_, _, s)| want(s)).count();
     println!(
-        "crash loop done: {cycles} kill -9 cycles in {:.0} s, {} creates and {} tombstones \
-         acknowledged, none lost, no half-written change, the chain verified every time",
+        "crash loop done: {cycles} kill -9 cycles in {:.0} s, {} creates, {} tombstones, {} \
+         reservations, {} commits and {} releases acknowledged, none lost, no half-written \
+         change, no budget overspent, the chain replayed to the stored figures every time",
         started.elapsed().as_secs_f64(),
         acked.created.len(),
-        acked.tombstoned.len()
+        acked.tombstoned.len(),
+        spent.len(),
+        settled(|s| matches!(s, Settled::Committed(_))),
+        settled(|s| *s == Settled::Released),
     );
 }
