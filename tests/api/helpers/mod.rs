@@ -12,7 +12,8 @@
 //! - `files`: private files, permission bits, secrets searched in a directory;
 //! - `problem`: RFC 9457 problem bodies checked against the contract;
 //! - `rand`: random tokens and names, and a seeded generator for timing;
-//! - `shapes`: the shapes and bounds the contract fixes: ids, timestamps, names, limits.
+//! - `shapes`: the shapes and bounds the contract fixes: ids, timestamps, names, limits;
+//! - `spend`: budgets, reservations, ledger entries and lists: requests, figures, replays.
 
 mod app;
 mod cli;
@@ -21,6 +22,7 @@ mod files;
 mod problem;
 mod rand;
 mod shapes;
+mod spend;
 
 pub use app::*;
 pub use cli::*;
@@ -29,3 +31,4 @@ pub use files::*;
 pub use problem::*;
 pub use rand::*;
 pub use shapes::*;
+pub use spend::*;
