@@ -45,7 +45,8 @@ usage: cargo bench --bench load -- [OPTIONS]
     --smoke           a few seconds in all; exits 1 on any error (CI)
     --server PATH     the tenantd binary (default: the one cargo built)
     --server-log FILE keep the server's log (default: discarded)
-    --only GROUP      run one group of rows: base (health, reads, mix), create, create1, scale";
+    --only GROUP      run one group of rows: base (health, reads, mix), create, create1,
+                      spend (reserve+commit cycles over 1,000 budgets and on one), scale";
 
 /// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux ABI we run on).
 const CLOCK_TICKS_PER_S: u64 = 100;
@@ -127,9 +128,9 @@ fn parse_args() -> Result<Args, String> {
             "--server-log" => args.server_log = Some(PathBuf::from(value()?)),
             "--only" => {
                 let group = value()?;
-                if !["base", "create", "create1", "scale"].contains(&group.as_str()) {
+                if !["base", "create", "create1", "spend", "scale"].contains(&group.as_str()) {
                     return Err(format!(
-                        "--only takes base, create, create1 or scale, not {group}"
+                        "--only takes base, create, create1, spend or scale, not {group}"
                     ));
                 }
                 args.only = Some(group);
@@ -323,6 +324,8 @@ enum Kind {
     Read,
     /// Reads with each tenant's own token, which the service checks on its credential path.
     ReadOwn,
+    /// Reads of tenants' default budgets with the admin token.
+    ReadBudget,
     /// `read_percent` reads, the rest creates.
     Mix {
         read_percent: u32,
@@ -365,7 +368,7 @@ impl Workload {
                 return;
             }
             Kind::Create => true,
-            Kind::Read | Kind::ReadOwn => false,
+            Kind::Read | Kind::ReadOwn | Kind::ReadBudget => false,
             Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
         };
         if create || self.paths.is_empty() {
@@ -397,7 +400,11 @@ impl Workload {
                 _ => self.auth.as_str(),
             };
             let headers = [HOST, ("Authorization", auth)];
-            wire::write_request(out, "GET", &tenant.path, wire::HTTP_11, &headers, None);
+            let path = match self.kind {
+                Kind::ReadBudget => &tenant.budget_path,
+                _ => &tenant.path,
+            };
+            wire::write_request(out, "GET", path, wire::HTTP_11, &headers, None);
         }
     }
 }
@@ -531,6 +538,10 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire
 struct Seeded {
     /// `/v1/tenants/<id>`.
     path: String,
+    /// `/v1/tenants/<id>/budgets/<its default budget>`.
+    budget_path: String,
+    /// Its default budget's id.
+    budget_id: String,
     /// `Bearer <its tenant token>`.
     auth: String,
 }
@@ -539,8 +550,12 @@ struct Seeded {
 fn tenant_path(body: &[u8]) -> Option<Seeded> {
     let created: serde_json::Value = serde_json::from_slice(body).ok()?;
     let token = created["sidecar_config_env"]["TENANTD_TENANT_TOKEN"].as_str()?;
+    let path = format!("/v1/tenants/{}", created["id"].as_str()?);
+    let budget_id = created["budget"]["id"].as_str()?.to_owned();
     Some(Seeded {
-        path: format!("/v1/tenants/{}", created["id"].as_str()?),
+        budget_path: format!("{path}/budgets/{budget_id}"),
+        budget_id,
+        path,
         auth: format!("Bearer {token}"),
     })
 }
@@ -581,6 +596,9 @@ struct Row {
     cpu_us_per_request: f64,
     peak_rss_kib: u64,
 }
+
+/// Budgets the spread reserve+commit cycles pick from (each its tenant's default budget).
+const SPREAD_BUDGETS: u64 = 1000;
 
 /// A warm-up, then a measured phase, with the server's CPU and RSS read around it.
 async fn measure(
@@ -663,6 +681,264 @@ async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec
     Ok(paths)
 }
 
+/// Reserve+commit cycles: each connection reserves [`SPEND_HOLD`] atomic units from a budget
+/// (its tenant's own token), then commits 0 to `SPEND_HOLD + 1` (below, at or above the hold).
+const SPEND_HOLD: u64 = 2;
+
+/// What one connection's cycles did: a histogram and a tally per request kind, and what the
+/// service acknowledged, to compare with the budget at the end.
+struct Spent {
+    reserve: (Histogram<u64>, Tally),
+    commit: (Histogram<u64>, Tally),
+    committed: u128,
+    outstanding: u128,
+}
+
+/// One connection's closed loop of reserve, then commit, on budgets picked at random.
+async fn spend_connection(
+    addr: SocketAddr,
+    targets: Arc<Vec<Seeded>>,
+    stop: Stop,
+    seed: u64,
+) -> Result<Spent, String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut rng = seed | 1;
+    let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
+    let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut spent = Spent {
+        reserve: (histogram(), Tally::default()),
+        commit: (histogram(), Tally::default()),
+        committed: 0,
+        outstanding: 0,
+    };
+    // The reservation to commit next, and its tenant.
+    let mut pending: Option<(usize, String)> = None;
+    while stop.take() {
+        body.clear();
+        let (committing, amount) = match &pending {
+            Some((t, id)) => {
+                let amount = next(&mut rng) % (SPEND_HOLD + 2);
+                write!(body, r#"{{"amount_atomic":"{amount}"}}"#).expect("a Vec");
+                let path = format!("{}/reservations/{id}/commit", targets[*t].path);
+                let headers = [
+                    HOST,
+                    ("Authorization", targets[*t].auth.as_str()),
+                    ("Content-Type", "application/json"),
+                ];
+                request.clear();
+                wire::write_request(
+                    &mut request,
+                    "POST",
+                    &path,
+                    wire::HTTP_11,
+                    &headers,
+                    Some(&body),
+                );
+                (true, amount)
+            }
+            None => {
+                let t = (next(&mut rng) % targets.len() as u64) as usize;
+                write!(
+                    body,
+                    r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
+                    targets[t].budget_id
+                )
+                .expect("a Vec");
+                let path = format!("{}/reservations", targets[t].path);
+                let headers = [
+                    HOST,
+                    ("Authorization", targets[t].auth.as_str()),
+                    ("Content-Type", "application/json"),
+                ];
+                request.clear();
+                wire::write_request(
+                    &mut request,
+                    "POST",
+                    &path,
+                    wire::HTTP_11,
+                    &headers,
+                    Some(&body),
+                );
+                pending = Some((t, String::new()));
+                (false, 0)
+            }
+        };
+        let started = Instant::now();
+        stream
+            .write_all(&request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let frame = read_response(&mut stream, &mut buf).await?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let status = frame.head.status;
+        let (hist, tally) = if committing {
+            &mut spent.commit
+        } else {
+            &mut spent.reserve
+        };
+        hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        tally.count(status);
+        if committing {
+            if status == 200 {
+                spent.committed += u128::from(amount);
+                spent.outstanding -= u128::from(SPEND_HOLD);
+            }
+            pending = None;
+        } else if status == 201 {
+            let reservation: serde_json::Value =
+                serde_json::from_slice(&buf[frame.body.clone()])
+                    .map_err(|e| format!("a reservation that is not JSON: {e}"))?;
+            let id = reservation["id"]
+                .as_str()
+                .ok_or("a reservation without an id")?;
+            if let Some((_, pending_id)) = pending.as_mut() {
+                id.clone_into(pending_id);
+            }
+            spent.outstanding += u128::from(SPEND_HOLD);
+        } else {
+            pending = None;
+        }
+        buf.drain(..frame.len);
+    }
+    Ok(spent)
+}
+
+/// Runs `connections` spending loops until `stop`, and merges what they saw.
+async fn spend_phase(
+    server: &Server,
+    targets: &Arc<Vec<Seeded>>,
+    connections: usize,
+    stop: Stop,
+) -> Result<Spent, String> {
+    let mut tasks = Vec::with_capacity(connections);
+    for i in 0..connections {
+        let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
+        tasks.push(tokio::spawn(spend_connection(
+            server.addr,
+            Arc::clone(targets),
+            stop.clone(),
+            seed,
+        )));
+    }
+    let mut all = Spent {
+        reserve: (histogram(), Tally::default()),
+        commit: (histogram(), Tally::default()),
+        committed: 0,
+        outstanding: 0,
+    };
+    for task in tasks {
+        let one = task.await.map_err(|e| e.to_string())??;
+        for (into, from) in [
+            (&mut all.reserve, one.reserve),
+            (&mut all.commit, one.commit),
+        ] {
+            into.0.add(&from.0).map_err(|e| e.to_string())?;
+            into.1.merge(from.1);
+        }
+        all.committed += one.committed;
+        all.outstanding += one.outstanding;
+    }
+    Ok(all)
+}
+
+/// A warm-up and a measured phase of reserve+commit cycles over `targets`: a row for the
+/// reserves and one for the commits (each counted on its own), and what was acknowledged in
+/// both phases.
+async fn measure_spend(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<(Row, Row, u128, u128), String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s measured",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let warm = spend_phase(
+        server,
+        targets,
+        args.connections,
+        Stop::At(Instant::now() + args.warmup),
+    )
+    .await?;
+    let cpu_before = server.cpu_us();
+    let started = Instant::now();
+    let spent = spend_phase(
+        server,
+        targets,
+        args.connections,
+        Stop::At(started + args.duration),
+    )
+    .await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = server.cpu_us().saturating_sub(cpu_before) as f64;
+    let requests = (spent.reserve.1.requests + spent.commit.1.requests).max(1) as f64;
+    let row = |what: &str, (hist, tally): (Histogram<u64>, Tally)| Row {
+        name: format!("{what} ({name})"),
+        requests_per_s: tally.requests as f64 / elapsed,
+        cpu_us_per_request: cpu / requests,
+        peak_rss_kib: server.peak_rss_kib(),
+        hist,
+        tally,
+    };
+    let (committed, outstanding) = (
+        warm.committed + spent.committed,
+        warm.outstanding + spent.outstanding,
+    );
+    Ok((
+        row("POST reserve", spent.reserve),
+        row("POST commit", spent.commit),
+        committed,
+        outstanding,
+    ))
+}
+
+/// Reads the budget at `target` and checks it against what was acknowledged: every commit
+/// spent exactly once, every unsettled hold still reserved, and the invariant.
+fn check_budget(
+    server: &Server,
+    target: &Seeded,
+    deposit: u128,
+    committed: u128,
+    outstanding: u128,
+) -> Result<String, String> {
+    let auth = format!("Bearer {}", server.token);
+    let headers = [("Authorization", auth.as_str())];
+    let addr = server.addr.to_string();
+    let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
+    let budget: serde_json::Value =
+        serde_json::from_slice(&resp.body).map_err(|e| format!("the budget is not JSON: {e}"))?;
+    let figure = |name: &str| -> Result<u128, String> {
+        budget[name]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .ok_or(format!("the budget has no {name}: {budget}"))
+    };
+    let (credited, debited, spent, reserved) = (
+        figure("credited_atomic")?,
+        figure("debited_atomic")?,
+        figure("spent_atomic")?,
+        figure("reserved_atomic")?,
+    );
+    if credited != deposit || debited != 0 || spent != committed || reserved != outstanding {
+        return Err(format!(
+            "the hot budget does not match what was acknowledged: credited {credited} (deposit \
+             {deposit}), spent {spent} (commits acknowledged {committed}), reserved {reserved} \
+             (holds unsettled {outstanding})"
+        ));
+    }
+    if credited < debited + spent + reserved {
+        return Err(format!("the hot budget is overspent: {budget}"));
+    }
+    Ok(format!(
+        "hot budget at the end: spent {spent} = the commits acknowledged, reserved {reserved} = \
+         the holds left unsettled, available {}; nothing overspent",
+        credited - debited - spent - reserved
+    ))
+}
+
 struct Report {
     text: String,
     errors: u64,
@@ -671,6 +947,7 @@ struct Report {
 async fn run(args: &Args) -> Result<Report, String> {
     let wanted = |group: &str| args.only.as_deref().is_none_or(|only| only == group);
     let mut rows = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     let no_paths = Arc::new(Vec::new());
     let mut db_bytes = 0;
 
@@ -683,6 +960,8 @@ async fn run(args: &Args) -> Result<Report, String> {
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         let name = format!("GET tenant, own token ({} tenants)", args.base);
         rows.push(measure(args, &server, &name, Kind::ReadOwn, &paths).await?);
+        let name = format!("GET budget ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::ReadBudget, &paths).await?);
         let mix = Kind::Mix { read_percent: 90 };
         rows.push(measure(args, &server, "90 % read / 10 % create", mix, &paths).await?);
         server.stop();
@@ -701,6 +980,42 @@ async fn run(args: &Args) -> Result<Report, String> {
         rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
         server.stop();
     }
+    if wanted("spend") {
+        eprintln!("server: reserve+commit cycles over {SPREAD_BUDGETS} budgets, then on one");
+        let server = Server::start(args, &[])?;
+        let spread = Arc::new(seed(&server, args, 0, SPREAD_BUDGETS).await?);
+        let name = format!("{SPREAD_BUDGETS} budgets");
+        let (reserve, commit, _, _) = measure_spend(args, &server, &name, &spread).await?;
+        rows.extend([reserve, commit]);
+        let auth = format!("Bearer {}", server.token);
+        let deposit = u128::from(u64::MAX);
+        let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        let created = wire::request(
+            &server.addr.to_string(),
+            "POST",
+            "/v1/tenants",
+            &headers,
+            Some(body.as_bytes()),
+        );
+        let hot = Arc::new(vec![
+            tenant_path(&created.body).ok_or("the hot tenant was not created")?,
+        ]);
+        let (reserve, commit, committed, outstanding) =
+            measure_spend(args, &server, "one hot budget", &hot).await?;
+        rows.extend([reserve, commit]);
+        notes.push(check_budget(
+            &server,
+            &hot[0],
+            deposit,
+            committed,
+            outstanding,
+        )?);
+        server.stop();
+    }
     if wanted("scale") {
         eprintln!("server: reads at {} tenants", args.scale);
         let server = Server::start(args, &[])?;
@@ -716,7 +1031,10 @@ async fn run(args: &Args) -> Result<Report, String> {
         server.stop();
     }
 
-    let text = render(args, &rows, db_bytes);
+    let mut text = render(args, &rows, db_bytes);
+    for note in notes {
+        let _ = writeln!(text, "- {note}");
+    }
     let errors = rows.iter().map(|r| r.tally.errors).sum();
     Ok(Report { text, errors })
 }
@@ -808,6 +1126,35 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
             ms(r.hist.value_at_quantile(0.99)),
             ms(s.hist.value_at_quantile(0.99)),
             100.0 * (p99(s) - p99(r)) / p99(r).max(1.0),
+        );
+    }
+    let spread_reserve = find("POST reserve (1000");
+    let spread_commit = find("POST commit (1000");
+    let hot_reserve = find("POST reserve (one hot");
+    let hot_commit = find("POST commit (one hot");
+    if let (Some(c), Some(r), Some(m)) = (create, spread_reserve, spread_commit) {
+        let _ = writeln!(
+            out,
+            "- over 1,000 budgets, reserves ÷ creates: {:.0} %, commits ÷ creates: {:.0} %",
+            100.0 * r.requests_per_s / c.requests_per_s,
+            100.0 * m.requests_per_s / c.requests_per_s
+        );
+    }
+    if let (Some(r), Some(m), Some(hr), Some(hm)) =
+        (spread_reserve, spread_commit, hot_reserve, hot_commit)
+    {
+        let _ = writeln!(
+            out,
+            "- one hot budget ÷ 1,000 budgets: reserves {:.0} %, commits {:.0} %",
+            100.0 * hr.requests_per_s / r.requests_per_s,
+            100.0 * hm.requests_per_s / m.requests_per_s
+        );
+    }
+    if let (Some(b), Some(r)) = (find("GET budget ("), read) {
+        let _ = writeln!(
+            out,
+            "- GET budget ÷ GET tenant: {:.0} %",
+            100.0 * b.requests_per_s / r.requests_per_s
         );
     }
     if db_bytes > 0 {

@@ -21,15 +21,13 @@ impl Ttl {
         Self(TTL_SECONDS_DEFAULT)
     }
 
-    /// Reads a JSON number's text: a whole number of seconds in range, written without a
-    /// fraction or an exponent.
+    /// Reads a JSON number's text: a whole number of seconds in range. As in JSON Schema,
+    /// an integer is a value, not a spelling: `300`, `300.0` and `3e2` are the same number;
+    /// `300.5` is not whole. The value is read exactly, never through a float.
     pub(crate) fn parse(number: &str) -> Result<Self, &'static str> {
         let refuse = "must be a whole number of seconds from 1 to 86400";
-        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(refuse);
-        }
-        match number.parse::<u32>() {
-            Ok(s) if (TTL_SECONDS_MIN..=TTL_SECONDS_MAX).contains(&s) => Ok(Self(s)),
+        match whole_number(number) {
+            Some(s) if (TTL_SECONDS_MIN..=TTL_SECONDS_MAX).contains(&s) => Ok(Self(s)),
             _ => Err(refuse),
         }
     }
@@ -38,6 +36,48 @@ impl Ttl {
     pub(crate) fn seconds(self) -> u32 {
         self.0
     }
+}
+
+/// The value of a JSON number's text if it is a whole number that fits in a `u32`, read
+/// exactly: the digits, shifted by the exponent, must leave no non-zero digit after the point.
+fn whole_number(text: &str) -> Option<u32> {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], text[at + 1..].parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    if mantissa.starts_with('-') {
+        // Zero is the only whole number with a sign that could be in range, and it is not.
+        return None;
+    }
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
+    // Where the point falls in `digits` once the exponent has moved it.
+    let point = i64::try_from(int.len()).ok()? + i64::from(exponent);
+    let mut value: u64 = 0;
+    for (i, digit) in digits.iter().enumerate() {
+        let i = i64::try_from(i).ok()?;
+        if i >= point {
+            if *digit != 0 {
+                return None;
+            }
+        } else {
+            value = value.checked_mul(10)?.checked_add(u64::from(*digit))?;
+        }
+    }
+    // Zeros the exponent appends past the last digit (none matter to a zero).
+    let zeros = point - i64::try_from(digits.len()).ok()?;
+    if value != 0 {
+        for _ in 0..zeros.max(0) {
+            value = value.checked_mul(10)?;
+            if value > u64::from(u32::MAX) {
+                return None;
+            }
+        }
+    }
+    u32::try_from(value).ok()
 }
 
 /// Where a reservation is in its life: active, then one of three final states.
@@ -183,12 +223,26 @@ mod tests {
             ("1", true),
             ("300", true),
             ("86400", true),
+            ("1.0", true),
+            ("300.000", true),
+            ("1e2", true),
+            ("1E2", true),
+            ("3.6e3", true),
+            ("8640000e-2", true),
+            ("864e+2", true),
             ("0", false),
+            ("0.5e1", true),
             ("86401", false),
-            ("1.0", false),
-            ("1e2", false),
+            ("86400.0000000000001", false),
+            ("1.5", false),
+            ("15e-1", false),
             ("-1", false),
+            ("-0", false),
+            ("1e400", false),
+            ("1e-400", false),
             ("99999999999999999999", false),
+            ("0.0000000000000000000000001e25", true),
+            ("0e2000000000", false),
         ] {
             assert_eq!(Ttl::parse(raw).is_ok(), ok, "ttl {raw}");
         }

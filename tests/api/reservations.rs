@@ -105,7 +105,9 @@ fn refused_reservation_bodies_name_every_bad_field() {
         let text = format!(r#"{{"budget_id":"{bid}","amount_atomic":{raw}}}"#);
         cases.push((text, vec!["amount_atomic"]));
     }
-    let ttls = r#"0 86401 -1 1.5 1.0 60.0 1e2 1E2 "60" true [60] {} 18446744073709551617"#;
+    // A TTL is a whole number by value, as JSON Schema's integer: 60.0 and 6e1 are 60 and
+    // are taken (below); 1.5 and 15e-1 are not whole.
+    let ttls = r#"0 86401 -1 1.5 15e-1 8.64001e4 "60" true [60] {} 18446744073709551617"#;
     for raw in ttls.split(' ') {
         cases.push((with("ttl_seconds", raw), vec!["ttl_seconds"]));
     }
@@ -695,5 +697,26 @@ fn stored_amount_minus_one(v: SqlValue) -> SqlValue {
             SqlValue::Blob((n - 1).to_be_bytes().to_vec())
         }
         other => panic!("an amount stored as {other:?}"),
+    }
+}
+
+/// A TTL is a whole number by value, as JSON Schema's `integer` is: `60.0` and `6e1` hold
+/// for 60 seconds like `60`.
+#[test]
+fn a_ttl_is_a_whole_number_however_it_is_written() {
+    let app = spawn_app();
+    let s = Scene::new(&app, "ttl-spellings", "100");
+    let path = reservations_path(&s.tid);
+    for raw in ["60", "60.0", "6e1", "600e-1"] {
+        let text = format!(
+            r#"{{"budget_id":"{}","amount_atomic":"1","ttl_seconds":{raw}}}"#,
+            s.bid
+        );
+        let resp = post_raw(&app, &s.token, &path, &text, None);
+        assert_eq!(resp.status, 201, "ttl {raw}: {}", resp.describe());
+        let r = resp.json();
+        let held = timestamp_ms(r["expires_at"].as_str().expect("expires_at"))
+            - timestamp_ms(r["created_at"].as_str().expect("created_at"));
+        assert_eq!(held, 60_000, "ttl {raw} holds 60 s: {r}");
     }
 }
