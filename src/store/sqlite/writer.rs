@@ -64,7 +64,7 @@ impl WriteCommand {
 }
 
 /// How long the writer waits before it tries again to record expiries after a failure.
-const SWEEP_RETRY_AFTER: Duration = Duration::from_millis(250);
+const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// What one batch changed, applied to [`Stats`] once it is committed.
 #[derive(Debug, Default, Clone)]
@@ -286,10 +286,18 @@ impl Writer {
             Ok(()) if writes > 0 => self.apply(delta, writes),
             Ok(()) => {}
             Err(e) => {
-                log::warn!(
-                    "a batch of {} commands did not commit: {e:?}",
-                    finished.len()
-                );
+                // A sweep alone that fails (a read-only or full database) is retried after
+                // a pause, not in a busy loop, and logged with it.
+                if sweep {
+                    self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                }
+                if !finished.is_empty() || sweep {
+                    log::warn!(
+                        "a batch of {} commands{} did not commit: {e:?}",
+                        finished.len(),
+                        if sweep { " and the expiry sweep" } else { "" }
+                    );
+                }
                 self.head = head_before;
                 // What the batch did to the soonest expiry is unknown: read it again.
                 self.next_expiry = Timestamp::from_unix_ms(0);
