@@ -158,3 +158,47 @@ fn metric_counts_follow_the_traffic() {
         );
     }
 }
+
+/// `/metrics` counts budgets by state, reservations by recorded state and ledger entries by
+/// kind, and the counts survive a restart (they are read back from the database).
+#[test]
+fn metrics_count_budgets_reservations_and_entries() {
+    let mut app = spawn_app();
+    let s = Scene::new(&app, "counted", "100");
+    let extra = s.new_budget("extra", "5");
+    let committed = s.hold_id("10");
+    assert_eq!(s.commit(&committed, "4").status, 200);
+    let released = s.hold_id("3");
+    assert_eq!(s.release(&released).status, 200);
+    s.hold_id("1");
+    assert_eq!(s.credit("7").status, 201);
+    assert_eq!(s.debit("2").status, 201);
+    assert_eq!(extra.close().status, 200);
+
+    let want: &[(&str, &str, &str, f64)] = &[
+        ("tenantd_budgets", "state", "open", 1.0),
+        ("tenantd_budgets", "state", "closed", 1.0),
+        ("tenantd_reservations", "state", "active", 1.0),
+        ("tenantd_reservations", "state", "committed", 1.0),
+        ("tenantd_reservations", "state", "released", 1.0),
+        ("tenantd_reservations", "state", "expired", 0.0),
+        ("tenantd_ledger_entries", "kind", "opening_deposit", 2.0),
+        ("tenantd_ledger_entries", "kind", "credit", 1.0),
+        ("tenantd_ledger_entries", "kind", "debit", 1.0),
+        ("tenantd_ledger_entries", "kind", "reserve", 3.0),
+        ("tenantd_ledger_entries", "kind", "commit", 1.0),
+        ("tenantd_ledger_entries", "kind", "release", 1.0),
+        ("tenantd_ledger_entries", "kind", "expire", 0.0),
+    ];
+    for when in ["while running", "after a restart"] {
+        let text = app.metrics();
+        for (name, label, value, count) in want {
+            assert_eq!(
+                sample(&text, name, &[(label, value)]),
+                Some(*count),
+                "{when}: {name}{{{label}=\"{value}\"}}"
+            );
+        }
+        app.restart();
+    }
+}
