@@ -24,6 +24,12 @@ fn fixture(name: &str) -> PathBuf {
 /// A server on a copy of the fixture, its idempotency record moved back inside the replay
 /// window (the fixture was written once; its record's 24 hours are long over).
 fn upgraded_app() -> TestApp {
+    upgraded_from("revision-1.db", 1)
+}
+
+/// A server on a copy of the fixture `name`, written at schema `version`, with its
+/// idempotency records moved back inside the replay window.
+fn upgraded_from(name: &str, version: i64) -> TestApp {
     let mut app = spawn_app();
     app.terminate();
     for side in ["-wal", "-shm"] {
@@ -31,13 +37,13 @@ fn upgraded_app() -> TestApp {
         path.push(side);
         let _ = std::fs::remove_file(PathBuf::from(path));
     }
-    std::fs::copy(fixture("revision-1.db"), &app.db_path).expect("copying the fixture");
+    std::fs::copy(fixture(name), &app.db_path).expect("copying the fixture");
     {
         let conn = open_rw(&app.db_path);
-        let version: i64 = conn
+        let found: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("the version");
-        assert_eq!(version, 1, "the fixture is a revision-1 database");
+        assert_eq!(found, version, "{name} is at schema version {version}");
         conn.execute("UPDATE idempotency_keys SET created_ms = ?1", [now_ms()])
             .expect("refreshing the record");
     }
@@ -164,4 +170,78 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
     let verified = audit_verify(&app.db_path);
     assert_eq!(verified.code, Some(0), "{verified:?}");
     assert!(verified.stdout.starts_with("ok: 4 events"), "{verified:?}");
+}
+
+/// A database written by the release before budgets (`tests/fixtures/revision-2.db`, schema
+/// version 2) gains its budgets in place: every tenant's default budget from its opening
+/// deposit, closed for the tombstoned one; its key still replays the answer given then; and
+/// the new operations work on the old tenants.
+#[test]
+fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
+    let app = upgraded_from("revision-2.db", 2);
+    let version: i64 = app
+        .db()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("the version");
+    assert_eq!(version, 3, "migrated to schema version 3");
+
+    let body = r#"{"name":"fixture-keyed","opening_deposit_atomic":"2000"}"#;
+    let replay = app.post_tenants(body, &[("Idempotency-Key", "fixture-key-2")]);
+    assert_eq!(
+        replay.header("idempotent-replayed"),
+        Some("true"),
+        "{}",
+        replay.describe()
+    );
+    let before = std::fs::read_to_string(fixture("revision-2.keyed-create.json"))
+        .expect("the fixture's answer");
+    assert_eq!(
+        replay.text(),
+        before,
+        "the replay is the very answer given before"
+    );
+
+    let listed = get_as(&app, &app.admin(), "/v1/tenants").json();
+    let tenants = listed["data"].as_array().expect("a page");
+    assert_eq!(tenants.len(), 3, "{listed}");
+    for tenant in tenants {
+        let (name, budget) = (&tenant["name"], &tenant["budget"]);
+        let gone = name == "fixture-gone";
+        assert_eq!(budget["name"], "default", "{tenant}");
+        assert_eq!(
+            budget["state"],
+            if gone { "closed" } else { "open" },
+            "{tenant}"
+        );
+        assert_eq!(budget["closed_at"], tenant["tombstoned_at"], "{tenant}");
+        assert_eq!(
+            budget["credited_atomic"], budget["opening_deposit_atomic"],
+            "{tenant}"
+        );
+        assert_eq!(
+            budget["available_atomic"], budget["opening_deposit_atomic"],
+            "{tenant}"
+        );
+    }
+
+    // The old tenant's token spends from its new default budget.
+    let created: Value = serde_json::from_str(&before).expect("JSON");
+    let id = tenant_id(&created);
+    let token = format!("Bearer {}", tenant_token(&created));
+    let budget = id.replacen("ten_", "bud_", 1);
+    let reserve = serde_json::json!({"budget_id": budget, "amount_atomic": "300"});
+    let held = post_as(&app, &token, &reservations_path(&id), &reserve);
+    assert_eq!(held.status, 201, "{}", held.describe());
+    let entries = get_as(&app, &token, &budget_path(&id, &budget, "entries")).json();
+    let kinds: Vec<&str> = entries["data"]
+        .as_array()
+        .expect("a page")
+        .iter()
+        .map(|e| e["kind"].as_str().expect("a kind"))
+        .collect();
+    assert_eq!(kinds, ["opening_deposit", "reserve"], "{entries}");
+
+    let verified = audit_verify(&app.db_path);
+    assert_eq!(verified.code, Some(0), "{verified:?}");
+    assert!(verified.stdout.starts_with("ok: 5 events"), "{verified:?}");
 }
