@@ -205,6 +205,9 @@ CREATE TABLE reservations (
 ) WITHOUT ROWID;
 
 CREATE INDEX reservations_tenant ON reservations (tenant_id, id);
+-- The active reservations of a tenant in id order: a page of `?state=active` seeks here
+-- rather than walking every settled reservation of the tenant.
+CREATE INDEX reservations_tenant_active ON reservations (tenant_id, id) WHERE state = 'active';
 -- The active reservations of a budget, soonest to expire first: what a write on the budget
 -- must expire first, and what a close or a tombstone releases.
 CREATE INDEX reservations_active_budget ON reservations (budget_id, expires_at)
@@ -279,6 +282,9 @@ FROM tenants;
 
 DROP TRIGGER tenants_identity_immutable;
 ALTER TABLE tenants DROP COLUMN balance_atomic;
+
+-- Tombstoned tenants in id order, for `GET /v1/tenants?state=tombstoned`.
+CREATE INDEX tenants_tombstoned ON tenants (id) WHERE state = 'tombstoned';
 
 -- What a tenant is does not change; only its state moves, and only forward.
 CREATE TRIGGER tenants_identity_immutable

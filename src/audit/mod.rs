@@ -250,6 +250,21 @@ mod tests {
         }
     }
 
+    /// The opening-deposit entry of `budget`.
+    fn opening_entry(budget: &Budget) -> crate::domain::LedgerEntry {
+        crate::domain::LedgerEntry {
+            id: budget.id.opening_entry(),
+            budget_id: budget.id.clone(),
+            kind: crate::domain::EntryKind::OpeningDeposit,
+            amount: budget.opening_deposit,
+            reservation_id: None,
+            memo: None,
+            occurred_at: budget.created_at,
+            balance: budget.opening_deposit,
+            available: budget.opening_deposit,
+        }
+    }
+
     fn stored(id: &str, name: &str, deposit: &str, tombstoned: bool) -> Tenant {
         Tenant {
             id: TenantId::parse(id).expect("id"),
@@ -383,7 +398,21 @@ mod tests {
             ok.check_tenant(&row).expect("the tenant matches");
             ok.check_budget(&row.budget).expect("its budget matches");
         }
+        let mut no_ledgers = replay(&events).expect("the chain replays");
+        for (tenant, name, deposit, tombstoned) in [(ID, "a", "5", false), (B, "b", "7", true)] {
+            let row = stored(tenant, name, deposit, tombstoned);
+            no_ledgers.check_tenant(&row).expect("the tenant matches");
+            no_ledgers
+                .check_budget(&row.budget)
+                .expect("its budget matches");
+            ok.check_entry(&opening_entry(&row.budget))
+                .expect("the opening deposit matches");
+        }
         assert_eq!(ok.finish().map(|h| h.seq), Ok(3));
+        assert!(
+            matches!(no_ledgers.finish(), Err(VerifyError::Unaccounted { .. })),
+            "a budget without a ledger is caught"
+        );
 
         let cases: &[(&str, Tenant)] = &[
             ("an edited name", stored(ID, "x", "5", false)),
@@ -460,8 +489,8 @@ mod tests {
         let event = created(ID, "a", "1");
         for (actor, known) in [
             ("admin", true),
-            ("tenant", true),
-            // The system only ever records expiries.
+            // A tenant token only spends; the system only records expiries.
+            ("tenant", false),
             ("system", false),
             ("oidc:user-1", true),
             ("oidc:", false),

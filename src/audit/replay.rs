@@ -58,6 +58,32 @@ fn is_known_actor(actor: &str) -> bool {
             .is_some_and(|sub| !sub.is_empty())
 }
 
+/// Whether `actor` may make `event`: only the system expires holds, and does nothing else; a
+/// tenant token only reserves and settles its reservations; the admin (and an identity) does
+/// all but expiries.
+fn may_act(actor: &str, event: &AuditEvent) -> bool {
+    let expiry = matches!(event, AuditEvent::ReservationExpired { .. });
+    let spending = matches!(
+        event,
+        AuditEvent::ReservationCreated { .. }
+            | AuditEvent::ReservationCommitted { .. }
+            | AuditEvent::ReservationReleased { .. }
+            | AuditEvent::ReservationExtended { .. }
+    );
+    match actor {
+        "system" => expiry,
+        "tenant" => spending,
+        _ => !expiry,
+    }
+}
+
+/// Whether a hold from `at` to `expires_at` lasts a whole number of seconds the contract
+/// allows (1 to 86,400).
+fn is_allowed_hold(at: Timestamp, expires_at: Timestamp) -> bool {
+    let held = expires_at.unix_ms().saturating_sub(at.unix_ms());
+    expires_at > at && held.is_multiple_of(1000) && (1000..=86_400_000).contains(&held)
+}
+
 /// The replay: push every row in order, then check every stored tenant, budget, reservation
 /// and ledger entry, then [`Replay::finish`].
 #[derive(Debug, Default)]
@@ -68,6 +94,8 @@ pub(crate) struct Replay {
     reservations: BTreeMap<ReservationId, ReplayedReservation>,
     /// The ledger of the budget being read, and the figures it has reached.
     ledger: Option<(BudgetId, Figures)>,
+    /// The budgets whose ledgers have been read to their end.
+    ledgers_read: BTreeSet<BudgetId>,
 }
 
 impl Replay {
@@ -84,9 +112,9 @@ impl Replay {
             .ok_or_else(|| broken(format!("a bad occurred_at {:?}", entry.occurred_at)))?;
         let event =
             AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
-        if (entry.actor == "system") != matches!(event, AuditEvent::ReservationExpired { .. }) {
+        if !may_act(&entry.actor, &event) {
             return Err(broken(format!(
-                "{} by {:?}: only the system expires, and it does nothing else",
+                "{} by {:?}, who may not do that",
                 entry.action, entry.actor
             )));
         }
@@ -158,6 +186,12 @@ impl Replay {
                 self.open_budget(&tenant, &id)?;
                 self.close(&id, at)?;
             }
+            AuditEvent::BudgetCredited { amount, .. }
+            | AuditEvent::BudgetDebited { amount, .. }
+                if amount.get() == 0 =>
+            {
+                return Err("moves a budget by 0".into());
+            }
             AuditEvent::BudgetCredited {
                 tenant,
                 budget,
@@ -189,7 +223,10 @@ impl Replay {
                 amount,
                 expires_at,
             } => {
-                if self.reservations.contains_key(&id) || amount.get() == 0 || expires_at <= at {
+                if self.reservations.contains_key(&id)
+                    || amount.get() == 0
+                    || !is_allowed_hold(at, expires_at)
+                {
                     return Err(format!("a reservation {id} that cannot be made"));
                 }
                 let b = self.open_budget(&tenant, &budget)?;
@@ -232,8 +269,8 @@ impl Replay {
                 expires_at,
             } => {
                 self.live_reservation(&tenant, &id, at)?;
-                if expires_at <= at {
-                    return Err(format!("extends reservation {id} into the past"));
+                if !is_allowed_hold(at, expires_at) {
+                    return Err(format!("extends reservation {id} by a TTL out of range"));
                 }
                 self.reservations
                     .get_mut(&id)
@@ -499,8 +536,13 @@ impl Replay {
             Some((budget, figures)) if budget == entry.budget_id => figures,
             previous => {
                 self.end_ledger(previous)?;
-                if entry.kind != EntryKind::OpeningDeposit {
-                    return Err(self.unaccounted(bad("comes before its budget's opening deposit")));
+                if entry.kind != EntryKind::OpeningDeposit
+                    || entry.id != entry.budget_id.opening_entry()
+                {
+                    return Err(self.unaccounted(bad("is not its budget's opening deposit")));
+                }
+                if !self.ledgers_read.insert(entry.budget_id.clone()) {
+                    return Err(self.unaccounted(bad("starts its budget's ledger a second time")));
                 }
                 Figures::default()
             }
@@ -571,6 +613,13 @@ impl Replay {
         }
         if let Some((id, r)) = self.reservations.iter().find(|(_, r)| !r.stored) {
             return Err(missing(r.created_seq, format!("reservation {id}")));
+        }
+        if let Some(id) = self
+            .budgets
+            .keys()
+            .find(|id| !self.ledgers_read.contains(*id))
+        {
+            return Err(self.unaccounted(format!("budget {id} has no ledger")));
         }
         Ok(self.chain.head().clone())
     }

@@ -399,31 +399,37 @@ pub(super) fn latest_ulid(conn: &Connection) -> rusqlite::Result<Option<ulid::Ul
 
 /// One page of a list: `WHERE <filters> AND id > after ORDER BY id LIMIT limit + 1`, in one
 /// statement, so the page is one snapshot.
+///
+/// A `state` filter (`state_column`, if the query has one) is written into the SQL as a
+/// literal, so that SQLite can use the partial indexes on one state (the query's states come
+/// from a fixed list, never from the client's text).
 fn page<T>(
     conn: &Connection,
     select: &str,
     id_column: &str,
+    state_column: &str,
     filters: &[(&str, &dyn ToSql)],
     query: &ListQuery,
     read: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Page<T>, StoreError> {
     let mut sql = select.to_owned();
     let mut params: Vec<&dyn ToSql> = Vec::with_capacity(filters.len() + 2);
-    for (i, (column, value)) in filters.iter().enumerate() {
-        let _ = write!(
-            sql,
-            "{} {column} = ?{}",
-            if i == 0 { " WHERE" } else { " AND" },
-            i + 1
-        );
+    let mut clause = " WHERE";
+    if let Some(state) = query.state {
+        debug_assert!(state.bytes().all(|b| b.is_ascii_lowercase()), "{state}");
+        let _ = write!(sql, "{clause} {state_column} = '{state}'");
+        clause = " AND";
+    }
+    for (column, value) in filters {
+        let _ = write!(sql, "{clause} {column} = ?{}", params.len() + 1);
+        clause = " AND";
         params.push(*value);
     }
     let after = query.after.as_deref().unwrap_or("");
     let n = params.len();
     let _ = write!(
         sql,
-        "{} {id} > ?{} ORDER BY {id} LIMIT ?{}",
-        if n == 0 { " WHERE" } else { " AND" },
+        "{clause} {id} > ?{} ORDER BY {id} LIMIT ?{}",
         n + 1,
         n + 2,
         id = id_column,
@@ -447,12 +453,15 @@ pub(super) fn list_tenants(
     query: &ListQuery,
 ) -> Result<Page<Tenant>, StoreError> {
     let select = format!("SELECT {} FROM {TENANTS_JOINED}", tenant_columns!());
-    let state = query.state;
-    let mut filters: Vec<(&str, &dyn ToSql)> = Vec::new();
-    if let Some(state) = &state {
-        filters.push(("t.state", state));
-    }
-    page(conn, &select, "t.id", &filters, query, tenant_from_row)
+    page(
+        conn,
+        &select,
+        "t.id",
+        "t.state",
+        &[],
+        query,
+        tenant_from_row,
+    )
 }
 
 /// A page of the tenant's budgets; `tenant_not_found` for an unknown tenant, read in the same
@@ -468,11 +477,8 @@ pub(super) fn list_budgets(
         }
         let select = concat!("SELECT ", budget_columns!("budgets"), " FROM budgets");
         let tenant_text = tenant.as_str();
-        let mut filters: Vec<(&str, &dyn ToSql)> = vec![("tenant_id", &tenant_text)];
-        if let Some(state) = &query.state {
-            filters.push(("state", state));
-        }
-        page(conn, select, "id", &filters, query, |row| {
+        let filters: Vec<(&str, &dyn ToSql)> = vec![("tenant_id", &tenant_text)];
+        page(conn, select, "id", "state", &filters, query, |row| {
             budget_from_row(row, 0)
         })
     })
@@ -490,7 +496,7 @@ pub(super) fn list_entries(
         let select = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries");
         let budget_text = budget.id.as_str();
         let filters: Vec<(&str, &dyn ToSql)> = vec![("budget_id", &budget_text)];
-        page(conn, &select, "id", &filters, query, entry_from_row)
+        page(conn, &select, "id", "kind", &filters, query, entry_from_row)
     })
 }
 
@@ -507,17 +513,24 @@ pub(super) fn list_reservations(
         let select = format!("SELECT {RESERVATION_COLUMNS} FROM reservations");
         let tenant_text = tenant.as_str();
         let mut filters: Vec<(&str, &dyn ToSql)> = vec![("tenant_id", &tenant_text)];
-        if let Some(state) = &query.state {
-            filters.push(("state", state));
-        }
         if let Some(budget) = &query.budget_id {
             filters.push(("budget_id", budget));
         }
-        page(conn, &select, "id", &filters, query, reservation_from_row)
+        page(
+            conn,
+            &select,
+            "id",
+            "state",
+            &filters,
+            query,
+            reservation_from_row,
+        )
     })
 }
 
-/// Runs `read` inside one read transaction, so that what it reads is one snapshot.
+/// Runs `read` inside one read transaction, so that what it reads is one snapshot. The
+/// transaction ends whatever happens, a panic in `read` included (its guard rolls it back), so
+/// a reader is never left holding an old snapshot.
 fn in_snapshot<T>(
     conn: &Connection,
     read: impl FnOnce() -> Result<T, StoreError>,
@@ -525,9 +538,9 @@ fn in_snapshot<T>(
     if !conn.is_autocommit() {
         return read();
     }
-    conn.prepare_cached("BEGIN")?.execute([])?;
+    let snapshot = conn.unchecked_transaction()?;
     let result = read();
-    conn.prepare_cached("COMMIT")?.execute([])?;
+    snapshot.rollback()?;
     result
 }
 

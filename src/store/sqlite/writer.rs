@@ -63,6 +63,9 @@ impl WriteCommand {
     }
 }
 
+/// The longest the writer sleeps before it looks at the clock again for due expiries.
+const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
+
 /// How long the writer waits before it tries again to record expiries after a failure.
 const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -204,13 +207,19 @@ impl Writer {
 
     /// Waits for a command, or (with the system clock) until the soonest reservation expires,
     /// whichever comes first. `Err` when every sender is gone.
+    /// A wait lasts at most [`WAKE_INTERVAL_MAX`] and is then computed again, since the
+    /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
+    /// the machine).
     fn wait(&self, queue: &flume::Receiver<WriteCommand>) -> Result<Option<WriteCommand>, ()> {
         if !self.config.clock.wakes() || self.next_expiry == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }
-        let now = self.config.clock.now();
-        let wait_ms = self.next_expiry.unix_ms().saturating_sub(now.unix_ms());
-        let mut deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let wait_ms = self
+            .next_expiry
+            .unix_ms()
+            .saturating_sub(self.clock_now().unix_ms());
+        let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);
+        let mut deadline = Instant::now() + wait;
         if let Some(retry_at) = self.sweep_retry_at {
             deadline = deadline.max(retry_at);
         }
@@ -224,8 +233,13 @@ impl Writer {
     /// Whether a reservation may have expired without its expiry recorded, and a sweep may
     /// run now.
     fn expiry_due(&self) -> bool {
-        self.next_expiry <= self.config.clock.now()
+        self.next_expiry <= self.clock_now()
             && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
+    }
+
+    /// The time as the writes will see it (see [`Writer::now`]), without recording it.
+    fn clock_now(&self) -> Timestamp {
+        self.last_now.max(self.config.clock.now())
     }
 
     /// Runs a batch in one transaction and answers every command once it is settled. When
@@ -251,7 +265,8 @@ impl Writer {
         if sweep && failed.is_none() {
             let now = self.now();
             match self.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
-                Ok(_) => self.sweep_retry_at = None,
+                Ok(swept) if swept.failed == 0 => self.sweep_retry_at = None,
+                Ok(_) => self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
                 Err(e) => {
                     log::warn!("expiries could not be recorded now: {e:?}");
                     self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
@@ -393,10 +408,11 @@ impl Writer {
         Ok(())
     }
 
-    /// After a failed batch, takes the audit head and the counts from the database again
-    /// rather than trusting what was in memory: a failed `COMMIT` may still have made its
-    /// data durable. Only outside a transaction: one left open could show what never
-    /// committed.
+    /// After a failed batch, takes the audit head from the database again rather than
+    /// trusting what was in memory. Only outside a transaction: one left open could show what
+    /// never committed. The counts need no reload: a batch that did not commit changed
+    /// nothing, and one whose `COMMIT` reported an error but is in the database is answered
+    /// and counted as committed (see [`Writer::commit`]).
     fn resync(&mut self) {
         if !self.conn.is_autocommit() || self.reopen_pending {
             self.head_stale = true;
@@ -413,9 +429,6 @@ impl Writer {
                 );
                 self.head_stale = true;
             }
-        }
-        if let Err(e) = load_counts(&self.conn, &self.stats) {
-            log::warn!("cannot reload the tenant counts: {e}");
         }
     }
 
@@ -504,9 +517,9 @@ impl Writer {
                     let now = w.now();
                     let mut swept = 0;
                     loop {
-                        let n = w.sweep(now, EXPIRE_SWEEP_MAX)?;
-                        swept += n;
-                        if n < EXPIRE_SWEEP_MAX {
+                        let round = w.sweep(now, EXPIRE_SWEEP_MAX)?;
+                        swept += round.found - round.failed;
+                        if round.found < EXPIRE_SWEEP_MAX || round.failed > 0 {
                             return Ok(swept);
                         }
                     }

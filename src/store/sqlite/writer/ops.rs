@@ -60,6 +60,15 @@ fn entry_slot(kind: EntryKind) -> usize {
         .expect("every kind is listed")
 }
 
+/// What a sweep found due, and how many of those it could not record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Swept {
+    /// Expiries found due.
+    pub(super) found: usize,
+    /// Of those, expiries that failed and stay due.
+    pub(super) failed: usize,
+}
+
 impl Writer {
     /// The time now: never earlier than a time this writer already used, so that events,
     /// entries and expiries stay in order when the system clock steps back.
@@ -386,19 +395,38 @@ impl Writer {
         Ok(reservation)
     }
 
-    /// Records up to `limit` expiries that are due at `now`, of any budget; returns how many.
-    pub(super) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
+    /// Records up to `limit` expiries that are due at `now`, of any budget.
+    ///
+    /// Each expiry runs in a savepoint of its own: one that fails (a row that cannot be read,
+    /// a budget that breaks the invariant) is logged and left due, and the others are
+    /// recorded; the writer then tries again after a pause rather than at once.
+    pub(super) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
         let due = queries::due(&self.conn, now, limit)?;
-        let swept = due.len();
+        let mut swept = Swept {
+            found: due.len(),
+            failed: 0,
+        };
         for reservation in due {
-            let mut budget = queries::budget(
-                &self.conn,
-                &reservation.tenant_id,
-                Some(&reservation.budget_id),
-            )?;
-            self.expire(&mut budget, reservation, now)?;
+            let id = reservation.id.clone();
+            let expired = self.guarded(true, |w| {
+                let mut budget = queries::budget(
+                    &w.conn,
+                    &reservation.tenant_id,
+                    Some(&reservation.budget_id),
+                )?;
+                w.expire(&mut budget, reservation, now)
+            });
+            // A savepoint that could not be closed poisons the whole batch: stop here and
+            // leave the flag for the batch to see.
+            if let Some(poisoned) = &self.poisoned {
+                return Err(poisoned.clone());
+            }
+            if let Err(e) = expired {
+                log::error!("the expiry of reservation {id} cannot be recorded: {e:?}");
+                swept.failed += 1;
+            }
         }
-        if swept < limit {
+        if swept.failed == 0 && swept.found < limit {
             self.next_expiry = queries::next_expiry(&self.conn)?.unwrap_or(Timestamp::MAX);
         }
         Ok(swept)
