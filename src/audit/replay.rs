@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{AuditEvent, Chain, Head, Linked, VerifyError};
+use crate::crypto::sha256;
 use crate::domain::{
     Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryKind, Figures, LedgerEntry,
-    Name, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
+    Memo, Name, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
 };
 
 /// A tenant as its events leave it.
@@ -35,6 +36,8 @@ struct ReplayedBudget {
     closed_at: Option<Timestamp>,
     active: BTreeSet<ReservationId>,
     stored: bool,
+    /// The digest of the ledger its events imply, entry by entry (see [`entry_digest`]).
+    ledger: [u8; 32],
 }
 
 /// A reservation as its events leave it.
@@ -56,6 +59,28 @@ fn is_known_actor(actor: &str) -> bool {
         || actor
             .strip_prefix("oidc:")
             .is_some_and(|sub| !sub.is_empty())
+}
+
+/// The running digest of a ledger after one more entry: what an entry says, not what it is
+/// called (its id) nor the figures it shows (checked on their own).
+fn entry_digest(
+    before: &[u8; 32],
+    kind: EntryKind,
+    amount: Atomic,
+    reservation: Option<&ReservationId>,
+    memo: Option<&Memo>,
+    at: Timestamp,
+) -> [u8; 32] {
+    let text = format!(
+        "{}\n{amount}\n{}\n{}\n{at}",
+        kind.name(),
+        reservation.map_or("-", ReservationId::as_str),
+        memo.map_or_else(|| "-".to_owned(), |m| format!("+{}", m.as_str())),
+    );
+    let mut data = Vec::with_capacity(32 + text.len());
+    data.extend_from_slice(before);
+    data.extend_from_slice(text.as_bytes());
+    sha256(&data)
 }
 
 /// Whether `actor` may make `event`: only the system expires holds, and does nothing else; a
@@ -92,8 +117,8 @@ pub(crate) struct Replay {
     tenants: BTreeMap<TenantId, ReplayedTenant>,
     budgets: BTreeMap<BudgetId, ReplayedBudget>,
     reservations: BTreeMap<ReservationId, ReplayedReservation>,
-    /// The ledger of the budget being read, and the figures it has reached.
-    ledger: Option<(BudgetId, Figures)>,
+    /// The ledger of the budget being read: the figures and the digest it has reached.
+    ledger: Option<(BudgetId, Figures, [u8; 32])>,
     /// The budgets whose ledgers have been read to their end.
     ledgers_read: BTreeSet<BudgetId>,
 }
@@ -196,25 +221,29 @@ impl Replay {
                 tenant,
                 budget,
                 amount,
-                ..
+                memo,
             } => {
                 let b = self.open_budget(&tenant, &budget)?;
                 b.figures = b
                     .figures
                     .credit(amount.get())
                     .map_err(|_| format!("credits budget {budget} past u128"))?;
+                let memo = memo.as_ref();
+                self.expect_entry(&budget, EntryKind::Credit, amount, None, memo, at);
             }
             AuditEvent::BudgetDebited {
                 tenant,
                 budget,
                 amount,
-                ..
+                memo,
             } => {
                 let b = self.open_budget(&tenant, &budget)?;
                 b.figures = b
                     .figures
                     .debit(amount.get())
                     .map_err(|_| format!("overdraws budget {budget}"))?;
+                let memo = memo.as_ref();
+                self.expect_entry(&budget, EntryKind::Debit, amount, None, memo, at);
             }
             AuditEvent::ReservationCreated {
                 tenant,
@@ -235,6 +264,7 @@ impl Replay {
                     .reserve(amount.get())
                     .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
                 b.active.insert(id.clone());
+                self.expect_entry(&budget, EntryKind::Reserve, amount, Some(&id), None, at);
                 self.reservations.insert(
                     id,
                     ReplayedReservation {
@@ -256,11 +286,13 @@ impl Replay {
                     .figures
                     .commit(held.get(), amount.get())
                     .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
+                self.expect_entry(&budget, EntryKind::Commit, amount, Some(&id), None, at);
                 self.settle(&id, ReservationState::Committed { amount, at });
             }
             AuditEvent::ReservationReleased { tenant, id } => {
                 let (budget, held) = self.live_reservation(&tenant, &id, at)?;
                 self.give_back(&tenant, &budget, held)?;
+                self.expect_entry(&budget, EntryKind::Release, held, Some(&id), None, at);
                 self.settle(&id, ReservationState::Released { at });
             }
             AuditEvent::ReservationExtended {
@@ -284,6 +316,7 @@ impl Replay {
                 }
                 let (budget, held) = (r.budget.clone(), r.amount);
                 self.give_back(&tenant, &budget, held)?;
+                self.expect_entry(&budget, EntryKind::Expire, held, Some(&id), None, at);
                 self.settle(&id, ReservationState::Expired { at });
             }
         }
@@ -317,9 +350,34 @@ impl Replay {
                 closed_at: None,
                 active: BTreeSet::new(),
                 stored: false,
+                ledger: entry_digest(
+                    &[0; 32],
+                    EntryKind::OpeningDeposit,
+                    opening_deposit,
+                    None,
+                    None,
+                    at,
+                ),
             },
         );
         Ok(())
+    }
+
+    /// Adds the entry a movement of `budget` implies to its expected ledger.
+    fn expect_entry(
+        &mut self,
+        budget: &BudgetId,
+        kind: EntryKind,
+        amount: Atomic,
+        reservation: Option<&ReservationId>,
+        memo: Option<&Memo>,
+        at: Timestamp,
+    ) {
+        let b = self
+            .budgets
+            .get_mut(budget)
+            .expect("a budget checked by the caller");
+        b.ledger = entry_digest(&b.ledger, kind, amount, reservation, memo, at);
     }
 
     fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
@@ -403,7 +461,13 @@ impl Replay {
     /// Releases the budget's active reservations and closes it, at `at`.
     fn close(&mut self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
         let budget = self.budgets.get_mut(id).expect("checked by the caller");
-        for reservation in std::mem::take(&mut budget.active) {
+        // Released in the order the store releases them: soonest to expire first.
+        let mut active: Vec<(Timestamp, ReservationId)> = std::mem::take(&mut budget.active)
+            .into_iter()
+            .map(|r| (self.reservations[&r].expires_at, r))
+            .collect();
+        active.sort();
+        for (_, reservation) in active {
             let r = self
                 .reservations
                 .get_mut(&reservation)
@@ -412,6 +476,14 @@ impl Replay {
                 .figures
                 .release(r.amount.get())
                 .map_err(|_| format!("budget {id} returns more than it holds"))?;
+            budget.ledger = entry_digest(
+                &budget.ledger,
+                EntryKind::Release,
+                r.amount,
+                Some(&reservation),
+                None,
+                at,
+            );
             r.state = ReservationState::Released { at };
         }
         budget.closed_at = Some(at);
@@ -532,8 +604,8 @@ impl Replay {
     /// budget's last entry must leave exactly the figures its events give.
     pub(crate) fn check_entry(&mut self, entry: &LedgerEntry) -> Result<(), VerifyError> {
         let bad = |what: &str| format!("ledger entry {} {what}", entry.id);
-        let figures = match self.ledger.take() {
-            Some((budget, figures)) if budget == entry.budget_id => figures,
+        let (figures, digest) = match self.ledger.take() {
+            Some((budget, figures, digest)) if budget == entry.budget_id => (figures, digest),
             previous => {
                 self.end_ledger(previous)?;
                 if entry.kind != EntryKind::OpeningDeposit
@@ -544,7 +616,7 @@ impl Replay {
                 if !self.ledgers_read.insert(entry.budget_id.clone()) {
                     return Err(self.unaccounted(bad("starts its budget's ledger a second time")));
                 }
-                Figures::default()
+                (Figures::default(), [0; 32])
             }
         };
         let amount = entry.amount.get();
@@ -580,18 +652,34 @@ impl Replay {
         {
             return Err(self.unaccounted(bad("shows figures its movement does not give")));
         }
-        self.ledger = Some((entry.budget_id.clone(), moved));
+        let digest = entry_digest(
+            &digest,
+            entry.kind,
+            entry.amount,
+            entry.reservation_id.as_ref(),
+            entry.memo.as_ref(),
+            entry.occurred_at,
+        );
+        self.ledger = Some((entry.budget_id.clone(), moved, digest));
         Ok(())
     }
 
-    fn end_ledger(&self, ledger: Option<(BudgetId, Figures)>) -> Result<(), VerifyError> {
-        let Some((budget, figures)) = ledger else {
+    /// Ends the ledger of one budget: its entries must reach the figures its events give, and
+    /// say, one by one, what its events imply (kind, amount, reservation, memo, time).
+    fn end_ledger(&self, ledger: Option<(BudgetId, Figures, [u8; 32])>) -> Result<(), VerifyError> {
+        let Some((budget, figures, digest)) = ledger else {
             return Ok(());
         };
         match self.budgets.get(&budget) {
-            Some(b) if b.figures == figures => Ok(()),
-            _ => Err(self.unaccounted(format!(
+            Some(b) if b.figures != figures => Err(self.unaccounted(format!(
                 "budget {budget}'s ledger does not replay to its figures"
+            ))),
+            Some(b) if b.ledger != digest => Err(self.unaccounted(format!(
+                "budget {budget}'s ledger entries are not the ones its events imply"
+            ))),
+            Some(_) => Ok(()),
+            None => Err(self.unaccounted(format!(
+                "ledger entries name budget {budget}, which no event creates"
             ))),
         }
     }

@@ -590,6 +590,14 @@ fn audit_verify_passes_after_a_mixed_workload_and_fails_after_tampering() {
     b.hold_id("15");
     assert_ok(&app.delete(&b.tid), "tombstoning b with a hold");
     let spent_bid = a.bid.clone();
+    let entries = a.entries();
+    let entry_of = |kind: &str| -> String {
+        let entry = entries.iter().find(|e| e["kind"] == kind);
+        let id = entry.and_then(|e| e["id"].as_str());
+        id.unwrap_or_else(|| panic!("a {kind} entry in {entries:?}"))
+            .to_owned()
+    };
+    let (release_entry, credit_entry) = (entry_of("release"), entry_of("credit"));
 
     assert_eq!(app.terminate().code(), Some(0), "graceful stop");
     let rows = audit_rows(&app.db());
@@ -603,10 +611,16 @@ fn audit_verify_passes_after_a_mixed_workload_and_fails_after_tampering() {
     // still verifies, so the failures below are the edits'.
     let keep: fn(SqlValue) -> SqlValue = |v| v;
     let expire: fn(SqlValue) -> SqlValue = |_| SqlValue::Text("expired".to_owned());
+    // An entry relabelled, or a memo rewritten, leaves every figure as it was: only the
+    // entries' match with the events they stand for finds them.
+    let to_expire: fn(SqlValue) -> SqlValue = |_| SqlValue::Text("expire".to_owned());
+    let other_memo: fn(SqlValue) -> SqlValue = |_| SqlValue::Text("top-up x".to_owned());
     let cases = [
         ("state", &r2, keep, 0),
         ("spent_atomic", &spent_bid, stored_amount_minus_one, 1),
         ("state", &r2, expire, 1),
+        ("kind", &release_entry, to_expire, 1),
+        ("memo", &credit_entry, other_memo, 1),
     ];
     for (i, (column, id, change, code)) in cases.into_iter().enumerate() {
         let copy = app.dir.path().join(format!("tampered-{i}.db"));

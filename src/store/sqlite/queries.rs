@@ -319,7 +319,8 @@ pub(super) fn due_in_budget(
 ) -> Result<Vec<Reservation>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {RESERVATION_COLUMNS} FROM reservations \
-         WHERE budget_id = ?1 AND state = 'active' AND expires_at <= ?2 ORDER BY expires_at"
+         WHERE budget_id = ?1 AND state = 'active' AND expires_at <= ?2 \
+         ORDER BY expires_at, id"
     ))?;
     let rows = stmt.query_map([budget.as_str(), &now.to_string()], reservation_from_row)?;
     rows.collect::<rusqlite::Result<_>>().map_err(internal)
@@ -332,7 +333,7 @@ pub(super) fn active_in_budget(
 ) -> Result<Vec<Reservation>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {RESERVATION_COLUMNS} FROM reservations \
-         WHERE budget_id = ?1 AND state = 'active' ORDER BY expires_at"
+         WHERE budget_id = ?1 AND state = 'active' ORDER BY expires_at, id"
     ))?;
     let rows = stmt.query_map([budget.as_str()], reservation_from_row)?;
     rows.collect::<rusqlite::Result<_>>().map_err(internal)
