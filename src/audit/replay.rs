@@ -490,6 +490,21 @@ impl Replay {
         Ok(())
     }
 
+    /// The verdict on one stored row: `differs` names what of it its events do not say.
+    fn verdict(&self, row: &str, differs: Option<&str>) -> Result<(), VerifyError> {
+        match differs {
+            Some(what) => {
+                Err(self.unaccounted(format!("{row}'s stored {what} is not what its events say")))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A stored row that no event made.
+    fn unmade(&self, row: String, made_by: &str) -> VerifyError {
+        self.unaccounted(format!("{row} has no {made_by} event"))
+    }
+
     /// What to say when stored rows and events disagree.
     pub(crate) fn unaccounted(&self, reason: String) -> VerifyError {
         VerifyError::Unaccounted {
@@ -500,13 +515,9 @@ impl Replay {
 
     /// Compares a stored tenant (its default budget aside) with its events.
     pub(crate) fn check_tenant(&mut self, stored: &Tenant) -> Result<(), VerifyError> {
-        let head_seq = self.chain.head().seq;
         let id = &stored.id;
         let Some(replayed) = self.tenants.get_mut(id) else {
-            return Err(VerifyError::Unaccounted {
-                head_seq,
-                reason: format!("tenant {id} has no tenant.created event"),
-            });
+            return Err(self.unmade(format!("tenant {id}"), "tenant.created"));
         };
         replayed.stored = true;
         let differs = if replayed.name != stored.name {
@@ -520,23 +531,14 @@ impl Replay {
         } else {
             None
         };
-        match differs {
-            Some(what) => Err(self.unaccounted(format!(
-                "tenant {id}'s stored {what} is not what its events say"
-            ))),
-            None => Ok(()),
-        }
+        self.verdict(&format!("tenant {id}"), differs)
     }
 
     /// Compares a stored budget with its events.
     pub(crate) fn check_budget(&mut self, stored: &Budget) -> Result<(), VerifyError> {
-        let head_seq = self.chain.head().seq;
         let id = &stored.id;
         let Some(replayed) = self.budgets.get_mut(id) else {
-            return Err(VerifyError::Unaccounted {
-                head_seq,
-                reason: format!("budget {id} has no event that creates it"),
-            });
+            return Err(self.unmade(format!("budget {id}"), "tenant.created or budget.created"));
         };
         replayed.stored = true;
         let state = match replayed.closed_at {
@@ -558,23 +560,14 @@ impl Replay {
         } else {
             None
         };
-        match differs {
-            Some(what) => Err(self.unaccounted(format!(
-                "budget {id}'s stored {what} is not what its events say"
-            ))),
-            None => Ok(()),
-        }
+        self.verdict(&format!("budget {id}"), differs)
     }
 
     /// Compares a stored reservation with its events.
     pub(crate) fn check_reservation(&mut self, stored: &Reservation) -> Result<(), VerifyError> {
-        let head_seq = self.chain.head().seq;
         let id = &stored.id;
         let Some(replayed) = self.reservations.get_mut(id) else {
-            return Err(VerifyError::Unaccounted {
-                head_seq,
-                reason: format!("reservation {id} has no reservation.created event"),
-            });
+            return Err(self.unmade(format!("reservation {id}"), "reservation.created"));
         };
         replayed.stored = true;
         let differs = if replayed.tenant != stored.tenant_id || replayed.budget != stored.budget_id
@@ -591,12 +584,7 @@ impl Replay {
         } else {
             None
         };
-        match differs {
-            Some(what) => Err(self.unaccounted(format!(
-                "reservation {id}'s stored {what} is not what its events say"
-            ))),
-            None => Ok(()),
-        }
+        self.verdict(&format!("reservation {id}"), differs)
     }
 
     /// Replays one ledger entry; entries come by budget, and in order within one. Each must

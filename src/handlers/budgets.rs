@@ -206,16 +206,8 @@ pub(crate) async fn entries(
 
 #[cfg(test)]
 mod tests {
+    use super::super::invalid_fields as fields;
     use super::*;
-
-    fn fields(result: Result<impl std::fmt::Debug, ApiError>) -> Vec<String> {
-        match result {
-            Err(ApiError::ValidationFailed(errors)) => {
-                errors.into_iter().map(|e| e.field).collect()
-            }
-            other => panic!("expected a validation error, got {other:?}"),
-        }
-    }
 
     #[test]
     fn budget_bodies_are_checked_whole() {

@@ -492,6 +492,15 @@ fn parse_ttl(errors: &mut FieldErrors, field: &str, value: &Member) -> Option<Tt
     }
 }
 
+/// The fields a validation error names, for the handlers' tests.
+#[cfg(test)]
+fn invalid_fields(result: Result<impl std::fmt::Debug, ApiError>) -> Vec<String> {
+    match result {
+        Err(ApiError::ValidationFailed(errors)) => errors.into_iter().map(|e| e.field).collect(),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

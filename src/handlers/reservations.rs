@@ -185,16 +185,8 @@ fn parse_settle(body: &[u8], action: Action) -> Result<Settle, ApiError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::invalid_fields as fields;
     use super::*;
-
-    fn fields(result: Result<impl std::fmt::Debug, ApiError>) -> Vec<String> {
-        match result {
-            Err(ApiError::ValidationFailed(errors)) => {
-                errors.into_iter().map(|e| e.field).collect()
-            }
-            other => panic!("expected a validation error, got {other:?}"),
-        }
-    }
 
     #[test]
     fn reservation_bodies_are_checked_whole() {
