@@ -566,17 +566,28 @@ fn for_each<T>(
     Ok(())
 }
 
-/// Streams every tenant, in id order.
+/// Streams every tenant, in id order. The opening deposit the tenant row keeps must be its
+/// default budget's: a row whose two disagree cannot be read.
 pub(super) fn for_each_tenant(
     conn: &Connection,
     check: impl FnMut(Result<Tenant, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
     let sql = format!(
-        "SELECT {} FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) \
-         ORDER BY t.id",
+        "SELECT {}, t.opening_deposit_atomic \
+         FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) ORDER BY t.id",
         tenant_columns!()
     );
-    for_each(conn, &sql, tenant_from_row, check)
+    let read = |row: &Row<'_>| {
+        let tenant = tenant_from_row(row)?;
+        let at = row.as_ref().column_count() - 1;
+        let deposit = Columns { row, at }.amount(0)?;
+        if deposit != tenant.budget.opening_deposit {
+            let what = format!("tenant {} keeps another opening deposit", tenant.id);
+            return Err(corrupt(at, what));
+        }
+        Ok(tenant)
+    };
+    for_each(conn, &sql, read, check)
 }
 
 /// Streams every budget, in id order.

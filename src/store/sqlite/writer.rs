@@ -1007,6 +1007,10 @@ mod tests {
             ),
             ("an edited name", "UPDATE tenants SET name = 'other'"),
             (
+                "an edited tenant deposit",
+                "UPDATE tenants SET opening_deposit_atomic = '6'",
+            ),
+            (
                 "a name of the wrong type",
                 "UPDATE tenants SET name = x'ff00'",
             ),
