@@ -265,6 +265,17 @@ impl Server {
         (ticks(11) + ticks(12)) * 1_000_000 / CLOCK_TICKS_PER_S
     }
 
+    /// WAL frames (database pages) the server's commits have written, from `/metrics`: the
+    /// I/O a write costs, steady whatever else the host is doing.
+    fn wal_frames(&self) -> u64 {
+        let resp = wire::request(&self.addr.to_string(), "GET", "/metrics", &[], None);
+        String::from_utf8_lossy(&resp.body)
+            .lines()
+            .find_map(|l| l.strip_prefix("tenantd_store_wal_frames_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Peak resident set size, in KiB.
     fn peak_rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
@@ -594,6 +605,7 @@ struct Row {
     hist: Histogram<u64>,
     tally: Tally,
     cpu_us_per_request: f64,
+    wal_frames_per_request: f64,
     peak_rss_kib: u64,
 }
 
@@ -622,6 +634,7 @@ async fn measure(
     )
     .await?;
     let workload = Arc::new(Workload::new(kind, server, Arc::clone(paths), false));
+    let frames_before = server.wal_frames();
     let cpu_before = server.cpu_us();
     let started = Instant::now();
     let (hist, tally) = phase(
@@ -633,10 +646,12 @@ async fn measure(
     .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = server.cpu_us().saturating_sub(cpu_before);
+    let frames = server.wal_frames().saturating_sub(frames_before);
     Ok(Row {
         name: name.to_owned(),
         requests_per_s: tally.requests as f64 / elapsed,
         cpu_us_per_request: cpu as f64 / tally.requests.max(1) as f64,
+        wal_frames_per_request: frames as f64 / tally.requests.max(1) as f64,
         peak_rss_kib: server.peak_rss_kib(),
         hist,
         tally,
@@ -872,6 +887,7 @@ async fn measure_spend(
         Stop::At(Instant::now() + args.warmup),
     )
     .await?;
+    let frames_before = server.wal_frames();
     let cpu_before = server.cpu_us();
     let started = Instant::now();
     let spent = spend_phase(
@@ -883,11 +899,13 @@ async fn measure_spend(
     .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = server.cpu_us().saturating_sub(cpu_before) as f64;
+    let frames = server.wal_frames().saturating_sub(frames_before) as f64;
     let requests = (spent.reserve.1.requests + spent.commit.1.requests).max(1) as f64;
     let row = |what: &str, (hist, tally): (Histogram<u64>, Tally)| Row {
         name: format!("{what} ({name})"),
         requests_per_s: tally.requests as f64 / elapsed,
         cpu_us_per_request: cpu / requests,
+        wal_frames_per_request: frames / requests,
         peak_rss_kib: server.peak_rss_kib(),
         hist,
         tally,
@@ -1072,8 +1090,8 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
         args.duration.as_secs_f64(),
         args.warmup.as_secs_f64()
     );
-    out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | peak server RSS |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | WAL frames/req | peak server RSS |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
     for row in rows {
         let errors = if row.tally.statuses.is_empty() {
@@ -1089,7 +1107,7 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} MiB |",
+            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.2} | {:.1} MiB |",
             row.name,
             row.requests_per_s,
             ms(row.hist.value_at_quantile(0.50)),
@@ -1097,6 +1115,7 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
             ms(row.hist.value_at_quantile(0.999)),
             errors,
             row.cpu_us_per_request,
+            row.wal_frames_per_request,
             row.peak_rss_kib as f64 / 1024.0,
         );
     }

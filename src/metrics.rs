@@ -143,7 +143,7 @@ impl Metrics {
              tenantd_store_queue_depth{{queue=\"credential\"}} {}",
             gauges.writes_queued, gauges.reads_queued, gauges.credentials_queued
         );
-        let series: [(&str, &str, &str, u64); 4] = [
+        let series: [(&str, &str, &str, u64); 5] = [
             (
                 "tenantd_http_connections_open",
                 "gauge",
@@ -167,6 +167,12 @@ impl Metrics {
                 "counter",
                 "Write commands in committed batches.",
                 gauges.commands,
+            ),
+            (
+                "tenantd_store_wal_frames_total",
+                "counter",
+                "WAL frames (database pages) written by committed batches.",
+                gauges.wal_frames,
             ),
         ];
         for (name, kind, help, value) in series {

@@ -347,6 +347,8 @@ pub(crate) struct StoreGauges {
     pub(crate) batches: u64,
     /// Write commands in committed batches.
     pub(crate) commands: u64,
+    /// WAL frames (database pages) the commits wrote.
+    pub(crate) wal_frames: u64,
     /// Commands waiting for the writer.
     pub(crate) writes_queued: u64,
     /// Commands waiting for a reader.

@@ -7,7 +7,7 @@
 //! emptied (TRUNCATE), which holds the write lock for a moment: only once a passive pass has
 //! copied every frame, and with a short wait for the lock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -64,9 +64,24 @@ impl Checkpointer {
     /// Installs the hook on the writer's connection. The hook runs after a commit has
     /// happened, so it must never report an error (that would turn a committed write into a
     /// failed one); a failed backstop checkpoint is only logged.
-    pub(super) fn watch(&self, writer: &mut Connection) -> rusqlite::Result<()> {
+    ///
+    /// The hook also counts the WAL frames each commit writes into `frames`: the pages it
+    /// added to the log, or all of them when the log started over.
+    pub(super) fn watch(
+        &self,
+        writer: &mut Connection,
+        frames: Arc<AtomicU64>,
+    ) -> rusqlite::Result<()> {
         let signal = Arc::clone(&self.signal);
+        let last = AtomicI32::new(0);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+            let before = last.swap(pages, Ordering::Relaxed);
+            let written = if pages >= before {
+                pages - before
+            } else {
+                pages
+            };
+            frames.fetch_add(u64::try_from(written).unwrap_or(0), Ordering::Relaxed);
             if pages >= WAL_PAGES_MAX {
                 if let Err(e) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
                     log::warn!("backstop checkpoint of a {pages}-page WAL failed: {e}");

@@ -70,6 +70,8 @@ struct Stats {
     audit_events: AtomicU64,
     batches: AtomicU64,
     commands: AtomicU64,
+    /// WAL frames (pages) the writer's commits wrote: what a write costs in I/O.
+    wal_frames: Arc<AtomicU64>,
 }
 
 /// A cheap, cloneable handle to the threads.
@@ -157,6 +159,7 @@ impl Handle {
             audit_events: stats.audit_events.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
+            wal_frames: stats.wal_frames.load(Ordering::Relaxed),
             writes_queued: queued(self.writes.len()),
             reads_queued: queued(self.reads.len()),
             credentials_queued: queued(self.credentials.len()),

@@ -137,12 +137,12 @@ impl Writer {
     pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, open::OpenError> {
         let checkpointer = Checkpointer::start(open::open_checkpointer(&config.path)?)
             .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
-        checkpointer.watch(&mut conn)?;
+        let stats = Stats::default();
+        checkpointer.watch(&mut conn, Arc::clone(&stats.wal_frames))?;
         let head = audit::load_head(&conn)?;
         let latest = queries::latest_ulid(&conn)?;
         // Unknown until read: the first batch reads it.
         let next_expiry = Timestamp::from_unix_ms(0);
-        let stats = Stats::default();
         load_counts(&conn, &stats)?;
         stats
             .audit_events
@@ -365,7 +365,8 @@ impl Writer {
         let unavailable = |e: String| StoreError::Unavailable(format!("cannot reopen: {e}"));
         let mut conn =
             open::reopen_writer(&self.config.path).map_err(|e| unavailable(e.to_string()))?;
-        self.checkpointer.watch(&mut conn)?;
+        self.checkpointer
+            .watch(&mut conn, Arc::clone(&self.stats.wal_frames))?;
         let old = std::mem::replace(&mut self.conn, conn);
         if let Err((old, e)) = old.close() {
             self.conn = old;
