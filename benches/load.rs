@@ -731,26 +731,13 @@ async fn spend_connection(
     let mut pending: Option<(usize, String)> = None;
     while stop.take() {
         body.clear();
-        let (committing, amount) = match &pending {
+        // The commit of the pending hold, or a new hold on a budget picked at random.
+        let (t, path, committing, amount) = match &pending {
             Some((t, id)) => {
                 let amount = next(&mut rng) % (SPEND_HOLD + 2);
                 write!(body, r#"{{"amount_atomic":"{amount}"}}"#).expect("a Vec");
                 let path = format!("{}/reservations/{id}/commit", targets[*t].path);
-                let headers = [
-                    HOST,
-                    ("Authorization", targets[*t].auth.as_str()),
-                    ("Content-Type", "application/json"),
-                ];
-                request.clear();
-                wire::write_request(
-                    &mut request,
-                    "POST",
-                    &path,
-                    wire::HTTP_11,
-                    &headers,
-                    Some(&body),
-                );
-                (true, amount)
+                (*t, path, true, amount)
             }
             None => {
                 let t = (next(&mut rng) % targets.len() as u64) as usize;
@@ -760,25 +747,24 @@ async fn spend_connection(
                     targets[t].budget_id
                 )
                 .expect("a Vec");
-                let path = format!("{}/reservations", targets[t].path);
-                let headers = [
-                    HOST,
-                    ("Authorization", targets[t].auth.as_str()),
-                    ("Content-Type", "application/json"),
-                ];
-                request.clear();
-                wire::write_request(
-                    &mut request,
-                    "POST",
-                    &path,
-                    wire::HTTP_11,
-                    &headers,
-                    Some(&body),
-                );
                 pending = Some((t, String::new()));
-                (false, 0)
+                (t, format!("{}/reservations", targets[t].path), false, 0)
             }
         };
+        let headers = [
+            HOST,
+            ("Authorization", targets[t].auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        request.clear();
+        wire::write_request(
+            &mut request,
+            "POST",
+            &path,
+            wire::HTTP_11,
+            &headers,
+            Some(&body),
+        );
         let started = Instant::now();
         stream
             .write_all(&request)
