@@ -494,8 +494,7 @@ async fn connection(
     stop: Stop,
     seed: u64,
 ) -> Result<(Histogram<u64>, Tally), String> {
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut stream = connect(addr).await?;
     let mut rng = seed | 1;
     let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
     let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
@@ -503,13 +502,7 @@ async fn connection(
     let mut tally = Tally::default();
     while stop.take() {
         workload.write_request(&mut rng, &mut request, &mut body);
-        let started = Instant::now();
-        stream
-            .write_all(&request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let frame = read_response(&mut stream, &mut buf).await?;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
         hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
         let status = frame.head.status;
         tally.count(status);
@@ -522,6 +515,27 @@ async fn connection(
         buf.drain(..frame.len);
     }
     Ok((hist, tally))
+}
+
+/// A keep-alive connection to the server, with Nagle's algorithm off.
+async fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    Ok(stream)
+}
+
+/// Sends `request` and reads its response into `buf`: the response's place there, and the
+/// microseconds from the first byte sent to the last byte read.
+async fn exchange(
+    stream: &mut TcpStream,
+    request: &[u8],
+    buf: &mut Vec<u8>,
+) -> Result<(wire::Frame, u64), String> {
+    let started = Instant::now();
+    stream.write_all(request).await.map_err(|e| e.to_string())?;
+    let frame = read_response(stream, buf).await?;
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    Ok((frame, micros))
 }
 
 /// Reads until a whole response lies at the front of `buf`, and locates it there.
@@ -716,8 +730,7 @@ async fn spend_connection(
     stop: Stop,
     seed: u64,
 ) -> Result<Spent, String> {
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut stream = connect(addr).await?;
     let mut rng = seed | 1;
     let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
     let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
@@ -765,13 +778,7 @@ async fn spend_connection(
             &headers,
             Some(&body),
         );
-        let started = Instant::now();
-        stream
-            .write_all(&request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let frame = read_response(&mut stream, &mut buf).await?;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
         let status = frame.head.status;
         let (hist, tally) = if committing {
             &mut spent.commit

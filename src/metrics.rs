@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::domain::EntryKind;
 use crate::store::StoreGauges;
 
 /// The statuses this service answers with; anything else is counted as `other`.
@@ -208,15 +209,7 @@ impl Metrics {
                 "tenantd_ledger_entries",
                 "Ledger entries by kind.",
                 "kind",
-                &[
-                    "opening_deposit",
-                    "credit",
-                    "debit",
-                    "reserve",
-                    "commit",
-                    "release",
-                    "expire",
-                ],
+                &EntryKind::ALL.map(EntryKind::name),
                 &gauges.entries,
             ),
         ];

@@ -4,7 +4,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{Atomic, BudgetId, Memo, Name, ReservationId, TenantId, Timestamp, Unit};
+use crate::domain::{
+    Atomic, BudgetId, Direction, Memo, Name, ReservationId, TenantId, Timestamp, Unit,
+};
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,17 +52,11 @@ pub(crate) enum AuditEvent {
     },
     /// A budget closed, with the releases it implies.
     BudgetClosed { tenant: TenantId, id: BudgetId },
-    /// A top-up.
-    BudgetCredited {
+    /// A top-up (`budget.credited`) or a withdrawal (`budget.debited`).
+    BudgetMoved {
         tenant: TenantId,
         budget: BudgetId,
-        amount: Atomic,
-        memo: Option<Memo>,
-    },
-    /// A withdrawal.
-    BudgetDebited {
-        tenant: TenantId,
-        budget: BudgetId,
+        direction: Direction,
         amount: Atomic,
         memo: Option<Memo>,
     },
@@ -178,8 +174,14 @@ impl AuditEvent {
             Self::TenantTombstoned { .. } => "tenant.tombstoned",
             Self::BudgetCreated { .. } => "budget.created",
             Self::BudgetClosed { .. } => "budget.closed",
-            Self::BudgetCredited { .. } => "budget.credited",
-            Self::BudgetDebited { .. } => "budget.debited",
+            Self::BudgetMoved {
+                direction: Direction::Credit,
+                ..
+            } => "budget.credited",
+            Self::BudgetMoved {
+                direction: Direction::Debit,
+                ..
+            } => "budget.debited",
             Self::ReservationCreated { .. } => "reservation.created",
             Self::ReservationCommitted { .. } => "reservation.committed",
             Self::ReservationReleased { .. } => "reservation.released",
@@ -194,8 +196,7 @@ impl AuditEvent {
             Self::TenantCreated { id, .. } | Self::TenantTombstoned { id } => id,
             Self::BudgetCreated { tenant, .. }
             | Self::BudgetClosed { tenant, .. }
-            | Self::BudgetCredited { tenant, .. }
-            | Self::BudgetDebited { tenant, .. }
+            | Self::BudgetMoved { tenant, .. }
             | Self::ReservationCreated { tenant, .. }
             | Self::ReservationCommitted { tenant, .. }
             | Self::ReservationReleased { tenant, .. }
@@ -232,13 +233,7 @@ impl AuditEvent {
                 opening_deposit_atomic: opening_deposit.to_string().into(),
             }),
             Self::BudgetClosed { id: budget, .. } => id(budget.as_str()),
-            Self::BudgetCredited {
-                budget,
-                amount,
-                memo,
-                ..
-            }
-            | Self::BudgetDebited {
+            Self::BudgetMoved {
                 budget,
                 amount,
                 memo,
@@ -321,20 +316,17 @@ impl AuditEvent {
                     .memo
                     .map(|m| Memo::parse(&m).map_err(|e| format!("its memo {e}")))
                     .transpose()?;
-                if action == "budget.credited" {
-                    Self::BudgetCredited {
-                        tenant,
-                        budget,
-                        amount,
-                        memo,
-                    }
+                let direction = if action == "budget.credited" {
+                    Direction::Credit
                 } else {
-                    Self::BudgetDebited {
-                        tenant,
-                        budget,
-                        amount,
-                        memo,
-                    }
+                    Direction::Debit
+                };
+                Self::BudgetMoved {
+                    tenant,
+                    budget,
+                    direction,
+                    amount,
+                    memo,
                 }
             }
             "reservation.created" => {

@@ -211,39 +211,23 @@ impl Replay {
                 self.open_budget(&tenant, &id)?;
                 self.close(&id, at)?;
             }
-            AuditEvent::BudgetCredited { amount, .. }
-            | AuditEvent::BudgetDebited { amount, .. }
-                if amount.get() == 0 =>
-            {
-                return Err("moves a budget by 0".into());
-            }
-            AuditEvent::BudgetCredited {
+            AuditEvent::BudgetMoved {
                 tenant,
                 budget,
+                direction,
                 amount,
                 memo,
             } => {
+                if amount.get() == 0 {
+                    return Err("moves a budget by 0".into());
+                }
                 let b = self.open_budget(&tenant, &budget)?;
                 b.figures = b
                     .figures
-                    .credit(amount.get())
-                    .map_err(|_| format!("credits budget {budget} past u128"))?;
-                let memo = memo.as_ref();
-                self.expect_entry(&budget, EntryKind::Credit, amount, None, memo, at);
-            }
-            AuditEvent::BudgetDebited {
-                tenant,
-                budget,
-                amount,
-                memo,
-            } => {
-                let b = self.open_budget(&tenant, &budget)?;
-                b.figures = b
-                    .figures
-                    .debit(amount.get())
-                    .map_err(|_| format!("overdraws budget {budget}"))?;
-                let memo = memo.as_ref();
-                self.expect_entry(&budget, EntryKind::Debit, amount, None, memo, at);
+                    .moved(direction, amount.get())
+                    .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
+                let (kind, memo) = (direction.entry_kind(), memo.as_ref());
+                self.expect_entry(&budget, kind, amount, None, memo, at);
             }
             AuditEvent::ReservationCreated {
                 tenant,

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use super::{Atomic, BodyFingerprint, BudgetId, Name, TenantId, Timestamp};
+use super::{Atomic, BodyFingerprint, BudgetId, EntryKind, Name, TenantId, Timestamp};
 
 /// The name of every tenant's first budget.
 pub(crate) const DEFAULT_BUDGET_NAME: &str = "default";
@@ -153,6 +153,14 @@ impl Figures {
         })
     }
 
+    /// A credit or a debit, as `direction` says.
+    pub(crate) fn moved(self, direction: Direction, amount: u128) -> Result<Self, Refusal> {
+        match direction {
+            Direction::Credit => self.credit(amount),
+            Direction::Debit => self.debit(amount),
+        }
+    }
+
     /// A hold, of at most what is available.
     pub(crate) fn reserve(self, amount: u128) -> Result<Self, Refusal> {
         self.need(amount)?;
@@ -268,6 +276,16 @@ pub(crate) enum Direction {
     Credit,
     /// A withdrawal.
     Debit,
+}
+
+impl Direction {
+    /// The kind of the ledger entry a movement this way appends.
+    pub(crate) fn entry_kind(self) -> EntryKind {
+        match self {
+            Self::Credit => EntryKind::Credit,
+            Self::Debit => EntryKind::Debit,
+        }
+    }
 }
 
 impl fmt::Display for Direction {

@@ -154,12 +154,10 @@ impl Reservation {
 }
 
 /// A validated reservation request. The budget id is kept as sent: one that names no budget
-/// of the tenant is a `404`, decided with the write.
+/// of the tenant (malformed ones included) is a `404`, decided with the write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NewReservation {
-    /// The budget to hold on, if the text is an id at all.
-    pub(crate) budget_id: Option<BudgetId>,
-    /// The text sent, for the fingerprint.
+    /// The `budget_id` member as sent.
     pub(crate) budget_text: String,
     /// How much, at least 1.
     pub(crate) amount: Atomic,
@@ -170,6 +168,11 @@ pub(crate) struct NewReservation {
 }
 
 impl NewReservation {
+    /// The budget to hold on, if the text is an id at all.
+    pub(crate) fn budget_id(&self) -> Option<BudgetId> {
+        BudgetId::parse(&self.budget_text)
+    }
+
     /// What makes two requests the same body; an omitted TTL and the default are the same.
     pub(crate) fn fingerprint(&self) -> BodyFingerprint {
         let memo = self

@@ -6,21 +6,14 @@ use hyper::{Request, StatusCode};
 
 use super::{
     FieldErrors, HttpResponse, Post, keyed, object_members, ok_json, parse_amount, parse_memo,
-    parse_name, parse_positive_amount, query, read_post, respond,
+    parse_name, parse_positive_amount, query, read_post, respond, tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{
-    Budget, BudgetId, Direction, EntryId, LedgerEntry, Movement, NewBudget, TenantId, Unit,
-};
+use crate::domain::{Budget, BudgetId, Direction, EntryId, LedgerEntry, Movement, NewBudget, Unit};
 use crate::problem::ApiError;
 use crate::store::{CreateBudget, MoveBudget, StoredResponse};
 use crate::views;
-
-/// The tenant of a path, once the body's checks are done: an id that cannot exist is a `404`.
-pub(super) fn tenant_id(raw: &str) -> Result<TenantId, ApiError> {
-    TenantId::parse(raw).ok_or(ApiError::TenantNotFound)
-}
 
 /// `POST /v1/tenants/<id>/budgets`.
 pub(crate) async fn create(

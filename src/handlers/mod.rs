@@ -28,7 +28,7 @@ use serde_json::value::RawValue;
 
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Memo, Name, Ttl};
+use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Memo, Name, TenantId, Ttl};
 use crate::problem::{ApiError, FieldError};
 use crate::store::{Keyed, StoreError, StoredResponse, Written};
 
@@ -414,6 +414,12 @@ async fn read_post(
         key,
         body,
     })
+}
+
+/// The tenant a path names, once the body's checks are done: an id that cannot exist is a
+/// `404`, like an unknown one.
+fn tenant_id(raw: &str) -> Result<TenantId, ApiError> {
+    TenantId::parse(raw).ok_or(ApiError::TenantNotFound)
 }
 
 /// A `200` with a JSON body that must not be cached.

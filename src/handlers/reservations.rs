@@ -3,14 +3,13 @@
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
-use super::budgets::tenant_id;
 use super::{
     FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
-    parse_memo, parse_positive_amount, parse_ttl, query, read_post, respond,
+    parse_memo, parse_positive_amount, parse_ttl, query, read_post, respond, tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{BudgetId, NewReservation, Reservation, ReservationId, Settle, Ttl};
+use crate::domain::{NewReservation, Reservation, ReservationId, Settle, Ttl};
 use crate::problem::ApiError;
 use crate::store::{Reserve, SettleReservation, StoredResponse};
 use crate::views;
@@ -85,7 +84,6 @@ fn parse_create(body: &[u8]) -> Result<NewReservation, ApiError> {
     errors.finish()?;
     match (budget, amount, ttl, memo) {
         (Some(budget_text), Some(amount), Some(ttl), Some(memo)) => Ok(NewReservation {
-            budget_id: BudgetId::parse(&budget_text),
             budget_text,
             amount,
             ttl,
@@ -192,7 +190,7 @@ mod tests {
     fn reservation_bodies_are_checked_whole() {
         let ok = parse_create(br#"{"budget_id":"nope","amount_atomic":"3","ttl_seconds":null}"#)
             .expect("a malformed budget id is a 404 later, not a 422");
-        assert_eq!(ok.budget_id, None);
+        assert_eq!(ok.budget_id(), None);
         assert_eq!(ok.ttl, Ttl::default_hold());
         let cases: &[(&str, &[&str])] = &[
             (r#"{}"#, &["budget_id", "amount_atomic"]),

@@ -6,7 +6,7 @@ use hyper::{Request, StatusCode};
 
 use super::{
     FieldErrors, HttpResponse, check_json_body_headers, idempotency_key, keyed, object_members,
-    ok_json, parse_amount, parse_name, query, read_body, respond,
+    ok_json, parse_amount, parse_name, query, read_body, respond, tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
@@ -129,7 +129,7 @@ fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
 
 /// `GET /v1/tenants/<id>`.
 pub(crate) async fn get(app: &App, id: &str) -> Result<HttpResponse, ApiError> {
-    let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
+    let id = tenant_id(id)?;
     let tenant = app.store.tenant(id).await?;
     Ok(ok_json(views::tenant_json(&tenant)))
 }
@@ -152,7 +152,7 @@ pub(crate) async fn tombstone(
     principal: &Principal,
     id: &str,
 ) -> Result<HttpResponse, ApiError> {
-    let id = TenantId::parse(id).ok_or(ApiError::TenantNotFound)?;
+    let id = tenant_id(id)?;
     let tenant = app.store.tombstone_tenant(id, principal.actor()).await?;
     Ok(ok_json(views::tenant_json(&tenant)))
 }

@@ -285,7 +285,6 @@ impl Harness {
                         .reserve(Reserve {
                             tenant: self.tenants[model.budgets[budget].tenant].clone(),
                             reservation: NewReservation {
-                                budget_id: Some(self.budgets[budget].clone()),
                                 budget_text: self.budgets[budget].to_string(),
                                 amount: Atomic::new(*amount),
                                 ttl: Ttl::parse(&ttl.to_string()).expect("a ttl"),

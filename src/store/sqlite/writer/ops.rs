@@ -15,10 +15,9 @@ use rusqlite::params;
 use super::Writer;
 use crate::audit::{Actor, AuditEvent};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, Direction, EntryId, EntryKind,
-    Figures, LedgerEntry, Memo, Movement, Name, NewBudget, NewReservation, NewTenant, Refusal,
-    Reservation, ReservationId, ReservationState, Settle, Tenant, TenantId, TenantState, Timestamp,
-    Unit,
+    Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryId, EntryKind, Figures,
+    LedgerEntry, Memo, Movement, Name, NewBudget, NewReservation, NewTenant, Refusal, Reservation,
+    ReservationId, ReservationState, Settle, Tenant, TenantId, TenantState, Timestamp, Unit,
 };
 use crate::ids::TenantToken;
 use crate::store::sqlite::queries;
@@ -237,31 +236,17 @@ impl Writer {
         let now = self.now();
         let mut budget = self.open_budget(tenant, id, now)?;
         let amount = movement.amount;
-        let (figures, kind, event) = match movement.direction {
-            Direction::Credit => (
-                budget.figures.credit(amount.get())?,
-                EntryKind::Credit,
-                AuditEvent::BudgetCredited {
-                    tenant: tenant.clone(),
-                    budget: budget.id.clone(),
-                    amount,
-                    memo: movement.memo.clone(),
-                },
-            ),
-            Direction::Debit => (
-                budget.figures.debit(amount.get())?,
-                EntryKind::Debit,
-                AuditEvent::BudgetDebited {
-                    tenant: tenant.clone(),
-                    budget: budget.id.clone(),
-                    amount,
-                    memo: movement.memo.clone(),
-                },
-            ),
-        };
-        budget.figures = figures;
+        budget.figures = budget.figures.moved(movement.direction, amount.get())?;
         self.write_figures(&budget)?;
+        let kind = movement.direction.entry_kind();
         let entry = self.append_entry(&budget, kind, amount, None, movement.memo.clone(), now)?;
+        let event = AuditEvent::BudgetMoved {
+            tenant: tenant.clone(),
+            budget: budget.id.clone(),
+            direction: movement.direction,
+            amount,
+            memo: movement.memo.clone(),
+        };
         self.record(&now.to_string(), actor, &event)?;
         Ok(entry)
     }
@@ -273,7 +258,7 @@ impl Writer {
         actor: &Actor,
     ) -> Result<Reservation, StoreError> {
         let now = self.now();
-        let mut budget = self.open_budget(tenant, new.budget_id.as_ref(), now)?;
+        let mut budget = self.open_budget(tenant, new.budget_id().as_ref(), now)?;
         budget.figures = budget.figures.reserve(new.amount.get())?;
         let reservation = Reservation {
             id: ReservationId::from_ulid(self.next_ulid(now)),
@@ -317,7 +302,7 @@ impl Writer {
             expires_at: reservation.expires_at,
         };
         self.record(&now.to_string(), actor, &event)?;
-        self.delta.reservations[0] += 1;
+        self.delta.reservations[reservation_slot(&ReservationState::Active)] += 1;
         self.next_expiry = self.next_expiry.min(reservation.expires_at);
         Ok(reservation)
     }
@@ -388,8 +373,6 @@ impl Writer {
                 None,
                 now,
             )?;
-            self.delta.reservations[0] -= 1;
-            self.delta.reservations[reservation_slot(&reservation.state)] += 1;
         }
         self.record(&now.to_string(), actor, &event)?;
         Ok(reservation)
@@ -495,8 +478,6 @@ impl Writer {
             id: reservation.id.clone(),
         };
         self.record(&now.to_string(), &Actor::System, &event)?;
-        self.delta.reservations[0] -= 1;
-        self.delta.reservations[3] += 1;
         Ok(())
     }
 
@@ -515,8 +496,6 @@ impl Writer {
                 None,
                 now,
             )?;
-            self.delta.reservations[0] -= 1;
-            self.delta.reservations[2] += 1;
         }
         self.write_figures(budget)
     }
@@ -526,8 +505,8 @@ impl Writer {
         self.conn
             .prepare_cached("UPDATE budgets SET state = 'closed', closed_at = ?2 WHERE id = ?1")?
             .execute(params![budget.id.as_str(), now.to_string()])?;
-        self.delta.budgets[0] -= 1;
-        self.delta.budgets[1] += 1;
+        self.delta.budgets[budget_slot(&BudgetState::Open)] -= 1;
+        self.delta.budgets[budget_slot(&BudgetState::Closed { at: now })] += 1;
         Ok(())
     }
 
@@ -594,8 +573,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes the reservation's state and expiry.
-    fn write_reservation(&self, reservation: &Reservation) -> Result<(), StoreError> {
+    /// Writes the reservation's state and expiry (only an active reservation is written), and
+    /// counts a settlement.
+    fn write_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
                 "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
@@ -608,6 +588,10 @@ impl Writer {
                 reservation.expires_at.to_string(),
                 reservation.state.settled_at().map(|t| t.to_string()),
             ])?;
+        if reservation.state != ReservationState::Active {
+            self.delta.reservations[reservation_slot(&ReservationState::Active)] -= 1;
+            self.delta.reservations[reservation_slot(&reservation.state)] += 1;
+        }
         Ok(())
     }
 
