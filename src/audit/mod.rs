@@ -250,21 +250,6 @@ mod tests {
         }
     }
 
-    /// The opening-deposit entry of `budget`.
-    fn opening_entry(budget: &Budget) -> crate::domain::LedgerEntry {
-        crate::domain::LedgerEntry {
-            id: budget.id.opening_entry(),
-            budget_id: budget.id.clone(),
-            kind: crate::domain::EntryKind::OpeningDeposit,
-            amount: budget.opening_deposit,
-            reservation_id: None,
-            memo: None,
-            occurred_at: budget.created_at,
-            balance: budget.opening_deposit,
-            available: budget.opening_deposit,
-        }
-    }
-
     fn stored(id: &str, name: &str, deposit: &str, tombstoned: bool) -> Tenant {
         Tenant {
             id: TenantId::parse(id).expect("id"),
@@ -405,7 +390,7 @@ mod tests {
             no_ledgers
                 .check_budget(&row.budget)
                 .expect("its budget matches");
-            ok.check_entry(&opening_entry(&row.budget))
+            ok.check_entry(&crate::domain::LedgerEntry::opening(&row.budget))
                 .expect("the opening deposit matches");
         }
         assert_eq!(ok.finish().map(|h| h.seq), Ok(3));

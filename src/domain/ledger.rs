@@ -1,6 +1,6 @@
 //! Ledger entries: one per movement of a budget, never changed.
 
-use super::{Atomic, BudgetId, EntryId, Memo, ReservationId, Timestamp};
+use super::{Atomic, Budget, BudgetId, EntryId, Memo, ReservationId, Timestamp};
 
 /// What moved a budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -73,4 +73,21 @@ pub(crate) struct LedgerEntry {
     pub(crate) balance: Atomic,
     /// The budget's available amount right after.
     pub(crate) available: Atomic,
+}
+
+impl LedgerEntry {
+    /// A new budget's first entry: its opening deposit, under the budget's own ULID.
+    pub(crate) fn opening(budget: &Budget) -> Self {
+        Self {
+            id: budget.id.opening_entry(),
+            budget_id: budget.id.clone(),
+            kind: EntryKind::OpeningDeposit,
+            amount: budget.opening_deposit,
+            reservation_id: None,
+            memo: None,
+            occurred_at: budget.created_at,
+            balance: budget.opening_deposit,
+            available: budget.opening_deposit,
+        }
+    }
 }

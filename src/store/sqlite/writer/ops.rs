@@ -541,18 +541,7 @@ impl Writer {
             });
         }
         self.delta.budgets[budget_slot(&budget.state)] += 1;
-        let id = budget.id.opening_entry();
-        self.insert_entry(&LedgerEntry {
-            id,
-            budget_id: budget.id.clone(),
-            kind: EntryKind::OpeningDeposit,
-            amount: budget.opening_deposit,
-            reservation_id: None,
-            memo: None,
-            occurred_at: budget.created_at,
-            balance: budget.opening_deposit,
-            available: budget.opening_deposit,
-        })
+        self.insert_entry(&LedgerEntry::opening(budget))
     }
 
     /// Writes the budget's figures.
