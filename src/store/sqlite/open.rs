@@ -139,10 +139,14 @@ fn configure_writer(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     }
     // secure_delete overwrites what is deleted, so an erased idempotency record (which holds
     // a tenant token) does not linger in a free page of the file.
+    // temp_store = MEMORY keeps each command's savepoint journal in memory: by default it
+    // spills to a temporary file past 64 KiB, which a batch of commands does, and every page
+    // a savepoint saves is then written to disk once more.
     conn.execute_batch(
         "PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
-         PRAGMA secure_delete = ON;",
+         PRAGMA secure_delete = ON;
+         PRAGMA temp_store = MEMORY;",
     )?;
     // A WAL emptied by a checkpoint is cut back to this size rather than kept at its peak.
     conn.query_row(
