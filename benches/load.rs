@@ -714,55 +714,81 @@ async fn seed(server: &Server, args: &Args, have: u64, total: u64) -> Result<Vec
 /// (its tenant's own token), then commits 0 to `SPEND_HOLD + 1` (below, at or above the hold).
 const SPEND_HOLD: u64 = 2;
 
-/// What one connection's cycles did: a histogram and a tally per request kind, and what the
-/// service acknowledged, to compare with the budget at the end.
+/// What a spending connection does: reserve+commit cycles (each hold committed at once), or
+/// one kind of request alone: reserves that it keeps, or commits of holds taken before.
+enum Plan {
+    Cycles,
+    Reserve,
+    Commit(Vec<Hold>),
+}
+
+/// A hold to commit: the index of its target and the reservation's id.
+type Hold = (usize, String);
+
+/// What one connection did: a histogram and a tally per request kind, what the service
+/// acknowledged (to compare with the budget at the end), and the holds it kept.
 struct Spent {
     reserve: (Histogram<u64>, Tally),
     commit: (Histogram<u64>, Tally),
     committed: u128,
-    outstanding: u128,
+    /// Atomic units held by granted reservations, and those of holds settled by a commit.
+    held: u128,
+    settled: u128,
+    holds: Vec<Hold>,
 }
 
-/// One connection's closed loop of reserve, then commit, on budgets picked at random.
+impl Spent {
+    fn new() -> Self {
+        Spent {
+            reserve: (histogram(), Tally::default()),
+            commit: (histogram(), Tally::default()),
+            committed: 0,
+            held: 0,
+            settled: 0,
+            holds: Vec::new(),
+        }
+    }
+}
+
+/// One connection's closed loop of reserves and commits on budgets picked at random, as
+/// `plan` says; a commit phase ends early when its holds run out.
 async fn spend_connection(
     addr: SocketAddr,
     targets: Arc<Vec<Seeded>>,
     stop: Stop,
     seed: u64,
+    plan: Plan,
 ) -> Result<Spent, String> {
     let mut stream = connect(addr).await?;
     let mut rng = seed | 1;
     let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
     let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
-    let mut spent = Spent {
-        reserve: (histogram(), Tally::default()),
-        commit: (histogram(), Tally::default()),
-        committed: 0,
-        outstanding: 0,
+    let mut spent = Spent::new();
+    let (cycles, mut to_commit) = match plan {
+        Plan::Cycles => (true, Vec::new()),
+        Plan::Reserve => (false, Vec::new()),
+        Plan::Commit(holds) => (false, holds),
     };
-    // The reservation to commit next, and its tenant.
-    let mut pending: Option<(usize, String)> = None;
+    let committing_only = !to_commit.is_empty();
     while stop.take() {
         body.clear();
-        // The commit of the pending hold, or a new hold on a budget picked at random.
-        let (t, path, committing, amount) = match &pending {
-            Some((t, id)) => {
-                let amount = next(&mut rng) % (SPEND_HOLD + 2);
-                write!(body, r#"{{"amount_atomic":"{amount}"}}"#).expect("a Vec");
-                let path = format!("{}/reservations/{id}/commit", targets[*t].path);
-                (*t, path, true, amount)
-            }
-            None => {
-                let t = (next(&mut rng) % targets.len() as u64) as usize;
-                write!(
-                    body,
-                    r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
-                    targets[t].budget_id
-                )
-                .expect("a Vec");
-                pending = Some((t, String::new()));
-                (t, format!("{}/reservations", targets[t].path), false, 0)
-            }
+        // The commit of a hold, or a new hold on a budget picked at random.
+        let (t, path, committing, amount) = if let Some((t, id)) = to_commit.pop() {
+            let amount = next(&mut rng) % (SPEND_HOLD + 2);
+            write!(body, r#"{{"amount_atomic":"{amount}"}}"#).expect("a Vec");
+            let path = format!("{}/reservations/{id}/commit", targets[t].path);
+            (t, path, true, amount)
+        } else if committing_only {
+            break;
+        } else {
+            let t = (next(&mut rng) % targets.len() as u64) as usize;
+            write!(
+                body,
+                r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
+                targets[t].budget_id
+            )
+            .expect("a Vec");
+            (t, format!("{}/reservations", targets[t].path), false, 0)
         };
         let headers = [
             HOST,
@@ -790,24 +816,25 @@ async fn spend_connection(
         if committing {
             if status == 200 {
                 spent.committed += u128::from(amount);
-                spent.outstanding -= u128::from(SPEND_HOLD);
+                spent.settled += u128::from(SPEND_HOLD);
             }
-            pending = None;
         } else if status == 201 {
             // The id is the body's first member: found without parsing the whole body, so
             // the client spends as little of the shared machine as for a create.
             let id =
                 reservation_id(&buf[frame.body.clone()]).ok_or("a reservation without an id")?;
-            if let Some((_, pending_id)) = pending.as_mut() {
-                pending_id.clear();
-                pending_id.push_str(id);
+            let hold = (t, id.to_owned());
+            if cycles {
+                to_commit.push(hold);
+            } else {
+                spent.holds.push(hold);
             }
-            spent.outstanding += u128::from(SPEND_HOLD);
-        } else {
-            pending = None;
+            spent.held += u128::from(SPEND_HOLD);
         }
         buf.drain(..frame.len);
     }
+    // A cycle cut short by the stop leaves its hold outstanding.
+    spent.holds.extend(to_commit);
     Ok(spent)
 }
 
@@ -821,29 +848,25 @@ fn reservation_id(body: &[u8]) -> Option<&str> {
         .filter(|id| id.starts_with("res_"))
 }
 
-/// Runs `connections` spending loops until `stop`, and merges what they saw.
+/// Runs one spending loop per plan until `stop`, and merges what they saw.
 async fn spend_phase(
     server: &Server,
     targets: &Arc<Vec<Seeded>>,
-    connections: usize,
+    plans: Vec<Plan>,
     stop: Stop,
 ) -> Result<Spent, String> {
-    let mut tasks = Vec::with_capacity(connections);
-    for i in 0..connections {
+    let mut tasks = Vec::with_capacity(plans.len());
+    for (i, plan) in plans.into_iter().enumerate() {
         let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
         tasks.push(tokio::spawn(spend_connection(
             server.addr,
             Arc::clone(targets),
             stop.clone(),
             seed,
+            plan,
         )));
     }
-    let mut all = Spent {
-        reserve: (histogram(), Tally::default()),
-        commit: (histogram(), Tally::default()),
-        committed: 0,
-        outstanding: 0,
-    };
+    let mut all = Spent::new();
     for task in tasks {
         let one = task.await.map_err(|e| e.to_string())??;
         for (into, from) in [
@@ -854,65 +877,126 @@ async fn spend_phase(
             into.1.merge(from.1);
         }
         all.committed += one.committed;
-        all.outstanding += one.outstanding;
+        all.held += one.held;
+        all.settled += one.settled;
+        all.holds.extend(one.holds);
     }
     Ok(all)
 }
 
+/// Plans for `connections` connections: cycles, reserves, or commits of `holds` dealt out
+/// round-robin.
+fn plans(connections: usize, make: impl Fn() -> Plan, holds: Option<Vec<Hold>>) -> Vec<Plan> {
+    match holds {
+        None => (0..connections).map(|_| make()).collect(),
+        Some(holds) => {
+            let mut dealt: Vec<Vec<Hold>> = (0..connections).map(|_| Vec::new()).collect();
+            for (i, hold) in holds.into_iter().enumerate() {
+                dealt[i % connections].push(hold);
+            }
+            dealt.into_iter().map(Plan::Commit).collect()
+        }
+    }
+}
+
+/// A phase of spending, with the server's CPU time and WAL frames over it, made into rows:
+/// one for the reserves and one for the commits it sent (each counted on its own, and each
+/// request charged the phase's CPU and frames alike).
+async fn spend_rows(
+    server: &Server,
+    targets: &Arc<Vec<Seeded>>,
+    plans: Vec<Plan>,
+    stop: Stop,
+    name: &str,
+) -> Result<(Spent, Vec<Row>), String> {
+    let frames_before = server.wal_frames();
+    let cpu_before = server.cpu_us();
+    let started = Instant::now();
+    let mut spent = spend_phase(server, targets, plans, stop).await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = server.cpu_us().saturating_sub(cpu_before) as f64;
+    let frames = server.wal_frames().saturating_sub(frames_before) as f64;
+    let requests = (spent.reserve.1.requests + spent.commit.1.requests).max(1) as f64;
+    let mut rows = Vec::new();
+    for (what, counted) in [
+        ("POST reserve", &mut spent.reserve),
+        ("POST commit", &mut spent.commit),
+    ] {
+        if counted.1.requests == 0 {
+            continue;
+        }
+        let (hist, tally) = std::mem::replace(counted, (histogram(), Tally::default()));
+        rows.push(Row {
+            name: format!("{what} ({name})"),
+            requests_per_s: tally.requests as f64 / elapsed,
+            cpu_us_per_request: cpu / requests,
+            wal_frames_per_request: frames / requests,
+            peak_rss_kib: server.peak_rss_kib(),
+            hist,
+            tally,
+        });
+    }
+    Ok((spent, rows))
+}
+
 /// A warm-up and a measured phase of reserve+commit cycles over `targets`: a row for the
-/// reserves and one for the commits (each counted on its own), and what was acknowledged in
-/// both phases.
-async fn measure_spend(
+/// reserves and one for the commits, and what was acknowledged in both phases.
+async fn measure_cycles(
     args: &Args,
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
-) -> Result<(Row, Row, u128, u128), String> {
+) -> Result<(Vec<Row>, u128, u128), String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s measured",
         args.warmup.as_secs_f64(),
         args.duration.as_secs_f64()
     );
+    let cycles = || plans(args.connections, || Plan::Cycles, None);
     let warm = spend_phase(
         server,
         targets,
-        args.connections,
+        cycles(),
         Stop::At(Instant::now() + args.warmup),
     )
     .await?;
-    let frames_before = server.wal_frames();
-    let cpu_before = server.cpu_us();
-    let started = Instant::now();
-    let spent = spend_phase(
+    let stop = Stop::At(Instant::now() + args.duration);
+    let (spent, rows) = spend_rows(server, targets, cycles(), stop, name).await?;
+    Ok((
+        rows,
+        warm.committed + spent.committed,
+        (warm.held + spent.held) - (warm.settled + spent.settled),
+    ))
+}
+
+/// Reserves alone, then commits alone of the holds they took (until they run out, at most
+/// as long), over `targets`: each request kind's own throughput, after a warm-up of cycles.
+async fn measure_alone(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<Vec<Row>, String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s of reserves, then their commits",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let connections = args.connections;
+    spend_phase(
         server,
         targets,
-        args.connections,
-        Stop::At(started + args.duration),
+        plans(connections, || Plan::Cycles, None),
+        Stop::At(Instant::now() + args.warmup),
     )
     .await?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let cpu = server.cpu_us().saturating_sub(cpu_before) as f64;
-    let frames = server.wal_frames().saturating_sub(frames_before) as f64;
-    let requests = (spent.reserve.1.requests + spent.commit.1.requests).max(1) as f64;
-    let row = |what: &str, (hist, tally): (Histogram<u64>, Tally)| Row {
-        name: format!("{what} ({name})"),
-        requests_per_s: tally.requests as f64 / elapsed,
-        cpu_us_per_request: cpu / requests,
-        wal_frames_per_request: frames / requests,
-        peak_rss_kib: server.peak_rss_kib(),
-        hist,
-        tally,
-    };
-    let (committed, outstanding) = (
-        warm.committed + spent.committed,
-        warm.outstanding + spent.outstanding,
-    );
-    Ok((
-        row("POST reserve", spent.reserve),
-        row("POST commit", spent.commit),
-        committed,
-        outstanding,
-    ))
+    let stop = Stop::At(Instant::now() + args.duration);
+    let reserves = plans(connections, || Plan::Reserve, None);
+    let (spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
+    let commits = plans(connections, || Plan::Cycles, Some(spent.holds));
+    let stop = Stop::At(Instant::now() + args.duration);
+    rows.extend(spend_rows(server, targets, commits, stop, name).await?.1);
+    Ok(rows)
 }
 
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit
@@ -1005,8 +1089,9 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let spread = Arc::new(seed(&server, args, 0, SPREAD_BUDGETS).await?);
         let name = format!("{SPREAD_BUDGETS} budgets");
-        let (reserve, commit, _, _) = measure_spend(args, &server, &name, &spread).await?;
-        rows.extend([reserve, commit]);
+        rows.extend(measure_cycles(args, &server, &name, &spread).await?.0);
+        let name = format!("{SPREAD_BUDGETS} budgets, each kind alone");
+        rows.extend(measure_alone(args, &server, &name, &spread).await?);
         let auth = format!("Bearer {}", server.token);
         let deposit = u128::from(u64::MAX);
         let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
@@ -1024,9 +1109,9 @@ async fn run(args: &Args) -> Result<Report, String> {
         let hot = Arc::new(vec![
             tenant_path(&created.body).ok_or("the hot tenant was not created")?,
         ]);
-        let (reserve, commit, committed, outstanding) =
-            measure_spend(args, &server, "one hot budget", &hot).await?;
-        rows.extend([reserve, commit]);
+        let (hot_rows, committed, outstanding) =
+            measure_cycles(args, &server, "one hot budget", &hot).await?;
+        rows.extend(hot_rows);
         notes.push(check_budget(
             &server,
             &hot[0],
@@ -1153,13 +1238,23 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
     let spread_commit = find("POST commit (1000");
     let hot_reserve = find("POST reserve (one hot");
     let hot_commit = find("POST commit (one hot");
-    if let (Some(c), Some(r), Some(m)) = (create, spread_reserve, spread_commit) {
-        let _ = writeln!(
-            out,
-            "- over 1,000 budgets, reserves ÷ creates: {:.0} %, commits ÷ creates: {:.0} %",
-            100.0 * r.requests_per_s / c.requests_per_s,
-            100.0 * m.requests_per_s / c.requests_per_s
-        );
+    let alone = (
+        find("POST reserve (1000 budgets, each"),
+        find("POST commit (1000 budgets, each"),
+    );
+    for (what, pair) in [
+        ("in cycles", (spread_reserve, spread_commit)),
+        ("each kind alone", alone),
+    ] {
+        if let (Some(c), (Some(r), Some(m))) = (create, pair) {
+            let _ = writeln!(
+                out,
+                "- over 1,000 budgets, {what}: reserves ÷ creates {:.0} %, commits ÷ creates \
+                 {:.0} %",
+                100.0 * r.requests_per_s / c.requests_per_s,
+                100.0 * m.requests_per_s / c.requests_per_s
+            );
+        }
     }
     if let (Some(r), Some(m), Some(hr), Some(hm)) =
         (spread_reserve, spread_commit, hot_reserve, hot_commit)
