@@ -19,6 +19,7 @@
 
 #[cfg(test)]
 mod model_tests;
+mod rows;
 mod sqlite;
 
 use std::path::{Path, PathBuf};

@@ -8,11 +8,13 @@ use std::fmt::Write as _;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, ToSql};
 
+use super::super::rows::{
+    self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, TextRow, budget_columns, tenant_columns,
+};
 use super::super::{Credential, ListQuery, Page, StoreError};
 use crate::audit::VerifyError;
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, Figures, LedgerEntry, Memo, Name,
-    Reservation, ReservationId, ReservationState, Tenant, TenantId, TenantState, Timestamp, Unit,
+    Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId, Timestamp,
 };
 
 /// A row that cannot be read as its type: column `at`, and what is wrong.
@@ -28,192 +30,38 @@ pub(super) fn is_corrupt_row(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// Column readers that parse in place, without a copy.
-struct Columns<'r, 's> {
-    row: &'r Row<'s>,
-    at: usize,
-}
+impl TextRow for Row<'_> {
+    type Error = rusqlite::Error;
 
-impl Columns<'_, '_> {
-    fn text(&self, i: usize) -> rusqlite::Result<&str> {
-        Ok(self.row.get_ref(self.at + i)?.as_str()?)
+    fn column(&self, i: usize) -> rusqlite::Result<Option<&str>> {
+        self.get_ref(i)?
+            .as_str_or_null()
+            .map_err(|e| corrupt(i, format!("not text: {e}")))
     }
 
-    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<&str>> {
-        Ok(self.row.get_ref(self.at + i)?.as_str_or_null()?)
+    fn corrupt(i: usize, what: String) -> rusqlite::Error {
+        corrupt(i, what)
     }
-
-    fn parse<T>(
-        &self,
-        i: usize,
-        what: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> rusqlite::Result<T> {
-        let raw = self.text(i)?;
-        parse(raw).ok_or_else(|| corrupt(self.at + i, format!("a bad {what} {raw:?}")))
-    }
-
-    fn opt_parse<T>(
-        &self,
-        i: usize,
-        what: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> rusqlite::Result<Option<T>> {
-        match self.opt_text(i)? {
-            None => Ok(None),
-            Some(raw) => parse(raw)
-                .map(Some)
-                .ok_or_else(|| corrupt(self.at + i, format!("a bad {what} {raw:?}"))),
-        }
-    }
-
-    fn amount(&self, i: usize) -> rusqlite::Result<Atomic> {
-        self.parse(i, "amount", |raw| Atomic::parse(raw).ok())
-    }
-
-    fn time(&self, i: usize) -> rusqlite::Result<Timestamp> {
-        self.parse(i, "timestamp", Timestamp::parse)
-    }
-
-    fn opt_time(&self, i: usize) -> rusqlite::Result<Option<Timestamp>> {
-        self.opt_parse(i, "timestamp", Timestamp::parse)
-    }
-
-    fn opt_memo(&self, i: usize) -> rusqlite::Result<Option<Memo>> {
-        self.opt_parse(i, "memo", |raw| Memo::parse(raw).ok())
-    }
-}
-
-/// The columns [`budget_from_row`] reads, in its order.
-macro_rules! budget_columns {
-    ($t:literal) => {
-        concat!(
-            $t,
-            ".id, ",
-            $t,
-            ".tenant_id, ",
-            $t,
-            ".name, ",
-            $t,
-            ".unit, ",
-            $t,
-            ".state, ",
-            $t,
-            ".created_at, ",
-            $t,
-            ".closed_at, ",
-            $t,
-            ".opening_deposit_atomic, ",
-            $t,
-            ".credited_atomic, ",
-            $t,
-            ".debited_atomic, ",
-            $t,
-            ".spent_atomic, ",
-            $t,
-            ".reserved_atomic"
-        )
-    };
 }
 
 fn budget_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<Budget> {
-    let c = Columns { row, at };
-    let state = match (c.text(4)?, c.opt_time(6)?) {
-        ("open", None) => BudgetState::Open,
-        ("closed", Some(at)) => BudgetState::Closed { at },
-        _ => return Err(corrupt(at + 4, "a bad budget state".into())),
-    };
-    Ok(Budget {
-        id: c.parse(0, "budget id", BudgetId::parse)?,
-        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
-        name: c.parse(2, "name", |raw| Name::parse(raw).ok())?,
-        unit: c.parse(3, "unit", |raw| Unit::parse(raw).ok())?,
-        state,
-        created_at: c.time(5)?,
-        opening_deposit: c.amount(7)?,
-        figures: Figures {
-            credited: c.amount(8)?.get(),
-            debited: c.amount(9)?.get(),
-            spent: c.amount(10)?.get(),
-            reserved: c.amount(11)?.get(),
-        },
-    })
+    rows::budget(row, at)
 }
 
-/// The columns [`tenant_from_row`] reads, in its order, followed by the default budget's.
-macro_rules! tenant_columns {
-    () => {
-        concat!(
-            "t.id, t.name, t.state, t.created_at, t.tombstoned_at, ",
-            budget_columns!("b")
-        )
-    };
+fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<Tenant> {
+    rows::tenant(row)
+}
+
+fn reservation_from_row(row: &Row<'_>) -> rusqlite::Result<Reservation> {
+    rows::reservation(row)
+}
+
+fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<LedgerEntry> {
+    rows::entry(row)
 }
 
 /// Tenants joined to their default budgets.
 const TENANTS_JOINED: &str = "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)";
-
-fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<Tenant> {
-    let c = Columns { row, at: 0 };
-    let id = c.parse(0, "tenant id", TenantId::parse)?;
-    let state = match (c.text(2)?, c.opt_time(4)?) {
-        ("active", None) => TenantState::Active,
-        ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
-        _ => return Err(corrupt(2, format!("tenant {id} has a bad state"))),
-    };
-    Ok(Tenant {
-        name: c.parse(1, "name", |raw| Name::parse(raw).ok())?,
-        created_at: c.time(3)?,
-        state,
-        budget: budget_from_row(row, 5)?,
-        id,
-    })
-}
-
-/// The columns [`reservation_from_row`] reads, in its order.
-const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, amount_atomic, \
-     committed_atomic, memo, created_at, expires_at, settled_at";
-
-fn reservation_from_row(row: &Row<'_>) -> rusqlite::Result<Reservation> {
-    let c = Columns { row, at: 0 };
-    let committed = c.opt_parse(5, "amount", |raw| Atomic::parse(raw).ok())?;
-    let state = match (c.text(3)?, c.opt_time(9)?, committed) {
-        ("active", None, None) => ReservationState::Active,
-        ("committed", Some(at), Some(amount)) => ReservationState::Committed { amount, at },
-        ("released", Some(at), None) => ReservationState::Released { at },
-        ("expired", Some(at), None) => ReservationState::Expired { at },
-        _ => return Err(corrupt(3, "a bad reservation state".into())),
-    };
-    Ok(Reservation {
-        id: c.parse(0, "reservation id", ReservationId::parse)?,
-        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
-        budget_id: c.parse(2, "budget id", BudgetId::parse)?,
-        state,
-        amount: c.amount(4)?,
-        memo: c.opt_memo(6)?,
-        created_at: c.time(7)?,
-        expires_at: c.time(8)?,
-    })
-}
-
-/// The columns [`entry_from_row`] reads, in its order.
-const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, memo, \
-     occurred_at, balance_atomic, available_atomic";
-
-fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<LedgerEntry> {
-    let c = Columns { row, at: 0 };
-    Ok(LedgerEntry {
-        id: c.parse(0, "entry id", EntryId::parse)?,
-        budget_id: c.parse(1, "budget id", BudgetId::parse)?,
-        kind: c.parse(2, "entry kind", EntryKind::parse)?,
-        amount: c.amount(3)?,
-        reservation_id: c.opt_parse(4, "reservation id", ReservationId::parse)?,
-        memo: c.opt_memo(5)?,
-        occurred_at: c.time(6)?,
-        balance: c.amount(7)?,
-        available: c.amount(8)?,
-    })
-}
 
 /// Maps a row error to the store's: a corrupt row is a bug (or tampering), not a refusal.
 fn internal(e: rusqlite::Error) -> StoreError {
@@ -376,7 +224,7 @@ pub(super) fn open_budgets(
         "SELECT id FROM budgets WHERE tenant_id = ?1 AND state = 'open' ORDER BY id",
     )?;
     let rows = stmt.query_map([tenant.as_str()], |row| {
-        Columns { row, at: 0 }.parse(0, "budget id", BudgetId::parse)
+        Columns::new(row, 0).parse(0, "budget id", BudgetId::parse)
     })?;
     rows.collect::<rusqlite::Result<_>>().map_err(internal)
 }
@@ -580,7 +428,7 @@ pub(super) fn for_each_tenant(
     let read = |row: &Row<'_>| {
         let tenant = tenant_from_row(row)?;
         let at = row.as_ref().column_count() - 1;
-        let deposit = Columns { row, at }.amount(0)?;
+        let deposit = Columns::new(row, at).amount(0)?;
         if deposit != tenant.budget.opening_deposit {
             let what = format!("tenant {} keeps another opening deposit", tenant.id);
             return Err(corrupt(at, what));

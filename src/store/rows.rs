@@ -1,0 +1,220 @@
+//! Stored rows read as domain values, alike from every backend.
+//!
+//! A backend hands over a row as columns of text ([`TextRow`]: every stored value of these
+//! tables is text, amounts included, so both backends select the same strings), and the
+//! readers here check every rule of the type. A row that breaks one (a bad amount, an unknown
+//! state) is reported through [`TextRow::corrupt`], naming the column and what is wrong: a bug,
+//! or a row edited behind the service's back.
+
+use crate::domain::{
+    Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, Figures, LedgerEntry, Memo, Name,
+    Reservation, ReservationId, ReservationState, Tenant, TenantId, TenantState, Timestamp, Unit,
+};
+
+/// A stored row, column by column as text.
+pub(crate) trait TextRow {
+    /// The backend's error.
+    type Error;
+
+    /// Column `i` as text, `None` for NULL; an error for a column that is not text.
+    fn column(&self, i: usize) -> Result<Option<&str>, Self::Error>;
+
+    /// The error for column `i` holding something its type does not allow.
+    fn corrupt(i: usize, what: String) -> Self::Error;
+}
+
+/// The columns of `row` from `at` on, read in place.
+pub(crate) struct Columns<'r, R> {
+    row: &'r R,
+    at: usize,
+}
+
+impl<'r, R: TextRow> Columns<'r, R> {
+    pub(crate) fn new(row: &'r R, at: usize) -> Self {
+        Self { row, at }
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<&'r str>, R::Error> {
+        self.row.column(self.at + i)
+    }
+
+    pub(crate) fn text(&self, i: usize) -> Result<&'r str, R::Error> {
+        self.opt_text(i)?
+            .ok_or_else(|| R::corrupt(self.at + i, "a NULL where a value belongs".into()))
+    }
+
+    pub(crate) fn parse<T>(
+        &self,
+        i: usize,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<T, R::Error> {
+        let raw = self.text(i)?;
+        parse(raw).ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}")))
+    }
+
+    fn opt_parse<T>(
+        &self,
+        i: usize,
+        what: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>, R::Error> {
+        match self.opt_text(i)? {
+            None => Ok(None),
+            Some(raw) => parse(raw)
+                .map(Some)
+                .ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}"))),
+        }
+    }
+
+    pub(crate) fn amount(&self, i: usize) -> Result<Atomic, R::Error> {
+        self.parse(i, "amount", |raw| Atomic::parse(raw).ok())
+    }
+
+    fn time(&self, i: usize) -> Result<Timestamp, R::Error> {
+        self.parse(i, "timestamp", Timestamp::parse)
+    }
+
+    fn opt_time(&self, i: usize) -> Result<Option<Timestamp>, R::Error> {
+        self.opt_parse(i, "timestamp", Timestamp::parse)
+    }
+
+    fn opt_memo(&self, i: usize) -> Result<Option<Memo>, R::Error> {
+        self.opt_parse(i, "memo", |raw| Memo::parse(raw).ok())
+    }
+}
+
+/// The columns [`budget`] reads, in its order, of the table or alias `$t`.
+macro_rules! budget_columns {
+    ($t:literal) => {
+        concat!(
+            $t,
+            ".id, ",
+            $t,
+            ".tenant_id, ",
+            $t,
+            ".name, ",
+            $t,
+            ".unit, ",
+            $t,
+            ".state, ",
+            $t,
+            ".created_at, ",
+            $t,
+            ".closed_at, ",
+            $t,
+            ".opening_deposit_atomic, ",
+            $t,
+            ".credited_atomic, ",
+            $t,
+            ".debited_atomic, ",
+            $t,
+            ".spent_atomic, ",
+            $t,
+            ".reserved_atomic"
+        )
+    };
+}
+pub(crate) use budget_columns;
+
+/// A budget from [`budget_columns`], starting at column `at`.
+pub(crate) fn budget<R: TextRow>(row: &R, at: usize) -> Result<Budget, R::Error> {
+    let c = Columns::new(row, at);
+    let state = match (c.text(4)?, c.opt_time(6)?) {
+        ("open", None) => BudgetState::Open,
+        ("closed", Some(at)) => BudgetState::Closed { at },
+        _ => return Err(R::corrupt(at + 4, "a bad budget state".into())),
+    };
+    Ok(Budget {
+        id: c.parse(0, "budget id", BudgetId::parse)?,
+        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
+        name: c.parse(2, "name", |raw| Name::parse(raw).ok())?,
+        unit: c.parse(3, "unit", |raw| Unit::parse(raw).ok())?,
+        state,
+        created_at: c.time(5)?,
+        opening_deposit: c.amount(7)?,
+        figures: Figures {
+            credited: c.amount(8)?.get(),
+            debited: c.amount(9)?.get(),
+            spent: c.amount(10)?.get(),
+            reserved: c.amount(11)?.get(),
+        },
+    })
+}
+
+/// The columns [`tenant`] reads, in its order: the tenant's (alias `t`), then its default
+/// budget's (alias `b`).
+macro_rules! tenant_columns {
+    () => {
+        concat!(
+            "t.id, t.name, t.state, t.created_at, t.tombstoned_at, ",
+            $crate::store::rows::budget_columns!("b")
+        )
+    };
+}
+pub(crate) use tenant_columns;
+
+/// A tenant, with its default budget, from [`tenant_columns`].
+pub(crate) fn tenant<R: TextRow>(row: &R) -> Result<Tenant, R::Error> {
+    let c = Columns::new(row, 0);
+    let id = c.parse(0, "tenant id", TenantId::parse)?;
+    let state = match (c.text(2)?, c.opt_time(4)?) {
+        ("active", None) => TenantState::Active,
+        ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
+        _ => return Err(R::corrupt(2, format!("tenant {id} has a bad state"))),
+    };
+    Ok(Tenant {
+        name: c.parse(1, "name", |raw| Name::parse(raw).ok())?,
+        created_at: c.time(3)?,
+        state,
+        budget: budget(row, 5)?,
+        id,
+    })
+}
+
+/// The columns [`reservation`] reads, in its order.
+pub(crate) const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, amount_atomic, \
+     committed_atomic, memo, created_at, expires_at, settled_at";
+
+/// A reservation from [`RESERVATION_COLUMNS`].
+pub(crate) fn reservation<R: TextRow>(row: &R) -> Result<Reservation, R::Error> {
+    let c = Columns::new(row, 0);
+    let committed = c.opt_parse(5, "amount", |raw| Atomic::parse(raw).ok())?;
+    let state = match (c.text(3)?, c.opt_time(9)?, committed) {
+        ("active", None, None) => ReservationState::Active,
+        ("committed", Some(at), Some(amount)) => ReservationState::Committed { amount, at },
+        ("released", Some(at), None) => ReservationState::Released { at },
+        ("expired", Some(at), None) => ReservationState::Expired { at },
+        _ => return Err(R::corrupt(3, "a bad reservation state".into())),
+    };
+    Ok(Reservation {
+        id: c.parse(0, "reservation id", ReservationId::parse)?,
+        tenant_id: c.parse(1, "tenant id", TenantId::parse)?,
+        budget_id: c.parse(2, "budget id", BudgetId::parse)?,
+        state,
+        amount: c.amount(4)?,
+        memo: c.opt_memo(6)?,
+        created_at: c.time(7)?,
+        expires_at: c.time(8)?,
+    })
+}
+
+/// The columns [`entry`] reads, in its order.
+pub(crate) const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, \
+     memo, occurred_at, balance_atomic, available_atomic";
+
+/// A ledger entry from [`ENTRY_COLUMNS`].
+pub(crate) fn entry<R: TextRow>(row: &R) -> Result<LedgerEntry, R::Error> {
+    let c = Columns::new(row, 0);
+    Ok(LedgerEntry {
+        id: c.parse(0, "entry id", EntryId::parse)?,
+        budget_id: c.parse(1, "budget id", BudgetId::parse)?,
+        kind: c.parse(2, "entry kind", EntryKind::parse)?,
+        amount: c.amount(3)?,
+        reservation_id: c.opt_parse(4, "reservation id", ReservationId::parse)?,
+        memo: c.opt_memo(5)?,
+        occurred_at: c.time(6)?,
+        balance: c.amount(7)?,
+        available: c.amount(8)?,
+    })
+}
