@@ -5,9 +5,11 @@ LISTEN     ?= 127.0.0.1:8080
 DB         ?= ./tenantd.db
 TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
+PG_DIR     ?= target/postgres/primary
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test check bench bench-ab crash-test static clean help fuzz api-fuzz
+.PHONY: run build test test-with-postgres check bench bench-ab crash-test static clean help fuzz \
+	api-fuzz postgres-up postgres-down
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
@@ -19,6 +21,7 @@ help:
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
 	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
 	@echo "make static  a statically linked binary in target/$(STATIC_TARGET)/release/"
+	@echo "make postgres-up  a private PostgreSQL for the tests in $(PG_DIR) (make postgres-down stops it)"
 
 build:
 	$(CARGO) build --release --locked
@@ -39,9 +42,17 @@ run: build
 	@echo "stop with Ctrl-C"
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
+# The steps after the lints run beside a private PostgreSQL cluster in PG_DIR, started
+# afresh and stopped at the end, also when a step fails: scripts/with-postgres.sh exports
+# TENANTD_TEST_POSTGRES_URL and TENANTD_TEST_POSTGRES_ADMIN_URL to them.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
+	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
+
+test-with-postgres:
+	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
+		{ echo "test-with-postgres: run by make test (through scripts/with-postgres.sh)"; exit 2; }
 	$(CARGO) test --release --locked
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
@@ -107,6 +118,17 @@ fuzz:
 	@ls $(FUZZ_DIR)/artifacts/create_request 2>/dev/null \
 		| sed 's|^|finding: fuzz/artifacts/create_request/|'
 	@exit $$(cat $(FUZZ_DIR)/target/create_request.status)
+
+# A private PostgreSQL cluster for running tests by hand (scripts/postgres.sh: initdb and
+# pg_ctl in PG_DIR, 127.0.0.1 on a free port; installs Debian's postgresql package as root
+# if no server is there). postgres-up prints how to export its URLs; postgres-down stops it.
+postgres-up:
+	@scripts/postgres.sh start $(PG_DIR) >/dev/null
+	@echo "export TENANTD_TEST_POSTGRES_URL=\"\$$(cat $(PG_DIR)/url)\""
+	@echo "export TENANTD_TEST_POSTGRES_ADMIN_URL=\"\$$(cat $(PG_DIR)/admin-url)\""
+
+postgres-down:
+	@scripts/postgres.sh stop $(PG_DIR)
 
 # Schemathesis (pinned, in .venv-api-fuzz/) against the release binary on 127.0.0.1 with every
 # check and the admin token; then SIGTERM (exit 0) and `tenantd audit verify`. Reports land in
