@@ -56,6 +56,7 @@ test-with-postgres:
 	$(CARGO) test --release --locked
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
+	scripts/postgres-schema-check.sh
 
 # The quick loop while working: what `make test` runs first, without the benchmark smoke run
 # and the Schemathesis run (which install Python packages). The storage-fault tests mount a

@@ -1,0 +1,337 @@
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 3 (SQLite's
+-- `PRAGMA user_version = 3`), which the schema_version table records. The tables, columns,
+-- uniqueness, indexes and triggers are those that schema.sql's migrations leave, in their
+-- final shape; there is nothing to migrate from.
+--
+-- Run as one script, in one transaction, by the role that owns the database (no superuser:
+-- no extension, nothing outside the current schema). It is safe to run again: every object
+-- is created only if missing (functions and triggers are replaced by the same definition),
+-- and the rows it inserts are inserted only if missing. It refuses a database whose
+-- schema_version is newer than 3. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+--
+-- Differences from SQLite, all in the representation and none in what is accepted:
+-- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
+--   text. (A fraction given for numeric(39,0) is rounded before any CHECK sees it: the
+--   writer binds integers only.)
+-- * BLOBs are bytea. Timestamps, the audit chain's payload and hashes stay text, holding
+--   exactly what SQLite holds, so that the chain verifies byte for byte.
+-- * Every text column is COLLATE "C": comparisons and the order of keys and pages are
+--   bytewise, as SQLite's BINARY collation, whatever the database's default collation.
+-- * The audit chain's head is the one row of chain_head, not max(seq): the insert trigger
+--   on audit_events checks a new row against it and advances it (see below).
+-- * A refused write raises SQLSTATE 23000 (integrity_constraint_violation) with the same
+--   message as SQLite's RAISE(ABORT, ...). TRUNCATE, which SQLite lacks and which bypasses
+--   DELETE triggers, is refused wherever DELETE is.
+-- * SQLite's secure_delete has no counterpart: an erased idempotency record's bytes stay
+--   in the table's file until VACUUM reuses the space.
+
+-- A newer schema is not for this build.
+DO $$
+BEGIN
+    IF to_regclass('schema_version') IS NOT NULL THEN
+        IF (SELECT max(version) FROM schema_version) > 3 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (3)',
+                (SELECT max(version) FROM schema_version)
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+    END IF;
+END
+$$;
+
+-- The schema version: 3, as SQLite's user_version for the same schema.
+CREATE TABLE IF NOT EXISTS schema_version (
+    id      integer PRIMARY KEY CHECK (id = 1),
+    version integer NOT NULL
+);
+INSERT INTO schema_version (id, version) VALUES (1, 3) ON CONFLICT (id) DO NOTHING;
+
+-- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
+-- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
+CREATE OR REPLACE FUNCTION tenantd_refuse() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'integrity_constraint_violation';
+END
+$$;
+
+-- Tenants are tombstoned, never erased.
+CREATE TABLE IF NOT EXISTS tenants (
+    id                     text COLLATE "C" PRIMARY KEY,
+    name                   text COLLATE "C" NOT NULL,
+    state                  text COLLATE "C" NOT NULL CHECK (state IN ('active', 'tombstoned')),
+    opening_deposit_atomic numeric(39,0) NOT NULL CHECK (
+        opening_deposit_atomic >= 0
+        AND opening_deposit_atomic <= 340282366920938463463374607431768211455),
+    -- SHA-256 of the tenant token; the token itself is never stored here.
+    token_hash             bytea NOT NULL CHECK (octet_length(token_hash) = 32),
+    created_at             text COLLATE "C" NOT NULL,
+    tombstoned_at          text COLLATE "C",
+    CHECK ((state = 'active') = (tombstoned_at IS NULL))
+);
+
+-- A name is unique among active tenants only: a tombstoned tenant's name may be taken again.
+CREATE UNIQUE INDEX IF NOT EXISTS tenants_active_name ON tenants (name) WHERE state = 'active';
+-- Tombstoned tenants in id order, for `GET /v1/tenants?state=tombstoned`.
+CREATE INDEX IF NOT EXISTS tenants_tombstoned ON tenants (id) WHERE state = 'tombstoned';
+
+CREATE OR REPLACE TRIGGER tenants_never_deleted
+BEFORE DELETE ON tenants
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('tenants are tombstoned, never deleted');
+
+CREATE OR REPLACE TRIGGER tenants_never_truncated
+BEFORE TRUNCATE ON tenants
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('tenants are tombstoned, never deleted');
+
+-- What a tenant is does not change; only its state moves, and only forward.
+CREATE OR REPLACE TRIGGER tenants_identity_immutable
+BEFORE UPDATE ON tenants
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.name IS DISTINCT FROM OLD.name
+   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
+   OR NEW.token_hash IS DISTINCT FROM OLD.token_hash
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at
+   OR (OLD.state = 'tombstoned' AND (
+         NEW.state IS DISTINCT FROM OLD.state
+      OR NEW.tombstoned_at IS DISTINCT FROM OLD.tombstoned_at)))
+EXECUTE FUNCTION tenantd_refuse('a tenant''s identity is immutable and a tombstone is final');
+
+-- The audit chain: append-only, each row linked to the one before by SHA-256. Every column
+-- is the text SQLite stores.
+CREATE TABLE IF NOT EXISTS audit_events (
+    seq         bigint PRIMARY KEY,
+    occurred_at text COLLATE "C" NOT NULL,
+    actor       text COLLATE "C" NOT NULL,
+    action      text COLLATE "C" NOT NULL,
+    tenant_id   text COLLATE "C" NOT NULL,
+    payload     text COLLATE "C" NOT NULL,
+    prev_hash   text COLLATE "C" NOT NULL,
+    hash        text COLLATE "C" NOT NULL
+);
+
+-- The chain's head: the last event's seq and hash (0 and 64 zeros while the chain is
+-- empty). A writer appends with, in one transaction:
+--   SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE;
+--   INSERT INTO audit_events ... (seq = head seq + 1, prev_hash = head hash);
+-- The row lock orders the writers, so seq has no gaps and no two events share a parent
+-- (a sequence would leave gaps behind rolled-back transactions). The writer does not update
+-- this table: the insert trigger on audit_events does, and nothing else may.
+CREATE TABLE IF NOT EXISTS chain_head (
+    id   integer PRIMARY KEY CHECK (id = 1),
+    seq  bigint NOT NULL CHECK (seq >= 0),
+    hash text COLLATE "C" NOT NULL
+);
+INSERT INTO chain_head (id, seq, hash)
+VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000')
+ON CONFLICT (id) DO NOTHING;
+
+-- A new event must take the next seq and link to the current head, which then moves to it.
+-- The head is locked here too, so a writer that did not lock it first still waits its turn
+-- and is checked against the head as it is once the lock is granted.
+CREATE OR REPLACE FUNCTION audit_events_continue_chain() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    head chain_head%ROWTYPE;
+BEGIN
+    SELECT * INTO head FROM chain_head WHERE id = 1 FOR UPDATE;
+    IF NOT FOUND
+       OR NEW.seq IS DISTINCT FROM head.seq + 1
+       OR NEW.prev_hash IS DISTINCT FROM head.hash THEN
+        RAISE EXCEPTION 'an audit event must continue the chain'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    UPDATE chain_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER audit_events_append_only
+BEFORE INSERT ON audit_events
+FOR EACH ROW EXECUTE FUNCTION audit_events_continue_chain();
+
+CREATE OR REPLACE TRIGGER audit_events_no_update
+BEFORE UPDATE ON audit_events
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('audit events are immutable');
+
+CREATE OR REPLACE TRIGGER audit_events_no_delete
+BEFORE DELETE ON audit_events
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('audit events are immutable');
+
+CREATE OR REPLACE TRIGGER audit_events_no_truncate
+BEFORE TRUNCATE ON audit_events
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('audit events are immutable');
+
+-- The head moves only with the chain: an update that does not come from a trigger function
+-- (pg_trigger_depth() is 0 when the WHEN clause of a statement's own trigger is evaluated,
+-- 1 when the statement runs in audit_events_continue_chain), a delete and a truncate are
+-- refused.
+CREATE OR REPLACE TRIGGER chain_head_moves_with_the_chain
+BEFORE UPDATE ON chain_head
+FOR EACH ROW WHEN (pg_trigger_depth() = 0)
+EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+
+CREATE OR REPLACE TRIGGER chain_head_no_delete
+BEFORE DELETE ON chain_head
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+
+CREATE OR REPLACE TRIGGER chain_head_no_truncate
+BEFORE TRUNCATE ON chain_head
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+
+-- What an idempotent request returned, kept for the replay window and then erased. It
+-- belongs to the principal that sent its key, and binds the key to the method and path as
+-- well as the body. `response_body` may hold a tenant token in plain text: it is the one
+-- copy the contract allows, and it is deleted when the window closes.
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    principal     text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    method        text COLLATE "C" NOT NULL,
+    path          text COLLATE "C" NOT NULL,
+    -- SHA-256 of the parsed body in its request type's canonical form.
+    fingerprint   bytea NOT NULL CHECK (octet_length(fingerprint) = 32),
+    status        integer NOT NULL CHECK (status BETWEEN 200 AND 299),
+    location      text COLLATE "C",
+    response_body text COLLATE "C" NOT NULL,
+    created_ms    bigint NOT NULL,
+    PRIMARY KEY (principal, key)
+);
+
+CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys (created_ms);
+
+-- Budgets that can be spent. A tenant has one or more budgets; each holds its running
+-- totals, and every movement appends a ledger entry. The invariant
+-- credited >= debited + spent + reserved is kept by the writer, in the transaction of every
+-- movement, with checked 128-bit arithmetic.
+CREATE TABLE IF NOT EXISTS budgets (
+    id                     text COLLATE "C" PRIMARY KEY,
+    tenant_id              text COLLATE "C" NOT NULL,
+    name                   text COLLATE "C" NOT NULL,
+    unit                   text COLLATE "C" NOT NULL,
+    state                  text COLLATE "C" NOT NULL CHECK (state IN ('open', 'closed')),
+    created_at             text COLLATE "C" NOT NULL,
+    closed_at              text COLLATE "C",
+    opening_deposit_atomic numeric(39,0) NOT NULL CHECK (
+        opening_deposit_atomic >= 0
+        AND opening_deposit_atomic <= 340282366920938463463374607431768211455),
+    credited_atomic        numeric(39,0) NOT NULL CHECK (
+        credited_atomic >= 0 AND credited_atomic <= 340282366920938463463374607431768211455),
+    debited_atomic         numeric(39,0) NOT NULL CHECK (
+        debited_atomic >= 0 AND debited_atomic <= 340282366920938463463374607431768211455),
+    spent_atomic           numeric(39,0) NOT NULL CHECK (
+        spent_atomic >= 0 AND spent_atomic <= 340282366920938463463374607431768211455),
+    reserved_atomic        numeric(39,0) NOT NULL CHECK (
+        reserved_atomic >= 0 AND reserved_atomic <= 340282366920938463463374607431768211455),
+    CHECK ((state = 'open') = (closed_at IS NULL))
+);
+
+-- A name is unique among a tenant's open budgets; a closed budget's name may be taken again.
+CREATE UNIQUE INDEX IF NOT EXISTS budgets_open_name ON budgets (tenant_id, name)
+    WHERE state = 'open';
+CREATE INDEX IF NOT EXISTS budgets_tenant ON budgets (tenant_id, id);
+
+CREATE OR REPLACE TRIGGER budgets_never_deleted
+BEFORE DELETE ON budgets
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('budgets are closed, never deleted');
+
+CREATE OR REPLACE TRIGGER budgets_never_truncated
+BEFORE TRUNCATE ON budgets
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('budgets are closed, never deleted');
+
+-- What a budget is does not change, and a closed budget is frozen whole.
+CREATE OR REPLACE TRIGGER budgets_identity_immutable
+BEFORE UPDATE ON budgets
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+   OR NEW.name IS DISTINCT FROM OLD.name
+   OR NEW.unit IS DISTINCT FROM OLD.unit
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at
+   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
+   OR OLD.state = 'closed')
+EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+
+-- Reservations hold part of a budget until they are committed, released or expire.
+CREATE TABLE IF NOT EXISTS reservations (
+    id               text COLLATE "C" PRIMARY KEY,
+    tenant_id        text COLLATE "C" NOT NULL,
+    budget_id        text COLLATE "C" NOT NULL,
+    state            text COLLATE "C" NOT NULL
+                     CHECK (state IN ('active', 'committed', 'released', 'expired')),
+    amount_atomic    numeric(39,0) NOT NULL CHECK (
+        amount_atomic >= 0 AND amount_atomic <= 340282366920938463463374607431768211455),
+    committed_atomic numeric(39,0) CHECK (
+        committed_atomic >= 0 AND committed_atomic <= 340282366920938463463374607431768211455),
+    memo             text COLLATE "C",
+    created_at       text COLLATE "C" NOT NULL,
+    -- RFC 3339 text of one fixed width, so text order is time order.
+    expires_at       text COLLATE "C" NOT NULL,
+    settled_at       text COLLATE "C",
+    CHECK ((state = 'active') = (settled_at IS NULL)),
+    CHECK ((state = 'committed') = (committed_atomic IS NOT NULL))
+);
+
+CREATE INDEX IF NOT EXISTS reservations_tenant ON reservations (tenant_id, id);
+-- The active reservations of a tenant in id order: a page of `?state=active` seeks here
+-- rather than walking every settled reservation of the tenant.
+CREATE INDEX IF NOT EXISTS reservations_tenant_active ON reservations (tenant_id, id)
+    WHERE state = 'active';
+-- The active reservations of a budget, soonest to expire first: what a write on the budget
+-- must expire first, and what a close or a tombstone releases.
+CREATE INDEX IF NOT EXISTS reservations_active_budget ON reservations (budget_id, expires_at)
+    WHERE state = 'active';
+-- Every active reservation by expiry: the sweep that records expiries within a second.
+CREATE INDEX IF NOT EXISTS reservations_active_expiry ON reservations (expires_at)
+    WHERE state = 'active';
+
+CREATE OR REPLACE TRIGGER reservations_never_deleted
+BEFORE DELETE ON reservations
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('reservations are settled, never deleted');
+
+CREATE OR REPLACE TRIGGER reservations_never_truncated
+BEFORE TRUNCATE ON reservations
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('reservations are settled, never deleted');
+
+-- Only an active reservation changes: its expiry (an extend) or its state (a settlement).
+CREATE OR REPLACE TRIGGER reservations_settled_are_final
+BEFORE UPDATE ON reservations
+FOR EACH ROW
+WHEN (OLD.state IS DISTINCT FROM 'active'
+   OR NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
+   OR NEW.amount_atomic IS DISTINCT FROM OLD.amount_atomic
+   OR NEW.memo IS DISTINCT FROM OLD.memo
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at)
+EXECUTE FUNCTION tenantd_refuse('a reservation changes only while it is active');
+
+-- Every movement of a budget, append-only.
+CREATE TABLE IF NOT EXISTS ledger_entries (
+    id               text COLLATE "C" PRIMARY KEY,
+    budget_id        text COLLATE "C" NOT NULL,
+    kind             text COLLATE "C" NOT NULL
+                     CHECK (kind IN ('opening_deposit', 'credit', 'debit', 'reserve', 'commit',
+                                     'release', 'expire')),
+    amount_atomic    numeric(39,0) NOT NULL CHECK (
+        amount_atomic >= 0 AND amount_atomic <= 340282366920938463463374607431768211455),
+    reservation_id   text COLLATE "C",
+    memo             text COLLATE "C",
+    occurred_at      text COLLATE "C" NOT NULL,
+    balance_atomic   numeric(39,0) NOT NULL CHECK (
+        balance_atomic >= 0 AND balance_atomic <= 340282366920938463463374607431768211455),
+    available_atomic numeric(39,0) NOT NULL CHECK (
+        available_atomic >= 0 AND available_atomic <= 340282366920938463463374607431768211455)
+);
+
+CREATE INDEX IF NOT EXISTS ledger_entries_budget ON ledger_entries (budget_id, id);
+
+CREATE OR REPLACE TRIGGER ledger_entries_no_update
+BEFORE UPDATE ON ledger_entries
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');
+
+CREATE OR REPLACE TRIGGER ledger_entries_no_delete
+BEFORE DELETE ON ledger_entries
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');
+
+CREATE OR REPLACE TRIGGER ledger_entries_no_truncate
+BEFORE TRUNCATE ON ledger_entries
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');

@@ -1,0 +1,397 @@
+#!/usr/bin/env bash
+# Checks schema-postgres.sql on a live PostgreSQL: that the role tenantd can create it, that
+# it can be applied twice, and that each trigger, CHECK and unique index refuses what it
+# must while the writes the service makes go through.
+#
+#   scripts/with-postgres.sh scripts/postgres-schema-check.sh   # what `make test` runs
+#   TENANTD_TEST_POSTGRES_URL=... TENANTD_TEST_POSTGRES_ADMIN_URL=... \
+#       scripts/postgres-schema-check.sh
+#
+# Needs TENANTD_TEST_POSTGRES_URL (role tenantd, not a superuser) and
+# TENANTD_TEST_POSTGRES_ADMIN_URL (a superuser), as scripts/with-postgres.sh exports them.
+# Creates a fresh database owned by tenantd, applies the schema as tenantd with psql
+# (ON_ERROR_STOP, in one transaction that holds pg_advisory_xact_lock, as the service
+# will), commits a few rows, then runs each check in a transaction of its own that is rolled
+# back. Prints one line per check; exits non-zero if any failed, naming each. The database
+# is dropped at the end, also on failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+schema="$root/schema-postgres.sql"
+url=${TENANTD_TEST_POSTGRES_URL:?"not set: run this through scripts/with-postgres.sh"}
+admin_url=${TENANTD_TEST_POSTGRES_ADMIN_URL:?"not set: run this through scripts/with-postgres.sh"}
+
+psql_bin=$(command -v psql || true)
+if [ -z "$psql_bin" ]; then
+    psql_bin=$(ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -n 1)
+fi
+[ -n "$psql_bin" ] || { echo "postgres-schema-check: no psql found (Debian package postgresql-client)" >&2; exit 1; }
+
+db="tenantd_schema_check_$$"
+db_url="${url%/*}/$db"
+
+# psql, bounded, stopping at the first error, errors with their SQLSTATE.
+q() {
+    PGCONNECT_TIMEOUT=5 timeout 60 "$psql_bin" -X -q -A -t -v ON_ERROR_STOP=1 \
+        -v VERBOSITY=verbose "$@"
+}
+
+q "$admin_url" -c "CREATE DATABASE $db OWNER tenantd" >/dev/null
+trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+
+checks=0
+failed=()
+
+pass() {
+    checks=$((checks + 1))
+    echo "ok   $1"
+}
+
+fail() {
+    checks=$((checks + 1))
+    failed+=("$1")
+    echo "FAIL $1"
+    [ -z "${2:-}" ] || echo "$2" | sed 's/^/       /'
+}
+
+# apply DESC [SQL before the schema]: the schema, as tenantd, in one locked transaction.
+apply() {
+    local out
+    if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
+        -c "SELECT pg_advisory_xact_lock(7461617473)" -c "${2:-SELECT}" -f "$schema" 2>&1); then
+        pass "$1"
+    else
+        fail "$1" "$out"
+    fi
+}
+
+# commit DESC SQL: SQL goes through and stays.
+commit() {
+    local out
+    if out=$(q "$db_url" -c "$2" 2>&1); then pass "$1"; else fail "$1" "$out"; fi
+}
+
+# accepts DESC SQL: SQL goes through (and is rolled back).
+accepts() {
+    local out
+    if out=$(q "$db_url" -c "BEGIN" -c "$2" -c "ROLLBACK" 2>&1); then
+        pass "$1"
+    else
+        fail "$1" "$out"
+    fi
+}
+
+# refuses DESC SQL EXPECTED: SQL fails with an error whose text holds EXPECTED (which may
+# start with the SQLSTATE, e.g. "23000: audit events are immutable").
+refuses() {
+    local out
+    if out=$(q "$db_url" -c "BEGIN" -c "$2" -c "ROLLBACK" 2>&1); then
+        fail "$1" "accepted, where an error with \"$3\" was expected"
+    elif grep -qF -- "$3" <<< "$out"; then
+        pass "$1"
+    else
+        fail "$1" "expected an error with \"$3\", got: $out"
+    fi
+}
+
+# yields DESC SQL EXPECTED: SQL (rolled back) prints exactly EXPECTED.
+yields() {
+    local out
+    if out=$(q "$db_url" -c "BEGIN" -c "$2" -c "ROLLBACK" 2>&1) && [ "$out" = "$3" ]; then
+        pass "$1"
+    else
+        fail "$1" "expected \"$3\", got: $out"
+    fi
+}
+
+max='340282366920938463463374607431768211455' # 2^128 - 1
+over='340282366920938463463374607431768211456' # 2^128
+zeros=$(printf '0%.0s' $(seq 64))
+h1=$(printf '1%.0s' $(seq 64))
+h2=$(printf '2%.0s' $(seq 64))
+h3=$(printf '3%.0s' $(seq 64))
+t0='2025-01-01T00:00:00.000000Z'
+t1='2025-01-01T00:00:01.000000Z'
+t2='2025-01-01T00:00:02.000000Z'
+hash32="decode(repeat('ab', 32), 'hex')"
+tenant_cols="(id, name, state, opening_deposit_atomic, token_hash, created_at, tombstoned_at)"
+budget_cols="(id, tenant_id, name, unit, state, created_at, closed_at, opening_deposit_atomic,
+    credited_atomic, debited_atomic, spent_atomic, reserved_atomic)"
+reservation_cols="(id, tenant_id, budget_id, state, amount_atomic, committed_atomic, memo,
+    created_at, expires_at, settled_at)"
+entry_cols="(id, budget_id, kind, amount_atomic, reservation_id, memo, occurred_at,
+    balance_atomic, available_atomic)"
+event_cols="(seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash)"
+key_cols="(principal, key, method, path, fingerprint, status, location, response_body, created_ms)"
+
+echo "postgres-schema-check: $schema in database $db, as tenantd"
+
+# --- creation, by the database's owner, not a superuser
+yields "the schema is applied by a role that is not a superuser" \
+    "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
+    "tenantd false"
+apply "the schema applies as tenantd in one transaction holding an advisory lock"
+yields "schema_version is 3 (SQLite's user_version)" "SELECT version FROM schema_version" 3
+yields "the chain head starts at seq 0 and the genesis hash" \
+    "SELECT seq || ' ' || hash FROM chain_head" "0 $zeros"
+yields "every table is there" \
+    "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
+    "audit_events,budgets,chain_head,idempotency_keys,ledger_entries,reservations,schema_version,tenants"
+yields "every index is there" \
+    "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
+    "audit_events_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
+yields "the amounts are numeric(39,0)" \
+    "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
+       AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
+       IS DISTINCT FROM ('numeric', 39, 0)" 0
+
+# --- rows the service writes
+commit "insert an active tenant" "INSERT INTO tenants $tenant_cols
+    VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL)"
+commit "insert a tombstoned tenant" "INSERT INTO tenants $tenant_cols
+    VALUES ('ten_T', 'gone', 'tombstoned', 5, $hash32, '$t0', '$t1')"
+commit "insert an open budget" "INSERT INTO budgets $budget_cols
+    VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 100)"
+commit "insert a closed budget" "INSERT INTO budgets $budget_cols
+    VALUES ('bud_C', 'ten_T', 'default', 'atomic', 'closed', '$t0', '$t1', 5, 5, 0, 0, 0)"
+commit "insert a ledger entry" "INSERT INTO ledger_entries $entry_cols
+    VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+commit "insert an active reservation" "INSERT INTO reservations $reservation_cols
+    VALUES ('res_A', 'ten_A', 'bud_A', 'active', 100, NULL, 'job 1', '$t0', '$t2', NULL)"
+commit "insert a committed reservation" "INSERT INTO reservations $reservation_cols
+    VALUES ('res_C', 'ten_A', 'bud_A', 'committed', 50, 40, NULL, '$t0', '$t1', '$t1')"
+commit "append the first audit event" "BEGIN;
+    SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE;
+    INSERT INTO audit_events $event_cols
+    VALUES (1, '$t0', 'admin', 'tenant.created', 'ten_A', '{\"name\":\"alpha\"}', '$zeros', '$h1');
+    COMMIT"
+commit "append the second audit event" "INSERT INTO audit_events $event_cols
+    VALUES (2, '$t1', 'admin', 'tenant.tombstoned', 'ten_T', '{}', '$h1', '$h2')"
+commit "insert an idempotency record" "INSERT INTO idempotency_keys $key_cols
+    VALUES ('admin', 'key-1', 'POST', '/v1/tenants', $hash32, 201, '/v1/tenants/ten_A',
+            '{\"token\":\"t\"}', 1700000000000)"
+yields "the chain head follows the appended events" \
+    "SELECT seq || ' ' || hash FROM chain_head" "2 $h2"
+yields "the audit event's text is kept byte for byte" \
+    "SELECT payload || ' ' || occurred_at FROM audit_events WHERE seq = 1" "{\"name\":\"alpha\"} $t0"
+
+# --- the audit chain
+refuses "audit_events: UPDATE is refused" \
+    "UPDATE audit_events SET payload = '{}' WHERE seq = 1" "23000: audit events are immutable"
+refuses "audit_events: DELETE is refused" \
+    "DELETE FROM audit_events WHERE seq = 2" "23000: audit events are immutable"
+refuses "audit_events: TRUNCATE is refused" \
+    "TRUNCATE audit_events" "23000: audit events are immutable"
+accepts "audit_events: the next event (seq 3, linked to seq 2) is appended" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'tenant.created', 'ten_B', '{}', '$h2', '$h3')"
+yields "audit_events: an append moves the chain head" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'tenant.created', 'ten_B', '{}', '$h2', '$h3');
+     SELECT seq || ' ' || hash FROM chain_head" "3 $h3"
+refuses "audit_events: a gap in seq is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (4, '$t2', 'admin', 'a', 'ten_B', '{}', '$h2', '$h3')" \
+    "23000: an audit event must continue the chain"
+refuses "audit_events: a wrong prev_hash is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'a', 'ten_B', '{}', '$h1', '$h3')" \
+    "23000: an audit event must continue the chain"
+refuses "audit_events: a second event with a taken seq is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (2, '$t2', 'admin', 'a', 'ten_B', '{}', '$h1', '$h3')" \
+    "23000: an audit event must continue the chain"
+refuses "chain_head: a direct UPDATE is refused" \
+    "UPDATE chain_head SET seq = 5" \
+    "23000: the chain head moves only with an appended audit event"
+refuses "chain_head: DELETE is refused" \
+    "DELETE FROM chain_head" "23000: the chain head moves only with an appended audit event"
+refuses "chain_head: TRUNCATE is refused" \
+    "TRUNCATE chain_head" "23000: the chain head moves only with an appended audit event"
+refuses "chain_head: a second row is refused" \
+    "INSERT INTO chain_head (id, seq, hash) VALUES (2, 0, '$zeros')" "23514:"
+
+# --- tenants
+refuses "tenants: DELETE is refused" \
+    "DELETE FROM tenants WHERE id = 'ten_T'" "23000: tenants are tombstoned, never deleted"
+refuses "tenants: TRUNCATE is refused" \
+    "TRUNCATE tenants" "23000: tenants are tombstoned, never deleted"
+for change in "name = 'beta'" "id = 'ten_Z'" "opening_deposit_atomic = 1" \
+    "token_hash = decode(repeat('cd', 32), 'hex')" "created_at = '$t1'"; do
+    refuses "tenants: SET $change is refused" "UPDATE tenants SET $change WHERE id = 'ten_A'" \
+        "23000: a tenant's identity is immutable and a tombstone is final"
+done
+accepts "tenants: an active tenant is tombstoned" \
+    "UPDATE tenants SET state = 'tombstoned', tombstoned_at = '$t2' WHERE id = 'ten_A'"
+refuses "tenants: a tombstone is final" \
+    "UPDATE tenants SET state = 'active', tombstoned_at = NULL WHERE id = 'ten_T'" \
+    "23000: a tenant's identity is immutable and a tombstone is final"
+refuses "tenants: a tombstone's time is final" \
+    "UPDATE tenants SET tombstoned_at = '$t2' WHERE id = 'ten_T'" \
+    "23000: a tenant's identity is immutable and a tombstone is final"
+refuses "tenants: a second active tenant with a name is refused" \
+    "INSERT INTO tenants $tenant_cols VALUES ('ten_B', 'alpha', 'active', 1, $hash32, '$t0', NULL)" \
+    "23505: duplicate key value violates unique constraint \"tenants_active_name\""
+accepts "tenants: a tombstoned tenant's name is taken again" \
+    "INSERT INTO tenants $tenant_cols VALUES ('ten_B', 'gone', 'active', 1, $hash32, '$t0', NULL)"
+refuses "tenants: an active tenant with a tombstone time is refused" \
+    "INSERT INTO tenants $tenant_cols VALUES ('ten_B', 'b', 'active', 1, $hash32, '$t0', '$t1')" \
+    "23514:"
+refuses "tenants: a token hash of 31 bytes is refused" \
+    "INSERT INTO tenants $tenant_cols
+     VALUES ('ten_B', 'b', 'active', 1, decode(repeat('ab', 31), 'hex'), '$t0', NULL)" "23514:"
+
+# --- budgets
+refuses "budgets: DELETE is refused" \
+    "DELETE FROM budgets WHERE id = 'bud_C'" "23000: budgets are closed, never deleted"
+refuses "budgets: TRUNCATE is refused" \
+    "TRUNCATE budgets" "23000: budgets are closed, never deleted"
+for change in "id = 'bud_Z'" "tenant_id = 'ten_T'" "name = 'other'" "unit = 'usd'" \
+    "created_at = '$t1'" "opening_deposit_atomic = 1"; do
+    refuses "budgets: SET $change is refused" "UPDATE budgets SET $change WHERE id = 'bud_A'" \
+        "23000: a budget's identity is immutable and a closed budget is frozen"
+done
+accepts "budgets: an open budget's figures move" \
+    "UPDATE budgets SET credited_atomic = 2000, debited_atomic = 10, spent_atomic = 20,
+     reserved_atomic = 0 WHERE id = 'bud_A'"
+accepts "budgets: an open budget is closed" \
+    "UPDATE budgets SET state = 'closed', closed_at = '$t2' WHERE id = 'bud_A'"
+refuses "budgets: a closed budget's figures are frozen" \
+    "UPDATE budgets SET reserved_atomic = 1 WHERE id = 'bud_C'" \
+    "23000: a budget's identity is immutable and a closed budget is frozen"
+refuses "budgets: a closed budget stays closed" \
+    "UPDATE budgets SET state = 'open', closed_at = NULL WHERE id = 'bud_C'" \
+    "23000: a budget's identity is immutable and a closed budget is frozen"
+refuses "budgets: a second open budget with a name in a tenant is refused" \
+    "INSERT INTO budgets $budget_cols
+     VALUES ('bud_B', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 0, 0, 0, 0, 0)" \
+    "23505: duplicate key value violates unique constraint \"budgets_open_name\""
+accepts "budgets: a closed budget's name is taken again" \
+    "INSERT INTO budgets $budget_cols
+     VALUES ('bud_B', 'ten_T', 'default', 'atomic', 'open', '$t0', NULL, 0, 0, 0, 0, 0)"
+refuses "budgets: an open budget with a close time is refused" \
+    "INSERT INTO budgets $budget_cols
+     VALUES ('bud_B', 'ten_A', 'b', 'atomic', 'open', '$t0', '$t1', 0, 0, 0, 0, 0)" "23514:"
+
+# --- reservations
+refuses "reservations: DELETE is refused" \
+    "DELETE FROM reservations WHERE id = 'res_C'" "23000: reservations are settled, never deleted"
+refuses "reservations: TRUNCATE is refused" \
+    "TRUNCATE reservations" "23000: reservations are settled, never deleted"
+accepts "reservations: an active reservation is extended" \
+    "UPDATE reservations SET expires_at = '2025-01-01T00:10:00.000000Z' WHERE id = 'res_A'"
+accepts "reservations: an active reservation is committed" \
+    "UPDATE reservations SET state = 'committed', committed_atomic = 60, settled_at = '$t2'
+     WHERE id = 'res_A'"
+accepts "reservations: an active reservation is released" \
+    "UPDATE reservations SET state = 'released', settled_at = '$t2' WHERE id = 'res_A'"
+for change in "id = 'res_Z'" "tenant_id = 'ten_T'" "budget_id = 'bud_C'" "amount_atomic = 1" \
+    "memo = 'other'" "memo = NULL" "created_at = '$t1'"; do
+    refuses "reservations: SET $change on an active one is refused" \
+        "UPDATE reservations SET $change WHERE id = 'res_A'" \
+        "23000: a reservation changes only while it is active"
+done
+refuses "reservations: a settled reservation is final" \
+    "UPDATE reservations SET expires_at = '$t2' WHERE id = 'res_C'" \
+    "23000: a reservation changes only while it is active"
+refuses "reservations: a committed one without a committed amount is refused" \
+    "INSERT INTO reservations $reservation_cols
+     VALUES ('res_B', 'ten_A', 'bud_A', 'committed', 1, NULL, NULL, '$t0', '$t1', '$t1')" \
+    "23514:"
+refuses "reservations: an unknown state is refused" \
+    "INSERT INTO reservations $reservation_cols
+     VALUES ('res_B', 'ten_A', 'bud_A', 'held', 1, NULL, NULL, '$t0', '$t1', '$t1')" "23514:"
+
+# --- ledger entries
+refuses "ledger_entries: UPDATE is refused" \
+    "UPDATE ledger_entries SET memo = 'x' WHERE id = 'ent_A'" "23000: ledger entries are immutable"
+refuses "ledger_entries: DELETE is refused" \
+    "DELETE FROM ledger_entries WHERE id = 'ent_A'" "23000: ledger entries are immutable"
+refuses "ledger_entries: TRUNCATE is refused" \
+    "TRUNCATE ledger_entries" "23000: ledger entries are immutable"
+accepts "ledger_entries: an entry is appended" \
+    "INSERT INTO ledger_entries $entry_cols
+     VALUES ('ent_B', 'bud_A', 'reserve', 100, 'res_A', 'job 1', '$t1', 1000, 900)"
+refuses "ledger_entries: an unknown kind is refused" \
+    "INSERT INTO ledger_entries $entry_cols
+     VALUES ('ent_B', 'bud_A', 'gift', 1, NULL, NULL, '$t1', 1000, 900)" "23514:"
+
+# --- amounts: 0 ..= 2^128 - 1
+yields "amounts: 2^128 - 1 is accepted and read back exactly" \
+    "INSERT INTO ledger_entries $entry_cols
+     VALUES ('ent_M', 'bud_A', 'credit', $max, NULL, NULL, '$t1', $max, $max);
+     SELECT amount_atomic::text FROM ledger_entries WHERE id = 'ent_M'" "$max"
+accepts "amounts: 0 is accepted" \
+    "INSERT INTO ledger_entries $entry_cols
+     VALUES ('ent_0', 'bud_A', 'credit', 0, NULL, NULL, '$t1', 0, 0)"
+for column in amount_atomic balance_atomic available_atomic; do
+    for bad in "$over" -1; do
+        amount=1 balance=1 available=1
+        case $column in
+            amount_atomic) amount=$bad ;;
+            balance_atomic) balance=$bad ;;
+            available_atomic) available=$bad ;;
+        esac
+        refuses "amounts: ledger_entries.$column = $bad is refused" \
+            "INSERT INTO ledger_entries $entry_cols
+             VALUES ('ent_X', 'bud_A', 'credit', $amount, NULL, NULL, '$t1', $balance, $available)" \
+            "23514:"
+    done
+done
+for bad in "$over" -1; do
+    refuses "amounts: tenants.opening_deposit_atomic = $bad is refused" \
+        "INSERT INTO tenants $tenant_cols VALUES ('ten_B', 'b', 'active', $bad, $hash32, '$t0', NULL)" \
+        "23514:"
+    for column in credited_atomic debited_atomic spent_atomic reserved_atomic; do
+        refuses "amounts: budgets.$column = $bad is refused" \
+            "UPDATE budgets SET $column = $bad WHERE id = 'bud_A'" "23514:"
+    done
+    refuses "amounts: budgets.opening_deposit_atomic = $bad is refused" \
+        "INSERT INTO budgets $budget_cols
+         VALUES ('bud_B', 'ten_A', 'b', 'atomic', 'open', '$t0', NULL, $bad, 0, 0, 0, 0)" "23514:"
+    refuses "amounts: reservations.amount_atomic = $bad is refused" \
+        "INSERT INTO reservations $reservation_cols
+         VALUES ('res_B', 'ten_A', 'bud_A', 'active', $bad, NULL, NULL, '$t0', '$t1', NULL)" "23514:"
+    refuses "amounts: reservations.committed_atomic = $bad is refused" \
+        "UPDATE reservations SET state = 'committed', committed_atomic = $bad, settled_at = '$t2'
+         WHERE id = 'res_A'" "23514:"
+done
+accepts "amounts: 2^128 - 1 everywhere" \
+    "INSERT INTO tenants $tenant_cols VALUES ('ten_B', 'b', 'active', $max, $hash32, '$t0', NULL);
+     INSERT INTO budgets $budget_cols
+     VALUES ('bud_B', 'ten_B', 'b', 'atomic', 'open', '$t0', NULL, $max, $max, $max, $max, $max);
+     INSERT INTO reservations $reservation_cols
+     VALUES ('res_B', 'ten_B', 'bud_B', 'committed', $max, $max, NULL, '$t0', '$t1', '$t1')"
+
+# --- idempotency records: erased when their window closes
+accepts "idempotency_keys: an expired record is deleted" \
+    "DELETE FROM idempotency_keys WHERE created_ms < 1800000000000"
+refuses "idempotency_keys: a second record for a principal's key is refused" \
+    "INSERT INTO idempotency_keys $key_cols
+     VALUES ('admin', 'key-1', 'POST', '/v1/tenants', $hash32, 201, NULL, '{}', 1)" "23505:"
+refuses "idempotency_keys: a status outside 2xx is refused" \
+    "INSERT INTO idempotency_keys $key_cols
+     VALUES ('admin', 'key-2', 'POST', '/v1/tenants', $hash32, 409, NULL, '{}', 1)" "23514:"
+refuses "idempotency_keys: a fingerprint of 31 bytes is refused" \
+    "INSERT INTO idempotency_keys $key_cols
+     VALUES ('admin', 'key-2', 'POST', '/v1/tenants', decode(repeat('ab', 31), 'hex'), 201,
+             NULL, '{}', 1)" "23514:"
+
+# --- applying the script again changes nothing; a newer schema is refused
+apply "the schema applies a second time"
+yields "a second application keeps the rows and the chain head" \
+    "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
+     || (SELECT seq FROM chain_head) || ' ' || (SELECT version FROM schema_version)" "2 2 2 3"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 4" -f "$schema" 2>&1); then
+    fail "the schema refuses a database of a newer schema version" "applied"
+elif grep -qF "0A000: the database schema is newer (version 4)" <<< "$out"; then
+    pass "the schema refuses a database of a newer schema version"
+else
+    fail "the schema refuses a database of a newer schema version" "$out"
+fi
+
+echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"
+if [ "${#failed[@]}" -gt 0 ]; then
+    printf '  failed: %s\n' "${failed[@]}"
+    exit 1
+fi
