@@ -59,7 +59,8 @@ test-with-postgres:
 	scripts/postgres-schema-check.sh
 
 # The quick loop while working: what `make test` runs first, without the benchmark smoke run
-# and the Schemathesis run (which install Python packages). The storage-fault tests mount a
+# and the Schemathesis run (which install Python packages); the cargo tests run beside a
+# private PostgreSQL cluster, as in `make test`. The storage-fault tests mount a
 # tmpfs and drop to `nobody`, which needs root: run by another user, `make check` leaves them
 # to `make test` and says so.
 ROOT_ONLY_TESTS := faults::a_full_disk faults::a_read_only_database_file faults::a_read_only_file_system
@@ -67,10 +68,11 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	@if [ "$$(id -u)" = 0 ]; then \
-		$(CARGO) test --release --locked; \
+		PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(CARGO) test --release --locked; \
 	else \
 		echo "make check: not root, so the storage-fault tests are left to make test"; \
-		$(CARGO) test --release --locked -- $(addprefix --skip ,$(ROOT_ONLY_TESTS)); \
+		PG_DIR=$(PG_DIR) scripts/with-postgres.sh \
+			$(CARGO) test --release --locked -- $(addprefix --skip ,$(ROOT_ONLY_TESTS)); \
 	fi
 
 # kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).

@@ -45,6 +45,7 @@ const USAGE: &str = "\
 tenantd [serve] [OPTIONS]
        tenantd audit verify [--db PATH]
        tenantd backup [--db PATH] --to FILE
+       tenantd copy --from SRC --to DST
        tenantd --help | --version";
 
 /// What the option list cannot say: the variable without a flag, logging, and exit codes.
@@ -72,6 +73,8 @@ pub enum Command {
     AuditVerify { db: PathBuf },
     /// Copy `db` to the new file `to`, also while a server writes to it.
     Backup { db: PathBuf, to: PathBuf },
+    /// Copy the whole database `from` into the empty `to` (files or PostgreSQL URLs).
+    Copy { from: PathBuf, to: PathBuf },
 }
 
 /// Everything `serve` needs, checked: the rest of the code never sees a raw flag.
@@ -162,7 +165,16 @@ pub fn parse(
         Some(Sub::Backup(BackupArgs {
             db: DbArg { db },
             to,
-        })) => Ok(Command::Backup { db, to }),
+        })) => {
+            if store::postgres_url(&db).is_some() {
+                return Err(invalid(
+                    "backup copies a SQLite file; back a PostgreSQL database up with pg_dump \
+                     (or the provider's snapshots and point-in-time recovery)",
+                ));
+            }
+            Ok(Command::Backup { db, to })
+        }
+        Some(Sub::Copy(CopyArgs { from, to })) => Ok(Command::Copy { from, to }),
     }
 }
 
@@ -205,6 +217,24 @@ enum Sub {
     /// `backup` exits 0.
     #[command(max_term_width = HELP_COLUMNS_MAX)]
     Backup(BackupArgs),
+    /// Copy a whole database into an empty one, SQLite or PostgreSQL, either way
+    ///
+    /// The source is read in one snapshot and never written; the target (a new file, or a
+    /// PostgreSQL database without tenantd data) is written in one transaction, read back and
+    /// compared, and its audit chain verified before `copy` exits 0. Progress goes to stderr.
+    #[command(max_term_width = HELP_COLUMNS_MAX)]
+    Copy(CopyArgs),
+}
+
+#[derive(Args, Debug)]
+struct CopyArgs {
+    /// The database to copy: a SQLite file, or a postgres:// URL
+    #[arg(long, next_line_help = true, value_name = "SRC", value_parser = db_path)]
+    from: PathBuf,
+    /// The database to fill: a new SQLite file (never overwritten), or a postgres:// URL of
+    /// a database that holds no tenantd data (its schema is made if missing)
+    #[arg(long, next_line_help = true, value_name = "DST", value_parser = db_path)]
+    to: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -229,10 +259,11 @@ struct BackupArgs {
 /// `--db`, the one flag every command has.
 #[derive(Args, Debug)]
 struct DbArg {
-    /// The SQLite database file
+    /// The SQLite database file, or (for `audit verify`) a postgres:// URL
     ///
-    /// `serve` creates it, with mode 0600, if it is missing; `audit verify` and `backup` only
-    /// read it.
+    /// `serve` creates the file, with mode 0600, if it is missing; `audit verify` and `backup`
+    /// only read it. A URL takes libpq's parameters, `sslmode` (disable, prefer, require,
+    /// verify-ca, verify-full) and `sslrootcert` among them.
     #[arg(
         long,
         next_line_help = true,
@@ -425,6 +456,12 @@ fn serve(
         (Some(path), _) => TokenFile::Flag(path),
         (None, _) => TokenFile::Absent,
     };
+    if store::postgres_url(&args.db.db).is_some() {
+        return Err(invalid(
+            "serving from PostgreSQL is not in this build yet: --db takes a SQLite file here \
+             (audit verify and copy take a postgres:// URL)",
+        ));
+    }
     Ok(Command::Serve(Box::new(ServeConfig {
         listen: args.listen,
         db: args.db.db,
@@ -753,6 +790,9 @@ mod tests {
                 Ok(Command::AuditVerify { db }) => format!("verify {}", db.display()),
                 Ok(Command::Backup { db, to }) => {
                     format!("backup {} {}", db.display(), to.display())
+                }
+                Ok(Command::Copy { from, to }) => {
+                    format!("copy {} {}", from.display(), to.display())
                 }
                 Err(e) => format!("error {e}"),
             };

@@ -127,6 +127,26 @@ pub fn audit_verify(db: &Path) -> Result<(i64, String), String> {
     store::verify_audit(db).map(|head| (head.seq, head.hash))
 }
 
+/// `tenantd copy`: the whole database at `from` into the empty `to` (each a SQLite file or a
+/// PostgreSQL URL), its progress told to `progress`. On success, a summary of what the copy
+/// holds.
+pub fn copy(from: &Path, to: &Path, progress: impl FnMut(&str)) -> Result<String, String> {
+    store::copy(from, to, progress).map(|copied| {
+        let rows: Vec<String> = copied
+            .rows
+            .iter()
+            .map(|(table, n)| format!("{n} {table}"))
+            .collect();
+        format!(
+            "copied: {}; audit chain verified, head {} (seq {}); content digest {}",
+            rows.join(", "),
+            copied.head.hash,
+            copied.head.seq,
+            copied.digest
+        )
+    })
+}
+
 /// `tenantd backup`: writes a consistent, verified copy of the database at `db` to the new
 /// file `to`. On success, a line that says what the copy holds.
 pub fn backup(db: &Path, to: &Path) -> Result<String, String> {

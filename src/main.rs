@@ -20,6 +20,18 @@ fn main() -> ExitCode {
     match command {
         Command::Serve(config) => serve(*config),
         Command::AuditVerify { db } => verify(&db),
+        Command::Copy { from, to } => {
+            match tenantd::copy(&from, &to, |step| eprintln!("tenantd copy: {step}")) {
+                Ok(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("tenantd copy: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Backup { db, to } => match tenantd::backup(&db, &to) {
             Ok(summary) => {
                 println!("{summary}");

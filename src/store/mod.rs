@@ -17,8 +17,10 @@
 //! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
 //! `503`.
 
+mod copy;
 #[cfg(test)]
 mod model_tests;
+pub(crate) mod postgres;
 mod rows;
 mod sqlite;
 
@@ -540,10 +542,51 @@ impl StoreThreads {
     }
 }
 
-/// `tenantd audit verify`: replays the chain of the database at `path` and compares it with
-/// the stored rows; the head on success.
-pub(crate) fn verify_audit(path: &Path) -> Result<Head, String> {
-    sqlite::verify_audit(path)
+/// `tenantd audit verify`: replays the chain of the database at `db` (a SQLite file or a
+/// PostgreSQL URL) and compares it with the stored rows; the head on success.
+pub(crate) fn verify_audit(db: &Path) -> Result<Head, String> {
+    match postgres_url(db) {
+        None => sqlite::verify_audit(db),
+        Some(url) => block_on(async {
+            let mut client = postgres::connect(url).await?;
+            postgres::verify::verify(&mut client)
+                .await
+                .map_err(|e| e.to_string())
+        }),
+    }
+}
+
+/// The PostgreSQL URL `db` is, if it is one.
+pub(crate) fn postgres_url(db: &Path) -> Option<&str> {
+    db.to_str().filter(|text| postgres::is_url(text))
+}
+
+/// Runs a command-line tool's work on a runtime of its own.
+fn block_on<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?
+        .block_on(work)
+}
+
+/// What a finished copy holds.
+pub(crate) use copy::Copied;
+
+/// `tenantd copy`: the whole database `from` into the empty `to`, either a SQLite file or a
+/// PostgreSQL URL; `progress` hears what is being done.
+pub(crate) fn copy(from: &Path, to: &Path, progress: impl FnMut(&str)) -> Result<Copied, String> {
+    block_on(async {
+        let mut source = match postgres_url(from) {
+            Some(url) => copy::Side::Postgres(postgres::copy::Database::source(url).await?),
+            None => copy::Side::Sqlite(sqlite::copy::File::source(from)?),
+        };
+        let mut target = match postgres_url(to) {
+            Some(url) => copy::Side::Postgres(postgres::copy::Database::create(url).await?),
+            None => copy::Side::Sqlite(sqlite::copy::File::create(to)?),
+        };
+        copy::run(&mut source, &mut target, progress).await
+    })
 }
 
 /// What a finished backup holds.

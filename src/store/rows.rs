@@ -6,6 +6,8 @@
 //! state) is reported through [`TextRow::corrupt`], naming the column and what is wrong: a bug,
 //! or a row edited behind the service's back.
 
+use std::borrow::Cow;
+
 use crate::domain::{
     Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, Figures, LedgerEntry, Memo, Name,
     Reservation, ReservationId, ReservationState, Tenant, TenantId, TenantState, Timestamp, Unit,
@@ -16,11 +18,15 @@ pub(crate) trait TextRow {
     /// The backend's error.
     type Error;
 
-    /// Column `i` as text, `None` for NULL; an error for a column that is not text.
-    fn column(&self, i: usize) -> Result<Option<&str>, Self::Error>;
+    /// Column `i` as text, `None` for NULL; an error for a column that is not text. A backend
+    /// that stores amounts as numbers hands them over in decimal.
+    fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, Self::Error>;
 
     /// The error for column `i` holding something its type does not allow.
     fn corrupt(i: usize, what: String) -> Self::Error;
+
+    /// How many columns the row has.
+    fn len(&self) -> usize;
 }
 
 /// The columns of `row` from `at` on, read in place.
@@ -34,11 +40,11 @@ impl<'r, R: TextRow> Columns<'r, R> {
         Self { row, at }
     }
 
-    fn opt_text(&self, i: usize) -> Result<Option<&'r str>, R::Error> {
+    fn opt_text(&self, i: usize) -> Result<Option<Cow<'r, str>>, R::Error> {
         self.row.column(self.at + i)
     }
 
-    pub(crate) fn text(&self, i: usize) -> Result<&'r str, R::Error> {
+    pub(crate) fn text(&self, i: usize) -> Result<Cow<'r, str>, R::Error> {
         self.opt_text(i)?
             .ok_or_else(|| R::corrupt(self.at + i, "a NULL where a value belongs".into()))
     }
@@ -50,7 +56,7 @@ impl<'r, R: TextRow> Columns<'r, R> {
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Result<T, R::Error> {
         let raw = self.text(i)?;
-        parse(raw).ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}")))
+        parse(&raw).ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}")))
     }
 
     fn opt_parse<T>(
@@ -61,7 +67,7 @@ impl<'r, R: TextRow> Columns<'r, R> {
     ) -> Result<Option<T>, R::Error> {
         match self.opt_text(i)? {
             None => Ok(None),
-            Some(raw) => parse(raw)
+            Some(raw) => parse(&raw)
                 .map(Some)
                 .ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}"))),
         }
@@ -120,7 +126,7 @@ pub(crate) use budget_columns;
 /// A budget from [`budget_columns`], starting at column `at`.
 pub(crate) fn budget<R: TextRow>(row: &R, at: usize) -> Result<Budget, R::Error> {
     let c = Columns::new(row, at);
-    let state = match (c.text(4)?, c.opt_time(6)?) {
+    let state = match (c.text(4)?.as_ref(), c.opt_time(6)?) {
         ("open", None) => BudgetState::Open,
         ("closed", Some(at)) => BudgetState::Closed { at },
         _ => return Err(R::corrupt(at + 4, "a bad budget state".into())),
@@ -158,7 +164,7 @@ pub(crate) use tenant_columns;
 pub(crate) fn tenant<R: TextRow>(row: &R) -> Result<Tenant, R::Error> {
     let c = Columns::new(row, 0);
     let id = c.parse(0, "tenant id", TenantId::parse)?;
-    let state = match (c.text(2)?, c.opt_time(4)?) {
+    let state = match (c.text(2)?.as_ref(), c.opt_time(4)?) {
         ("active", None) => TenantState::Active,
         ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
         _ => return Err(R::corrupt(2, format!("tenant {id} has a bad state"))),
@@ -180,7 +186,7 @@ pub(crate) const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, a
 pub(crate) fn reservation<R: TextRow>(row: &R) -> Result<Reservation, R::Error> {
     let c = Columns::new(row, 0);
     let committed = c.opt_parse(5, "amount", |raw| Atomic::parse(raw).ok())?;
-    let state = match (c.text(3)?, c.opt_time(9)?, committed) {
+    let state = match (c.text(3)?.as_ref(), c.opt_time(9)?, committed) {
         ("active", None, None) => ReservationState::Active,
         ("committed", Some(at), Some(amount)) => ReservationState::Committed { amount, at },
         ("released", Some(at), None) => ReservationState::Released { at },
@@ -218,3 +224,46 @@ pub(crate) fn entry<R: TextRow>(row: &R) -> Result<LedgerEntry, R::Error> {
         available: c.amount(8)?,
     })
 }
+
+/// Every tenant for the verifier, in id order: [`tenant_columns`] and, last, the opening
+/// deposit the tenant row keeps ([`tenant_with_deposit`] reads it).
+pub(crate) const EVERY_TENANT: &str = concat!(
+    "SELECT ",
+    tenant_columns!(),
+    ", t.opening_deposit_atomic \
+     FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) ORDER BY t.id"
+);
+
+/// A tenant of [`EVERY_TENANT`]. The opening deposit the tenant row keeps must be its default
+/// budget's: a row whose two disagree cannot be read.
+pub(crate) fn tenant_with_deposit<R: TextRow>(row: &R) -> Result<Tenant, R::Error> {
+    let tenant = tenant(row)?;
+    let at = row.len() - 1;
+    let deposit = Columns::new(row, at).amount(0)?;
+    if deposit != tenant.budget.opening_deposit {
+        let what = format!("tenant {} keeps another opening deposit", tenant.id);
+        return Err(R::corrupt(at, what));
+    }
+    Ok(tenant)
+}
+
+/// Every budget for the verifier, in id order.
+pub(crate) const EVERY_BUDGET: &str = concat!(
+    "SELECT ",
+    budget_columns!("budgets"),
+    " FROM budgets ORDER BY id"
+);
+
+/// Every reservation for the verifier, in id order ([`RESERVATION_COLUMNS`]).
+pub(crate) const EVERY_RESERVATION: &str = "SELECT id, tenant_id, budget_id, state, \
+     amount_atomic, committed_atomic, memo, created_at, expires_at, settled_at \
+     FROM reservations ORDER BY id";
+
+/// Every ledger entry for the verifier, by budget and then in order ([`ENTRY_COLUMNS`]).
+pub(crate) const EVERY_ENTRY: &str = "SELECT id, budget_id, kind, amount_atomic, \
+     reservation_id, memo, occurred_at, balance_atomic, available_atomic \
+     FROM ledger_entries ORDER BY budget_id, id";
+
+/// Every audit event, in `seq` order.
+pub(crate) const EVERY_EVENT: &str = "SELECT seq, occurred_at, actor, action, tenant_id, \
+     payload, prev_hash, hash FROM audit_events ORDER BY seq";

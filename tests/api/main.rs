@@ -16,6 +16,7 @@ mod idempotency;
 mod lists;
 mod logging;
 mod metrics;
+mod postgres_copy;
 mod reservations;
 mod shutdown;
 mod spending_concurrency;

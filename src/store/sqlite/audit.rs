@@ -5,6 +5,7 @@ use rusqlite::{Connection, params};
 
 use super::queries;
 use crate::audit::{Entry, Head, Linked, Replay, VerifyError};
+use crate::store::rows;
 
 /// Reads the head from the database (the genesis head for an empty chain).
 pub(super) fn load_head(conn: &Connection) -> rusqlite::Result<Head> {
@@ -49,12 +50,7 @@ pub(super) fn for_each_row(
     mut push: impl FnMut(&Linked) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
     let read = |e: rusqlite::Error| VerifyError::Read(e.to_string());
-    let mut stmt = conn
-        .prepare(
-            "SELECT seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash \
-             FROM audit_events ORDER BY seq",
-        )
-        .map_err(read)?;
+    let mut stmt = conn.prepare(rows::EVERY_EVENT).map_err(read)?;
     let mut rows = stmt.query([]).map_err(read)?;
     let mut last = 0;
     while let Some(row) = rows.next().map_err(read)? {

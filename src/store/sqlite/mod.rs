@@ -7,6 +7,7 @@
 mod audit;
 mod backup;
 mod checkpoint;
+pub(super) mod copy;
 mod open;
 mod queries;
 mod reader;

@@ -3,6 +3,7 @@
 //! A row that breaks a rule of its type (a bad amount, an unknown state) is reported as a
 //! conversion failure naming what is wrong: a bug, or a row edited behind the service's back.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use rusqlite::types::Type;
@@ -33,14 +34,19 @@ pub(super) fn is_corrupt_row(e: &rusqlite::Error) -> bool {
 impl TextRow for Row<'_> {
     type Error = rusqlite::Error;
 
-    fn column(&self, i: usize) -> rusqlite::Result<Option<&str>> {
-        self.get_ref(i)?
-            .as_str_or_null()
-            .map_err(|e| corrupt(i, format!("not text: {e}")))
+    fn column(&self, i: usize) -> rusqlite::Result<Option<Cow<'_, str>>> {
+        match self.get_ref(i)?.as_str_or_null() {
+            Ok(text) => Ok(text.map(Cow::Borrowed)),
+            Err(e) => Err(corrupt(i, format!("not text: {e}"))),
+        }
     }
 
     fn corrupt(i: usize, what: String) -> rusqlite::Error {
         corrupt(i, what)
+    }
+
+    fn len(&self) -> usize {
+        self.as_ref().column_count()
     }
 }
 
@@ -414,28 +420,17 @@ fn for_each<T>(
     Ok(())
 }
 
-/// Streams every tenant, in id order. The opening deposit the tenant row keeps must be its
-/// default budget's: a row whose two disagree cannot be read.
+/// Streams every tenant, in id order.
 pub(super) fn for_each_tenant(
     conn: &Connection,
     check: impl FnMut(Result<Tenant, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let sql = format!(
-        "SELECT {}, t.opening_deposit_atomic \
-         FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) ORDER BY t.id",
-        tenant_columns!()
-    );
-    let read = |row: &Row<'_>| {
-        let tenant = tenant_from_row(row)?;
-        let at = row.as_ref().column_count() - 1;
-        let deposit = Columns::new(row, at).amount(0)?;
-        if deposit != tenant.budget.opening_deposit {
-            let what = format!("tenant {} keeps another opening deposit", tenant.id);
-            return Err(corrupt(at, what));
-        }
-        Ok(tenant)
-    };
-    for_each(conn, &sql, read, check)
+    for_each(
+        conn,
+        rows::EVERY_TENANT,
+        |row| rows::tenant_with_deposit(row),
+        check,
+    )
 }
 
 /// Streams every budget, in id order.
@@ -443,12 +438,12 @@ pub(super) fn for_each_budget(
     conn: &Connection,
     check: impl FnMut(Result<Budget, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let sql = concat!(
-        "SELECT ",
-        budget_columns!("budgets"),
-        " FROM budgets ORDER BY id"
-    );
-    for_each(conn, sql, |row| budget_from_row(row, 0), check)
+    for_each(
+        conn,
+        rows::EVERY_BUDGET,
+        |row| budget_from_row(row, 0),
+        check,
+    )
 }
 
 /// Streams every reservation, in id order.
@@ -456,8 +451,7 @@ pub(super) fn for_each_reservation(
     conn: &Connection,
     check: impl FnMut(Result<Reservation, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let sql = format!("SELECT {RESERVATION_COLUMNS} FROM reservations ORDER BY id");
-    for_each(conn, &sql, reservation_from_row, check)
+    for_each(conn, rows::EVERY_RESERVATION, reservation_from_row, check)
 }
 
 /// Streams every ledger entry, by budget and then in order.
@@ -465,8 +459,7 @@ pub(super) fn for_each_entry(
     conn: &Connection,
     check: impl FnMut(Result<LedgerEntry, String>) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let sql = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries ORDER BY budget_id, id");
-    for_each(conn, &sql, entry_from_row, check)
+    for_each(conn, rows::EVERY_ENTRY, entry_from_row, check)
 }
 
 /// What a token of tenant `id` is checked against, if the tenant exists.

@@ -1,0 +1,252 @@
+//! PostgreSQL, the second backend: connecting (TLS as libpq's URLs say it), the schema, and
+//! reading the stored rows as the SQLite backend reads them.
+//!
+//! Every value of the chain and of the ids is stored as the text SQLite stores; amounts are
+//! `numeric(39,0)`, read back in decimal ([`Decimal`]) and written as text cast by the server,
+//! never through a float or an `i64`.
+
+pub(super) mod copy;
+mod tls;
+pub(crate) mod verify;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use tokio_postgres::types::{FromSql, Type};
+use tokio_postgres::{Client, NoTls};
+
+use super::rows::TextRow;
+
+/// The schema, applied whole at every start: each statement is idempotent.
+const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
+
+/// The schema version the file creates (SQLite's `user_version` of the same tables).
+pub(crate) const SCHEMA_VERSION: i32 = 3;
+
+/// The advisory lock that lets one of several instances starting at once create the schema
+/// while the others wait ("tenantd" in ASCII).
+const SCHEMA_LOCK: i64 = 0x0074_656e_616e_7464;
+
+/// How long a connection attempt may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `db` names a PostgreSQL database rather than a SQLite file.
+pub(crate) fn is_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// The URL as it may be shown: user, hosts, ports and database, never the password or the
+/// other parameters.
+pub(crate) fn describe(url: &str) -> String {
+    let Ok((rest, _)) = tls::split_url(url) else {
+        return "a PostgreSQL URL".into();
+    };
+    let Ok(config) = rest.parse::<tokio_postgres::Config>() else {
+        return "a PostgreSQL URL".into();
+    };
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(host, port)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect();
+    format!(
+        "postgres://{}{}/{}",
+        config
+            .get_user()
+            .map(|u| format!("{u}@"))
+            .unwrap_or_default(),
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// Connects to the database at `url`; the connection's task runs on the current runtime.
+pub(crate) async fn connect(url: &str) -> Result<Client, String> {
+    let (rest, tls) = tls::split_url(url)?;
+    let mut config: tokio_postgres::Config = rest
+        .parse()
+        .map_err(|e| format!("{}: not a PostgreSQL URL: {e}", describe(url)))?;
+    config.ssl_mode(tls.mode);
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("tenantd");
+    }
+    let failed = |e: tokio_postgres::Error| format!("{}: cannot connect: {e}", describe(url));
+    if tls.mode == tokio_postgres::config::SslMode::Disable {
+        let (client, connection) = config.connect(NoTls).await.map_err(failed)?;
+        tokio::spawn(drive(connection));
+        Ok(client)
+    } else {
+        let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls::client_config(&tls)?);
+        let (client, connection) = config.connect(connector).await.map_err(failed)?;
+        tokio::spawn(drive(connection));
+        Ok(client)
+    }
+}
+
+/// Runs a connection until it ends.
+async fn drive<F: Future<Output = Result<(), tokio_postgres::Error>>>(connection: F) {
+    if let Err(e) = connection.await {
+        log::warn!("a PostgreSQL connection ended: {e}");
+    }
+}
+
+/// The schema version of the database, `None` where no tenantd schema is.
+pub(crate) async fn schema_version(client: &Client) -> Result<Option<i32>, String> {
+    let found = client
+        .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
+        .await
+        .map_err(|e| format!("cannot read the schema: {e}"))?;
+    if !found.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let row = client
+        .query_one("SELECT max(version) FROM schema_version", &[])
+        .await
+        .map_err(|e| format!("cannot read the schema version: {e}"))?;
+    Ok(row.get(0))
+}
+
+/// Creates the schema, or brings it to this build's; several instances may do so at the same
+/// moment (an advisory lock takes them one at a time). A newer schema is refused.
+pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
+    let failed = |e: tokio_postgres::Error| match e.as_db_error() {
+        Some(db) => format!("cannot create the schema: {}", db.message()),
+        None => format!("cannot create the schema: {e}"),
+    };
+    let tx = client.transaction().await.map_err(failed)?;
+    // The schema's `IF NOT EXISTS` would tell of every table already there.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await
+        .map_err(failed)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await
+        .map_err(failed)?;
+    tx.batch_execute(SCHEMA).await.map_err(failed)?;
+    tx.commit().await.map_err(failed)
+}
+
+/// A row that cannot be read: unreadable (the connection, a type the query did not expect),
+/// or holding what its type does not allow.
+#[derive(Debug)]
+pub(crate) enum RowError {
+    Read(String),
+    Corrupt(String),
+}
+
+impl TextRow for tokio_postgres::Row {
+    type Error = RowError;
+
+    fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, RowError> {
+        let unreadable = |e: tokio_postgres::Error| RowError::Read(format!("column {i}: {e}"));
+        if *self.columns()[i].type_() == Type::NUMERIC {
+            let value: Option<Decimal> = self.try_get(i).map_err(unreadable)?;
+            Ok(value.map(|d| Cow::Owned(d.0)))
+        } else {
+            let value: Option<&str> = self.try_get(i).map_err(unreadable)?;
+            Ok(value.map(Cow::Borrowed))
+        }
+    }
+
+    fn corrupt(i: usize, what: String) -> RowError {
+        RowError::Corrupt(format!("column {i}: {what}"))
+    }
+
+    fn len(&self) -> usize {
+        self.columns().len()
+    }
+}
+
+/// A `numeric` in decimal, from PostgreSQL's binary form: a sign, a weight and base-10000
+/// digits. Anything but a whole number comes out as text no amount parser takes (a sign,
+/// "not a whole number"), so it is refused where it is read, never rounded.
+pub(crate) struct Decimal(pub(crate) String);
+
+impl<'a> FromSql<'a> for Decimal {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let word = |i: usize| -> Result<u16, Box<dyn std::error::Error + Sync + Send>> {
+            raw.get(2 * i..2 * i + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                .ok_or_else(|| "a numeric cut short".into())
+        };
+        let (ndigits, weight, sign, dscale) = (word(0)?, word(1)? as i16, word(2)?, word(3)?);
+        let whole = i32::from(weight) + 1;
+        if sign == 0xC000 || dscale > 0 || (ndigits > 0 && i32::from(ndigits) > whole) {
+            return Ok(Self("not a whole number".into()));
+        }
+        let mut text = String::new();
+        if sign == 0x4000 {
+            text.push('-');
+        }
+        if ndigits == 0 {
+            text.push('0');
+            return Ok(Self(text));
+        }
+        // The digit groups, then the zero groups below them that the form leaves out.
+        for i in 0..whole {
+            let digit = if i < i32::from(ndigits) {
+                word(4 + i as usize)?
+            } else {
+                0
+            };
+            if i == 0 {
+                text.push_str(&digit.to_string());
+            } else {
+                text.push_str(&format!("{digit:04}"));
+            }
+        }
+        Ok(Self(text))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric(ndigits: u16, weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        for w in [ndigits, weight as u16, sign, dscale].iter().chain(digits) {
+            raw.extend_from_slice(&w.to_be_bytes());
+        }
+        raw
+    }
+
+    fn decode(raw: &[u8]) -> String {
+        Decimal::from_sql(&Type::NUMERIC, raw).expect("a numeric").0
+    }
+
+    #[test]
+    fn whole_numerics_come_out_in_decimal() {
+        assert_eq!(decode(&numeric(0, 0, 0, 0, &[])), "0");
+        assert_eq!(decode(&numeric(1, 0, 0, 0, &[7])), "7");
+        assert_eq!(decode(&numeric(2, 1, 0, 0, &[12, 34])), "120034");
+        // 10^8: one digit group of weight 2, the two zero groups below it left out.
+        assert_eq!(decode(&numeric(1, 2, 0, 0, &[1])), "100000000");
+        let max = [340, 2823, 6692, 938, 4634, 6337, 4607, 4317, 6821, 1455];
+        assert_eq!(decode(&numeric(10, 9, 0, 0, &max)), u128::MAX.to_string());
+    }
+
+    #[test]
+    fn what_is_not_a_whole_number_is_no_amount() {
+        for raw in [
+            numeric(1, 0, 0x4000, 0, &[5]),
+            numeric(0, 0, 0xC000, 0, &[]),
+            numeric(1, -1, 0, 4, &[5000]),
+            numeric(2, 0, 0, 4, &[1, 5000]),
+        ] {
+            let text = decode(&raw);
+            assert!(crate::domain::Atomic::parse(&text).is_err(), "{text}");
+        }
+        assert!(Decimal::from_sql(&Type::NUMERIC, &[0, 1]).is_err());
+    }
+}

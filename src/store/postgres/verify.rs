@@ -1,0 +1,138 @@
+//! `tenantd audit verify` on PostgreSQL: the rows of one snapshot fed to the same replay as
+//! SQLite's.
+
+use tokio_postgres::{Client, IsolationLevel, Row};
+
+use super::RowError;
+use crate::audit::{Entry, Head, Linked, Replay, VerifyError};
+use crate::store::rows::{self, TextRow};
+
+/// Rows fetched from a query's portal at a time: memory stays bounded on a large database.
+const FETCH_ROWS: i32 = 1000;
+
+/// Replays the chain and compares every stored tenant, budget, reservation and ledger entry
+/// with it, all read in one snapshot (a live database being written verifies too).
+pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
+    let read = |e: tokio_postgres::Error| VerifyError::Read(e.to_string());
+    match super::schema_version(client)
+        .await
+        .map_err(VerifyError::Read)?
+    {
+        Some(super::SCHEMA_VERSION) => {}
+        Some(other) => {
+            return Err(VerifyError::Read(format!(
+                "the schema is at version {other}; this build reads version {}",
+                super::SCHEMA_VERSION
+            )));
+        }
+        None => {
+            return Err(VerifyError::Read(
+                "no tenantd schema in this database".into(),
+            ));
+        }
+    }
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(read)?;
+    let mut replay = Replay::default();
+    let mut last = 0;
+    each(&tx, rows::EVERY_EVENT, |row| {
+        let linked = event(row, last)?;
+        last = linked.entry.seq;
+        replay.push(&linked)
+    })
+    .await?;
+    let checked = |result: Result<(), RowError>, replay: &mut Replay| match result {
+        Ok(()) => Ok(()),
+        Err(RowError::Corrupt(reason)) => {
+            Err(replay.unaccounted(format!("a row cannot be read: {reason}")))
+        }
+        Err(RowError::Read(reason)) => Err(VerifyError::Read(reason)),
+    };
+    each(
+        &tx,
+        rows::EVERY_TENANT,
+        |row| match rows::tenant_with_deposit(row) {
+            Ok(tenant) => replay.check_tenant(&tenant),
+            Err(e) => checked(Err(e), &mut replay),
+        },
+    )
+    .await?;
+    each(&tx, rows::EVERY_BUDGET, |row| match rows::budget(row, 0) {
+        Ok(budget) => replay.check_budget(&budget),
+        Err(e) => checked(Err(e), &mut replay),
+    })
+    .await?;
+    each(
+        &tx,
+        rows::EVERY_RESERVATION,
+        |row| match rows::reservation(row) {
+            Ok(reservation) => replay.check_reservation(&reservation),
+            Err(e) => checked(Err(e), &mut replay),
+        },
+    )
+    .await?;
+    each(&tx, rows::EVERY_ENTRY, |row| match rows::entry(row) {
+        Ok(entry) => replay.check_entry(&entry),
+        Err(e) => checked(Err(e), &mut replay),
+    })
+    .await?;
+    tx.rollback().await.map_err(read)?;
+    replay.finish()
+}
+
+/// Feeds every row of `sql` to `check`, [`FETCH_ROWS`] at a time.
+async fn each(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &str,
+    mut check: impl FnMut(&Row) -> Result<(), VerifyError>,
+) -> Result<(), VerifyError> {
+    let read = |e: tokio_postgres::Error| VerifyError::Read(e.to_string());
+    let portal = tx.bind(sql, &[]).await.map_err(read)?;
+    loop {
+        let rows = tx.query_portal(&portal, FETCH_ROWS).await.map_err(read)?;
+        for row in &rows {
+            check(row)?;
+        }
+        if rows.len() < FETCH_ROWS as usize {
+            return Ok(());
+        }
+    }
+}
+
+/// An audit row of [`rows::EVERY_EVENT`]; a column that cannot be read breaks the chain there.
+fn event(row: &Row, last: i64) -> Result<Linked, VerifyError> {
+    let seq: i64 = row.try_get(0).map_err(|e| VerifyError::Broken {
+        seq: last + 1,
+        reason: format!("a column cannot be read: {e}"),
+    })?;
+    let text = |i: usize| -> Result<String, VerifyError> {
+        match row.column(i) {
+            Ok(Some(value)) => Ok(value.into_owned()),
+            Ok(None) => Err(VerifyError::Broken {
+                seq,
+                reason: format!("column {i} is NULL"),
+            }),
+            Err(e) => Err(VerifyError::Broken {
+                seq,
+                reason: format!("a column cannot be read: {e:?}"),
+            }),
+        }
+    };
+    Ok(Linked {
+        entry: Entry {
+            seq,
+            occurred_at: text(1)?,
+            actor: text(2)?.into(),
+            action: text(3)?.into(),
+            tenant_id: text(4)?,
+            payload: text(5)?,
+        },
+        prev_hash: text(6)?,
+        hash: text(7)?,
+    })
+}

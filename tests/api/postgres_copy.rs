@@ -1,0 +1,304 @@
+//! `tenantd copy` between SQLite and PostgreSQL, `audit verify` on PostgreSQL, and what the
+//! commands refuse there. Each test has a database of its own on the private cluster that
+//! `make test` starts (`TENANTD_TEST_POSTGRES_ADMIN_URL`, see scripts/with-postgres.sh).
+
+use std::path::Path;
+use std::process::Command;
+
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// A database of its own on the test cluster, owned by the unprivileged role, dropped at the
+/// end.
+struct Database {
+    name: String,
+    admin: String,
+    /// The URL tenantd is given: the role `tenantd`, which owns nothing else.
+    url: String,
+}
+
+impl Database {
+    fn new(tag: &str) -> Self {
+        let admin = std::env::var("TENANTD_TEST_POSTGRES_ADMIN_URL").expect(
+            "TENANTD_TEST_POSTGRES_ADMIN_URL: the PostgreSQL tests run under `make test`, or \
+             scripts/with-postgres.sh cargo test",
+        );
+        let base = std::env::var("TENANTD_TEST_POSTGRES_URL").expect("TENANTD_TEST_POSTGRES_URL");
+        let name = format!("copy_{tag}_{}", std::process::id());
+        psql(&admin, &format!("DROP DATABASE IF EXISTS {name}"));
+        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
+        let url = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("a URL without a database: {base}"),
+        };
+        Self { name, admin, url }
+    }
+
+    /// Runs `sql` as the role tenantd runs as, and returns what it printed (unaligned).
+    fn psql(&self, sql: &str) -> String {
+        psql(&self.url, sql)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([self.admin.as_str(), "-qc"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .output();
+    }
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn copy(from: &str, to: &str) -> CliOutput {
+    run_cli(&["copy", "--from", from, "--to", to])
+}
+
+fn verify_url(url: &str) -> CliOutput {
+    run_cli(&["audit", "verify", "--db", url])
+}
+
+/// The `content digest …` a successful copy prints.
+fn digest(out: &CliOutput) -> String {
+    assert_eq!(out.code, Some(0), "copy: {}{}", out.stdout, out.stderr);
+    out.stdout
+        .split("content digest ")
+        .nth(1)
+        .map(|rest| rest.trim().to_owned())
+        .unwrap_or_else(|| panic!("no digest in {:?}", out.stdout))
+}
+
+/// Every row of every table of a SQLite file, as text, in key order.
+fn dump(path: &Path) -> Vec<String> {
+    let conn = Connection::open(path).expect("the file opens");
+    let mut all = Vec::new();
+    for (table, key) in [
+        ("audit_events", "seq"),
+        ("tenants", "id"),
+        ("budgets", "id"),
+        ("reservations", "id"),
+        ("ledger_entries", "id"),
+        ("idempotency_keys", "principal, key"),
+    ] {
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM {table} ORDER BY {key}"))
+            .expect("a query");
+        let columns = stmt.column_count();
+        let rows = stmt
+            .query_map([], |row| {
+                let values: Vec<String> = (0..columns)
+                    .map(|i| format!("{:?}", row.get_ref(i).expect("a value")))
+                    .collect();
+                Ok(format!("{table}: {}", values.join(" | ")))
+            })
+            .expect("rows");
+        all.extend(rows.map(|r| r.expect("a row")));
+    }
+    all
+}
+
+/// A database with every kind of row: tenants (one tombstoned), budgets (one closed), credits
+/// and debits with memos, reservations committed, released and active, keyed writes, the
+/// largest amount there is. The server is stopped; its file is returned with its directory.
+fn busy_sqlite() -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut app = spawn_app();
+    let max = u128::MAX.to_string();
+    let rich = Scene::new(&app, "rich", &max);
+    let plain = Scene::new(&app, "plain ünïcode", "1000");
+    let gone = Scene::new(&app, "gone", "5");
+    let second = plain.admin().new_budget("gpu-hours", "300");
+    let credit = json!({"amount_atomic": "70", "memo": "top-up ✓"});
+    assert_status(
+        &second.post(&second.bpath("credits"), &credit),
+        201,
+        "a credit",
+    );
+    assert_status(
+        &second.post(&second.bpath("debits"), &amount_body("20")),
+        201,
+        "a debit",
+    );
+    for (scene, amount, settle) in [
+        (&plain, "10", Some(("commit", "12"))),
+        (&plain, "5", Some(("release", ""))),
+        (&rich, "1", None),
+        (&rich, &max[..10], Some(("commit", "0"))),
+    ] {
+        let body = reserve_body(&scene.bid, amount, Some(600));
+        let held = scene.post_keyed(
+            &reservations_path(&scene.tid),
+            &body,
+            &format!("k-{amount}"),
+        );
+        let held = assert_created(&held, &reservations_path(&scene.tid), "a hold");
+        let rid = held["id"].as_str().expect("an id");
+        if let Some((how, spent)) = settle {
+            let body = if how == "commit" {
+                amount_body(spent)
+            } else {
+                json!({})
+            };
+            assert_ok(&scene.post(&scene.rpath(rid, how), &body), how);
+        }
+    }
+    let closed = rich.admin().new_budget("closed-one", "9");
+    assert_ok(
+        &app.request(
+            "DELETE",
+            &closed.bpath(""),
+            &[("Authorization", &app.admin())],
+            None,
+        ),
+        "a close",
+    );
+    assert_ok(&app.delete(&gone.tid), "a tombstone");
+    app.terminate();
+    let path = app.db_path.clone();
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().expect("a directory"));
+    (dir, path)
+}
+
+/// SQLite → PostgreSQL → SQLite: every row arrives as it was, both copies print the same
+/// digest and head, and both chains verify; the sources are not changed.
+#[test]
+fn a_round_trip_through_postgres_keeps_every_row() {
+    let (dir, original) = busy_sqlite();
+    let db = Database::new("round_trip");
+    let before = std::fs::read(&original).expect("the file");
+    let there = copy(original.to_str().expect("UTF-8"), &db.url);
+    let there_digest = digest(&there);
+    assert_eq!(
+        std::fs::read(&original).expect("the file"),
+        before,
+        "the source file is untouched"
+    );
+
+    let verified = verify_url(&db.url);
+    assert_eq!(
+        verified.code,
+        Some(0),
+        "{}{}",
+        verified.stdout,
+        verified.stderr
+    );
+    let original_verified = audit_verify(&original);
+    assert_eq!(
+        verified.stdout, original_verified.stdout,
+        "the same chain, the same head"
+    );
+
+    let events_there = db.psql("SELECT count(*) FROM audit_events");
+    let back = dir.path().join("back.db");
+    let back_out = copy(&db.url, back.to_str().expect("UTF-8"));
+    assert_eq!(digest(&back_out), there_digest, "the same rows read back");
+    assert_eq!(
+        db.psql("SELECT count(*) FROM audit_events"),
+        events_there,
+        "the source database is untouched"
+    );
+    let rows = dump(&original);
+    assert!(rows.len() > 30, "a busy database: {rows:#?}");
+    assert_eq!(dump(&back), rows, "every row of every table, as it was");
+    let back_verified = audit_verify(&back);
+    assert_eq!(back_verified.stdout, original_verified.stdout);
+    assert!(
+        !dir.path().join("back.db.partial").exists() && !dir.path().join("back.db-wal").exists(),
+        "the copy is one self-contained file"
+    );
+    // The largest amount crossed numeric(39,0) whole.
+    assert_eq!(
+        db.psql("SELECT count(*) FROM budgets WHERE opening_deposit_atomic = 340282366920938463463374607431768211455"),
+        "1"
+    );
+}
+
+/// A target that holds data, or a file that exists, is refused and left as it was.
+#[test]
+fn copy_writes_only_into_an_empty_target() {
+    let (dir, original) = busy_sqlite();
+    let db = Database::new("non_empty");
+    digest(&copy(original.to_str().expect("UTF-8"), &db.url));
+    let events = db.psql("SELECT count(*) FROM audit_events");
+    let again = copy(original.to_str().expect("UTF-8"), &db.url);
+    assert_eq!(again.code, Some(1), "{}", again.stderr);
+    assert!(again.stderr.contains("not empty"), "{}", again.stderr);
+    assert_eq!(db.psql("SELECT count(*) FROM audit_events"), events);
+
+    let existing = dir.path().join("existing.db");
+    std::fs::write(&existing, b"something else").expect("a file");
+    let onto_file = copy(&db.url, existing.to_str().expect("UTF-8"));
+    assert_eq!(onto_file.code, Some(1), "{}", onto_file.stderr);
+    assert!(onto_file.stderr.contains("exists"), "{}", onto_file.stderr);
+    assert_eq!(
+        std::fs::read(&existing).expect("the file"),
+        b"something else"
+    );
+
+    let empty = Database::new("no_schema");
+    let from_nothing = copy(&empty.url, dir.path().join("x.db").to_str().expect("UTF-8"));
+    assert_eq!(from_nothing.code, Some(1));
+    assert!(
+        from_nothing.stderr.contains("no tenantd schema"),
+        "{}",
+        from_nothing.stderr
+    );
+    assert!(!dir.path().join("x.db").exists() && !dir.path().join("x.db.partial").exists());
+}
+
+/// A balance edited behind the service's back on PostgreSQL is caught by `audit verify`, as
+/// on SQLite, and no secret of the URL reaches the output.
+#[test]
+fn audit_verify_on_postgres_catches_an_edited_balance() {
+    let (_dir, original) = busy_sqlite();
+    let db = Database::new("tampered");
+    digest(&copy(original.to_str().expect("UTF-8"), &db.url));
+    let bid = db.psql("SELECT id FROM budgets WHERE name = 'gpu-hours'");
+    db.psql(&format!(
+        "UPDATE budgets SET spent_atomic = spent_atomic + 1 WHERE id = '{bid}'"
+    ));
+    let out = verify_url(&db.url);
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(&bid),
+        "names the budget: {}",
+        out.stderr
+    );
+    let password = db
+        .url
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('@').next())
+        .expect("a password");
+    assert!(!out.stderr.contains(password) && !out.stdout.contains(password));
+}
+
+/// `backup` is SQLite's: on PostgreSQL it exits 2 and names pg_dump. `serve` on a URL is
+/// refused with exit 2 until it is built, and creates nothing.
+#[test]
+fn backup_on_postgres_names_pg_dump() {
+    let db = Database::new("backup");
+    let out = run_cli(&["backup", "--db", &db.url, "--to", "x.db"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("pg_dump"), "{}", out.stderr);
+    let serve = run_cli(&["serve", "--db", &db.url]);
+    assert_eq!(serve.code, Some(2), "{}", serve.stderr);
+    assert!(serve.stderr.contains("PostgreSQL"), "{}", serve.stderr);
+    assert_eq!(db.psql("SELECT to_regclass('tenants') IS NULL"), "t");
+}
