@@ -21,6 +21,8 @@
 #               that run CREATE DATABASE x OWNER tenantd)
 #   port        the TCP port (on 127.0.0.1 only, chosen free; another on a clash)
 #   replication-password  the password of role replicator (REPLICATION), used by standbys
+#   tls/ca.pem  the authority that signed the server's certificate (for 127.0.0.1 and
+#               localhost): sslmode=verify-full&sslrootcert=DIR/tls/ca.pem checks it
 #
 # `start` installs Debian's postgresql package when no /usr/lib/postgresql/*/bin/initdb is
 # there (as root; otherwise it fails and says so) and uses the highest major version found.
@@ -252,6 +254,12 @@ wal_keep_size = 256MB
 max_wal_size = 512MB
 hot_standby = on
 
+# TLS with a certificate of the cluster's own authority (DIR/tls/ca.pem); plain connections
+# stay allowed, so a test can use either.
+ssl = on
+ssl_cert_file = '$dir/tls/server.crt'
+ssl_key_file = '$dir/tls/server.key'
+
 logging_collector = off
 log_destination = 'stderr'
 log_line_prefix = '%m [%p] %q%u@%d '
@@ -271,9 +279,33 @@ host    replication     replicator      127.0.0.1/32    scram-sha-256
 EOF
 }
 
+# TLS for the cluster in DIR: a certificate authority of its own (DIR/tls/ca.pem, which a
+# client names as sslrootcert) and a server certificate it signed for 127.0.0.1 and
+# localhost. Made once; a standby is given its primary's (both serve 127.0.0.1).
+make_certs() {
+    local dir="$1" tls="$1/tls"
+    [ -s "$tls/server.crt" ] && return
+    mkdir -p "$tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+        -subj "/CN=tenantd test CA" -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null \
+        || die "openssl could not make a certificate authority in $tls"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null \
+        || die "openssl could not make a server key in $tls"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$tls/server.ext"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 3650 -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null \
+        || die "openssl could not sign the server certificate in $tls"
+    rm -f "$tls/server.csr" "$tls/server.ext" "$tls/ca.key" "$tls/ca.srl"
+    chmod 600 "$tls/server.key"
+    as_root && chown -R postgres: "$tls"
+    chmod 644 "$tls/ca.pem"
+}
+
 # Starts the server in DIR, on its old port if free, else on another; retries on a clash.
 start_server() {
     local dir="$1" attempt port offset preferred=""
+    make_certs "$dir"
     [ -s "$dir/port" ] && preferred=$(cat "$dir/port")
     for attempt in $(seq "$PORT_ATTEMPTS"); do
         port=$(pick_port "$preferred")
@@ -403,6 +435,7 @@ start_standby() {
     as_owner sed -i '/^[[:space:]]*synchronous_standby_names[[:space:]]*=/d' \
         "$dir/data/postgresql.auto.conf"
     cp "$primary/replication-password" "$dir/replication-password"
+    cp -a "$primary/tls" "$dir/tls"
     start_server "$dir"
     write_urls "$dir" "$(password_in "$primary/url")" "$(password_in "$primary/admin-url")"
 

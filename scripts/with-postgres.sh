@@ -8,6 +8,8 @@
 # repository's top directory), runs CMD with
 #   TENANTD_TEST_POSTGRES_URL        PG_DIR/url: role tenantd, database tenantd
 #   TENANTD_TEST_POSTGRES_ADMIN_URL  PG_DIR/admin-url: the superuser, database postgres
+#   TENANTD_TEST_POSTGRES_CA         PG_DIR/tls/ca.pem: the authority of the server's TLS
+#                                    certificate (for sslmode=verify-full)
 # exported, and stops the cluster when CMD ends, fails or is interrupted; exits with CMD's
 # status. A stopped cluster left in PG_DIR by an earlier run is removed first, so every run
 # starts empty. A cluster already running in PG_DIR (`make postgres-up`) is used as it is
@@ -43,6 +45,7 @@ fi
 
 TENANTD_TEST_POSTGRES_URL=$(cat "$pg_dir/url")
 TENANTD_TEST_POSTGRES_ADMIN_URL=$(cat "$pg_dir/admin-url")
-export TENANTD_TEST_POSTGRES_URL TENANTD_TEST_POSTGRES_ADMIN_URL
+TENANTD_TEST_POSTGRES_CA="$pg_dir/tls/ca.pem"
+export TENANTD_TEST_POSTGRES_URL TENANTD_TEST_POSTGRES_ADMIN_URL TENANTD_TEST_POSTGRES_CA
 echo "with-postgres: PostgreSQL on 127.0.0.1:$(cat "$pg_dir/port") (log: $pg_dir/log): $*" >&2
 "$@"

@@ -302,3 +302,78 @@ fn backup_on_postgres_names_pg_dump() {
     assert!(serve.stderr.contains("PostgreSQL"), "{}", serve.stderr);
     assert_eq!(db.psql("SELECT to_regclass('tenants') IS NULL"), "t");
 }
+
+/// TLS as libpq's URLs ask for it. `verify-full` against the cluster's own authority
+/// connects; against another authority, or the Mozilla roots built in, it is refused before
+/// anything is read; `require` encrypts without checking, and `disable` goes in the clear.
+#[test]
+fn tls_is_checked_as_sslmode_says() {
+    let (dir, original) = busy_sqlite();
+    let db = Database::new("tls");
+    let ca = std::env::var("TENANTD_TEST_POSTGRES_CA").expect("TENANTD_TEST_POSTGRES_CA");
+    let with = |query: &str| format!("{}?{query}", db.url);
+    let full = with(&format!("sslmode=verify-full&sslrootcert={ca}"));
+    digest(&copy(original.to_str().expect("UTF-8"), &full));
+
+    let other = dir.path().join("other-ca.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=another authority",
+            "-keyout",
+        ])
+        .arg(dir.path().join("other-ca.key"))
+        .arg("-out")
+        .arg(&other)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let refused = [
+        with(&format!(
+            "sslmode=verify-full&sslrootcert={}",
+            other.display()
+        )),
+        with(&format!(
+            "sslmode=verify-ca&sslrootcert={}",
+            other.display()
+        )),
+        with("sslmode=verify-full"),
+    ];
+    for url in &refused {
+        let out = verify_url(url);
+        assert_eq!(out.code, Some(1), "{url}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains("certificate"), "{url}: {}", out.stderr);
+        assert!(!out.stderr.contains("ok:"), "{url}");
+    }
+    for query in [
+        "sslmode=verify-ca&sslrootcert=CA",
+        "sslmode=require",
+        "sslmode=disable",
+    ] {
+        let url = with(&query.replace("CA", &ca));
+        let out = verify_url(&url);
+        assert_eq!(out.code, Some(0), "{url}: {}{}", out.stdout, out.stderr);
+    }
+    let bad_mode = verify_url(&with("sslmode=sometimes"));
+    assert_eq!(bad_mode.code, Some(1));
+    assert!(
+        bad_mode.stderr.contains("sslmode=sometimes"),
+        "{}",
+        bad_mode.stderr
+    );
+}

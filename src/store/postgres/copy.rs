@@ -65,7 +65,7 @@ impl Database {
         client
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .await
-            .map_err(|e| format!("{name}: {e}"))?;
+            .map_err(|e| format!("{name}: {}", super::explain(&e)))?;
         Ok(Self {
             client,
             name,
@@ -84,7 +84,7 @@ impl Database {
         client
             .batch_execute("BEGIN; SELECT seq FROM chain_head WHERE id = 1 FOR UPDATE;")
             .await
-            .map_err(|e| format!("{name}: {e}"))?;
+            .map_err(|e| format!("{name}: {}", super::explain(&e)))?;
         Ok(Self {
             client,
             name,
@@ -93,10 +93,7 @@ impl Database {
     }
 
     fn failed(&self, table: &Table, e: &tokio_postgres::Error) -> String {
-        match e.as_db_error() {
-            Some(db) => format!("{}: {}: {}", self.name, table.name, db.message()),
-            None => format!("{}: {}: {e}", self.name, table.name),
-        }
+        format!("{}: {}: {}", self.name, table.name, super::explain(e))
     }
 
     pub(in crate::store) async fn rows(
@@ -215,7 +212,7 @@ impl Database {
         self.client
             .batch_execute("COMMIT")
             .await
-            .map_err(|e| format!("{}: COMMIT: {e}", self.name))
+            .map_err(|e| format!("{}: COMMIT: {}", self.name, super::explain(&e)))
     }
 
     pub(in crate::store) async fn head(&mut self) -> Result<Head, String> {
@@ -226,7 +223,7 @@ impl Database {
                 &[],
             )
             .await
-            .map_err(|e| format!("{}: {e}", self.name))?;
+            .map_err(|e| format!("{}: {}", self.name, super::explain(&e)))?;
         Ok(match row {
             Some(row) => Head {
                 seq: row.get(0),

@@ -77,7 +77,8 @@ pub(crate) async fn connect(url: &str) -> Result<Client, String> {
     if config.get_application_name().is_none() {
         config.application_name("tenantd");
     }
-    let failed = |e: tokio_postgres::Error| format!("{}: cannot connect: {e}", describe(url));
+    let failed =
+        |e: tokio_postgres::Error| format!("{}: cannot connect: {}", describe(url), explain(&e));
     if tls.mode == tokio_postgres::config::SslMode::Disable {
         let (client, connection) = config.connect(NoTls).await.map_err(failed)?;
         tokio::spawn(drive(connection));
@@ -88,6 +89,22 @@ pub(crate) async fn connect(url: &str) -> Result<Client, String> {
         tokio::spawn(drive(connection));
         Ok(client)
     }
+}
+
+/// What went wrong, all of it: the server's own message for an error it sent, else the error
+/// and each of its causes (a TLS handshake names the certificate's fault only in a cause).
+pub(crate) fn explain(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} ({})", db.message(), db.code().code());
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }
 
 /// Runs a connection until it ends.
@@ -102,24 +119,21 @@ pub(crate) async fn schema_version(client: &Client) -> Result<Option<i32>, Strin
     let found = client
         .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
         .await
-        .map_err(|e| format!("cannot read the schema: {e}"))?;
+        .map_err(|e| format!("cannot read the schema: {}", explain(&e)))?;
     if !found.get::<_, bool>(0) {
         return Ok(None);
     }
     let row = client
         .query_one("SELECT max(version) FROM schema_version", &[])
         .await
-        .map_err(|e| format!("cannot read the schema version: {e}"))?;
+        .map_err(|e| format!("cannot read the schema version: {}", explain(&e)))?;
     Ok(row.get(0))
 }
 
 /// Creates the schema, or brings it to this build's; several instances may do so at the same
 /// moment (an advisory lock takes them one at a time). A newer schema is refused.
 pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
-    let failed = |e: tokio_postgres::Error| match e.as_db_error() {
-        Some(db) => format!("cannot create the schema: {}", db.message()),
-        None => format!("cannot create the schema: {e}"),
-    };
+    let failed = |e: tokio_postgres::Error| format!("cannot create the schema: {}", explain(&e));
     let tx = client.transaction().await.map_err(failed)?;
     // The schema's `IF NOT EXISTS` would tell of every table already there.
     tx.batch_execute("SET LOCAL client_min_messages = warning")
@@ -144,7 +158,8 @@ impl TextRow for tokio_postgres::Row {
     type Error = RowError;
 
     fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, RowError> {
-        let unreadable = |e: tokio_postgres::Error| RowError::Read(format!("column {i}: {e}"));
+        let unreadable =
+            |e: tokio_postgres::Error| RowError::Read(format!("column {i}: {}", explain(&e)));
         if *self.columns()[i].type_() == Type::NUMERIC {
             let value: Option<Decimal> = self.try_get(i).map_err(unreadable)?;
             Ok(value.map(|d| Cow::Owned(d.0)))

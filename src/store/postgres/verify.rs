@@ -13,7 +13,7 @@ const FETCH_ROWS: i32 = 1000;
 /// Replays the chain and compares every stored tenant, budget, reservation and ledger entry
 /// with it, all read in one snapshot (a live database being written verifies too).
 pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
-    let read = |e: tokio_postgres::Error| VerifyError::Read(e.to_string());
+    let read = |e: tokio_postgres::Error| VerifyError::Read(super::explain(&e));
     match super::schema_version(client)
         .await
         .map_err(VerifyError::Read)?
@@ -91,7 +91,7 @@ async fn each(
     sql: &str,
     mut check: impl FnMut(&Row) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
-    let read = |e: tokio_postgres::Error| VerifyError::Read(e.to_string());
+    let read = |e: tokio_postgres::Error| VerifyError::Read(super::explain(&e));
     let portal = tx.bind(sql, &[]).await.map_err(read)?;
     loop {
         let rows = tx.query_portal(&portal, FETCH_ROWS).await.map_err(read)?;
