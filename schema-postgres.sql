@@ -17,8 +17,9 @@
 --   exactly what SQLite holds, so that the chain verifies byte for byte.
 -- * Every text column is COLLATE "C": comparisons and the order of keys and pages are
 --   bytewise, as SQLite's BINARY collation, whatever the database's default collation.
--- * The audit chain's head is the one row of chain_head, not max(seq): the insert trigger
---   on audit_events checks a new row against it and advances it (see below).
+-- * Writers append to the audit chain one at a time, holding the lock of chain_head's one
+--   row; the insert trigger on audit_events checks that a new row continues the last one
+--   (see below).
 -- * A refused write raises SQLSTATE 23000 (integrity_constraint_violation) with the same
 --   message as SQLite's RAISE(ABORT, ...). TRUNCATE, which SQLite lacks and which bypasses
 --   DELETE triggers, is refused wherever DELETE is.
@@ -109,38 +110,45 @@ CREATE TABLE IF NOT EXISTS audit_events (
     hash        text COLLATE "C" NOT NULL
 );
 
--- The chain's head: the last event's seq and hash (0 and 64 zeros while the chain is
--- empty). A writer appends with, in one transaction:
---   SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE;
+-- The chain's lock: one row that every writer locks before it appends. A writer appends
+-- with, in one transaction:
+--   SELECT id FROM chain_head WHERE id = 1 FOR UPDATE;
+--   SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1;  -- the head
 --   INSERT INTO audit_events ... (seq = head seq + 1, prev_hash = head hash);
--- The row lock orders the writers, so seq has no gaps and no two events share a parent
--- (a sequence would leave gaps behind rolled-back transactions). The writer does not update
--- this table: the insert trigger on audit_events does, and nothing else may.
+-- The row lock orders the writers, so seq has no gaps and no two events share a parent (a
+-- sequence would leave gaps behind rolled-back transactions). The row is never updated: a
+-- head kept in it would be rewritten by every event, and a transaction that appends many
+-- (a batch, `tenantd copy`) would leave a chain of dead row versions that each later lookup
+-- walks, growing with the square of the events.
 CREATE TABLE IF NOT EXISTS chain_head (
-    id   integer PRIMARY KEY CHECK (id = 1),
-    seq  bigint NOT NULL CHECK (seq >= 0),
-    hash text COLLATE "C" NOT NULL
+    id integer PRIMARY KEY CHECK (id = 1)
 );
-INSERT INTO chain_head (id, seq, hash)
-VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000')
-ON CONFLICT (id) DO NOTHING;
+INSERT INTO chain_head (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 
--- A new event must take the next seq and link to the current head, which then moves to it.
--- The head is locked here too, so a writer that did not lock it first still waits its turn
--- and is checked against the head as it is once the lock is granted.
+-- A new event must take the next seq and link to the last stored event (seq 0 and 64 zeros
+-- for the first). The chain's lock is taken here too (at once when the writer holds it
+-- already), so a writer that did not lock it first still waits its turn and is checked
+-- against the chain as it is once the lock is granted.
 CREATE OR REPLACE FUNCTION audit_events_continue_chain() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    head chain_head%ROWTYPE;
+    last_seq  bigint;
+    last_hash text;
 BEGIN
-    SELECT * INTO head FROM chain_head WHERE id = 1 FOR UPDATE;
-    IF NOT FOUND
-       OR NEW.seq IS DISTINCT FROM head.seq + 1
-       OR NEW.prev_hash IS DISTINCT FROM head.hash THEN
+    PERFORM 1 FROM chain_head WHERE id = 1 FOR UPDATE;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'an audit event must continue the chain'
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
-    UPDATE chain_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
+    SELECT seq, hash INTO last_seq, last_hash FROM audit_events ORDER BY seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        last_seq := 0;
+        last_hash := repeat('0', 64);
+    END IF;
+    IF NEW.seq IS DISTINCT FROM last_seq + 1 OR NEW.prev_hash IS DISTINCT FROM last_hash THEN
+        RAISE EXCEPTION 'an audit event must continue the chain'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
     RETURN NEW;
 END
 $$;
@@ -161,22 +169,18 @@ CREATE OR REPLACE TRIGGER audit_events_no_truncate
 BEFORE TRUNCATE ON audit_events
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('audit events are immutable');
 
--- The head moves only with the chain: an update that does not come from a trigger function
--- (pg_trigger_depth() is 0 when the WHEN clause of a statement's own trigger is evaluated,
--- 1 when the statement runs in audit_events_continue_chain), a delete and a truncate are
--- refused.
-CREATE OR REPLACE TRIGGER chain_head_moves_with_the_chain
+-- The chain's lock is never updated, deleted or truncated.
+CREATE OR REPLACE TRIGGER chain_head_no_update
 BEFORE UPDATE ON chain_head
-FOR EACH ROW WHEN (pg_trigger_depth() = 0)
-EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('the chain''s lock row never changes');
 
 CREATE OR REPLACE TRIGGER chain_head_no_delete
 BEFORE DELETE ON chain_head
-FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('the chain''s lock row never changes');
 
 CREATE OR REPLACE TRIGGER chain_head_no_truncate
 BEFORE TRUNCATE ON chain_head
-FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('the chain head moves only with an appended audit event');
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('the chain''s lock row never changes');
 
 -- What an idempotent request returned, kept for the replay window and then erased. It
 -- belongs to the principal that sent its key, and binds the key to the method and path as

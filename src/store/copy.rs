@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::{postgres, sqlite};
 use crate::audit::Head;
 
-/// Rows read and written at a time.
+/// Rows read and written at a time (on PostgreSQL, one statement each way).
 pub(crate) const CHUNK_ROWS: usize = 1000;
 
 /// How a column's value is kept: the same on both backends but for amounts, which are text in
@@ -343,6 +343,18 @@ mod tests {
         for table in TABLES {
             assert!(
                 table.key >= 1 && table.key <= table.columns.len(),
+                "{}",
+                table.name
+            );
+        }
+    }
+
+    /// A chunk goes into PostgreSQL as one statement, whose parameters are counted in 16 bits.
+    #[test]
+    fn a_chunk_fits_in_one_statement() {
+        for table in TABLES {
+            assert!(
+                table.columns.len() * CHUNK_ROWS <= usize::from(u16::MAX),
                 "{}",
                 table.name
             );

@@ -229,6 +229,32 @@ fn a_round_trip_through_postgres_keeps_every_row() {
     );
 }
 
+/// Tables of more rows than a copy reads and writes at a time (1,000) arrive whole, in order,
+/// both ways.
+#[test]
+fn tables_larger_than_a_chunk_are_copied_whole() {
+    let mut app = spawn_app();
+    for i in 0..1001 {
+        let created = app.create(&format!("tenant-{i:04}"), "1");
+        assert_eq!(created.status, 201, "{}", created.describe());
+    }
+    app.terminate();
+    let db = Database::new("chunks");
+    let there = copy(app.db_path.to_str().expect("UTF-8"), &db.url);
+    let digest_there = digest(&there);
+    assert!(
+        there.stdout.contains("1001 audit_events, 1001 tenants"),
+        "{}",
+        there.stdout
+    );
+    let back = app.dir.path().join("back.db");
+    assert_eq!(
+        digest(&copy(&db.url, back.to_str().expect("UTF-8"))),
+        digest_there
+    );
+    assert_eq!(dump(&back), dump(&app.db_path));
+}
+
 /// A target that holds data, or a file that exists, is refused and left as it was.
 #[test]
 fn copy_writes_only_into_an_empty_target() {

@@ -44,7 +44,8 @@ fn param_type(kind: Kind) -> &'static str {
 pub(in crate::store) struct Database {
     client: Client,
     name: String,
-    inserts: HashMap<&'static str, Statement>,
+    /// The insert of a table's chunk of so many rows, prepared.
+    inserts: HashMap<(&'static str, usize), Statement>,
 }
 
 impl Database {
@@ -82,7 +83,7 @@ impl Database {
             .await
             .map_err(|e| format!("{name}: {e}"))?;
         client
-            .batch_execute("BEGIN; SELECT seq FROM chain_head WHERE id = 1 FOR UPDATE;")
+            .batch_execute("BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE;")
             .await
             .map_err(|e| format!("{name}: {}", super::explain(&e)))?;
         Ok(Self {
@@ -159,42 +160,58 @@ impl Database {
         Ok(read)
     }
 
+    /// Inserts `rows` with one statement (one round trip), prepared once per table and
+    /// number of rows.
     pub(in crate::store) async fn insert(
         &mut self,
         table: &Table,
         rows: &[Row],
     ) -> Result<(), String> {
-        if !self.inserts.contains_key(table.name) {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let key = (table.name, rows.len());
+        if !self.inserts.contains_key(&key) {
             let columns: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
-            let marks: Vec<String> = table
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(i, (_, kind))| match kind {
-                    Kind::Amount => format!("${}::text::numeric", i + 1),
-                    other => format!("${}::{}", i + 1, param_type(*other)),
+            let width = columns.len();
+            let tuples: Vec<String> = (0..rows.len())
+                .map(|r| {
+                    let marks: Vec<String> = table
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (_, kind))| {
+                            let n = r * width + i + 1;
+                            match kind {
+                                Kind::Amount => format!("${n}::text::numeric"),
+                                other => format!("${n}::{}", param_type(*other)),
+                            }
+                        })
+                        .collect();
+                    format!("({})", marks.join(", "))
                 })
                 .collect();
             let sql = format!(
-                "INSERT INTO {} ({}) VALUES ({})",
+                "INSERT INTO {} ({}) VALUES {}",
                 table.name,
                 columns.join(", "),
-                marks.join(", ")
+                tuples.join(", ")
             );
             let statement = self
                 .client
                 .prepare(&sql)
                 .await
                 .map_err(|e| self.failed(table, &e))?;
-            self.inserts.insert(table.name, statement);
+            self.inserts.insert(key, statement);
         }
-        let statement = &self.inserts[table.name];
-        for row in rows {
-            let params: Vec<&(dyn ToSql + Sync)> =
-                row.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-            if let Err(e) = self.client.execute(statement, &params).await {
-                return Err(self.failed(table, &e));
-            }
+        let statement = &self.inserts[&key];
+        let params: Vec<&(dyn ToSql + Sync)> = rows
+            .iter()
+            .flatten()
+            .map(|v| v as &(dyn ToSql + Sync))
+            .collect();
+        if let Err(e) = self.client.execute(statement, &params).await {
+            return Err(self.failed(table, &e));
         }
         Ok(())
     }
