@@ -89,8 +89,10 @@ bench:
 bench-ab:
 	scripts/bench-ab.sh
 
-# glibc's static libraries ship with the toolchain's target, so this works offline. The
-# binary resolves no host names (--listen takes an IP address), so static glibc is safe.
+# glibc's static libraries ship with the toolchain's target, so this works offline. --listen
+# takes an IP address; the one host name the binary may resolve is a postgres:// URL's, which
+# static glibc looks up through the machine's own NSS modules (give an IP address, or
+# hostaddr=, where those may differ from the build machine's glibc).
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked --target $(STATIC_TARGET)
 	@file target/$(STATIC_TARGET)/release/tenantd 2>/dev/null || true
