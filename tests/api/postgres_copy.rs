@@ -255,6 +255,34 @@ fn tables_larger_than_a_chunk_are_copied_whole() {
     assert_eq!(dump(&back), dump(&app.db_path));
 }
 
+/// Copies into one empty database at the same moment, each making the schema on its own:
+/// the schema is made once, exactly one copy fills the database, and the others are refused
+/// as it is no longer empty.
+#[test]
+fn concurrent_copies_into_one_database_fill_it_once() {
+    let (_dir, original) = busy_sqlite();
+    let db = Database::new("concurrent");
+    let source = original.to_str().expect("UTF-8").to_owned();
+    let copies: Vec<_> = (0..4)
+        .map(|_| {
+            let (source, url) = (source.clone(), db.url.clone());
+            std::thread::spawn(move || copy(&source, &url))
+        })
+        .collect();
+    let outs: Vec<CliOutput> = copies
+        .into_iter()
+        .map(|c| c.join().expect("a copy"))
+        .collect();
+    let done: Vec<&CliOutput> = outs.iter().filter(|o| o.code == Some(0)).collect();
+    assert_eq!(done.len(), 1, "{outs:#?}");
+    for out in outs.iter().filter(|o| o.code != Some(0)) {
+        assert_eq!(out.code, Some(1), "{out:?}");
+        assert!(out.stderr.contains("not empty"), "{}", out.stderr);
+    }
+    let events = audit_verify(&original);
+    assert_eq!(verify_url(&db.url).stdout, events.stdout);
+}
+
 /// A target that holds data, or a file that exists, is refused and left as it was.
 #[test]
 fn copy_writes_only_into_an_empty_target() {

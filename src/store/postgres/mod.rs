@@ -115,7 +115,9 @@ async fn drive<F: Future<Output = Result<(), tokio_postgres::Error>>>(connection
 }
 
 /// The schema version of the database, `None` where no tenantd schema is.
-pub(crate) async fn schema_version(client: &Client) -> Result<Option<i32>, String> {
+pub(crate) async fn schema_version(
+    client: &impl tokio_postgres::GenericClient,
+) -> Result<Option<i32>, String> {
     let found = client
         .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
         .await
@@ -131,7 +133,10 @@ pub(crate) async fn schema_version(client: &Client) -> Result<Option<i32>, Strin
 }
 
 /// Creates the schema, or brings it to this build's; several instances may do so at the same
-/// moment (an advisory lock takes them one at a time). A newer schema is refused.
+/// moment (an advisory lock takes them one at a time). A database already at this build's
+/// version is left alone: the script's `CREATE OR REPLACE TRIGGER`s would lock every table
+/// against the writers of instances already serving, and deadlock with them. A newer schema
+/// is refused.
 pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     let failed = |e: tokio_postgres::Error| format!("cannot create the schema: {}", explain(&e));
     let tx = client.transaction().await.map_err(failed)?;
@@ -142,6 +147,16 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .await
         .map_err(failed)?;
+    match schema_version(&tx).await? {
+        Some(SCHEMA_VERSION) => return tx.commit().await.map_err(failed),
+        Some(newer) if newer > SCHEMA_VERSION => {
+            return Err(format!(
+                "the database's schema is at version {newer}, newer than this build's \
+                 ({SCHEMA_VERSION}): run a newer tenantd"
+            ));
+        }
+        _ => {}
+    }
     tx.batch_execute(SCHEMA).await.map_err(failed)?;
     tx.commit().await.map_err(failed)
 }
