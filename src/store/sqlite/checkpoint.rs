@@ -39,10 +39,23 @@ struct Signal {
     truncate: AtomicBool,
 }
 
+/// WAL pages beyond which the writer, before its next batch, checkpoints the few frames the
+/// checkpointer has not copied yet, so that the batch starts the WAL over from its beginning
+/// (48 MiB: below `journal_size_limit`, so a WAL that starts over is never cut back).
+///
+/// Under a steady stream of batches the checkpointer copies each batch soon after its commit,
+/// but the next batch has begun by then; SQLite starts the log over only for a transaction
+/// that begins when every frame is copied, so without this the WAL grows until the writer
+/// pauses (or the [`WAL_PAGES_MAX`] backstop runs inside a commit), and each time it starts
+/// over beyond `journal_size_limit` it is cut back, its blocks freed and allocated again.
+pub(super) const WAL_RESTART_PAGES: i32 = 12_288;
+
 /// The checkpointer thread and the signal that wakes it.
 pub(super) struct Checkpointer {
     signal: Arc<Signal>,
     handle: Option<JoinHandle<()>>,
+    /// The WAL's length in pages after the last commit, as the hook saw it.
+    wal_pages: Arc<AtomicI32>,
 }
 
 impl Checkpointer {
@@ -58,7 +71,13 @@ impl Checkpointer {
         Ok(Self {
             signal,
             handle: Some(handle),
+            wal_pages: Arc::new(AtomicI32::new(0)),
         })
+    }
+
+    /// The WAL's length in pages after the writer's last commit.
+    pub(super) fn wal_pages(&self) -> i32 {
+        self.wal_pages.load(Ordering::Relaxed)
     }
 
     /// Installs the hook on the writer's connection. The hook runs after a commit has
@@ -73,7 +92,8 @@ impl Checkpointer {
         frames: Arc<AtomicU64>,
     ) -> rusqlite::Result<()> {
         let signal = Arc::clone(&self.signal);
-        let last = AtomicI32::new(0);
+        let last = Arc::clone(&self.wal_pages);
+        last.store(0, Ordering::Relaxed);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
             let before = last.swap(pages, Ordering::Relaxed);
             let written = if pages >= before {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
-use super::checkpoint::Checkpointer;
+use super::checkpoint::{Checkpointer, WAL_RESTART_PAGES};
 use super::{Reply, Stats, audit, open, queries, run_guarded};
 use crate::audit::{Actor, AuditEvent, Head};
 use crate::domain::{
@@ -254,6 +254,9 @@ impl Writer {
         self.writable = None;
         let mut failed = self.reopen_if_pending().err();
         if failed.is_none() && writes > 0 {
+            self.restart_wal_if_long();
+        }
+        if failed.is_none() && writes > 0 {
             failed = self
                 .sql("BEGIN IMMEDIATE")
                 .and_then(|()| self.reload_stale_head())
@@ -321,6 +324,25 @@ impl Writer {
         }
         for done in finished {
             done(outcome.as_ref().err());
+        }
+    }
+
+    /// When the WAL is longer than [`WAL_RESTART_PAGES`], copies what the checkpointer has
+    /// not copied yet (the last batch or two), so that the coming batch starts the WAL over.
+    /// A checkpoint that cannot finish (a reader holds old frames) is no error: the WAL
+    /// starts over at a later batch.
+    fn restart_wal_if_long(&mut self) {
+        if self.checkpointer.wal_pages() < WAL_RESTART_PAGES {
+            return;
+        }
+        match self
+            .conn
+            .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
+        {
+            // The checkpointer is at it: the next batch looks again.
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {}
+            Err(e) => log::warn!("the writer's checkpoint before a batch failed: {e}"),
+            Ok(_) => {}
         }
     }
 
@@ -1128,5 +1150,40 @@ mod tests {
         assert!(writer.conn.is_autocommit());
         other.execute_batch("ROLLBACK").expect("the lock is let go");
         assert_eq!(check(&mut writer), Ok(()));
+    }
+
+    /// Under batches that never pause, the WAL starts over once it is longer than
+    /// [`WAL_RESTART_PAGES`], even with no checkpointer copying anything: the writer copies
+    /// what is left before its next batch. (The checkpointer is stopped here, the hardest
+    /// case: without the writer's checkpoint the WAL would only grow.)
+    #[test]
+    fn the_wal_starts_over_under_batches_that_never_pause() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        writer.checkpointer.stop();
+        let mut longest = 0;
+        let mut n = 0;
+        while longest < WAL_RESTART_PAGES {
+            let batch: Vec<_> = (0..256)
+                .map(|_| {
+                    n += 1;
+                    create(&format!("tenant {n}"), None).0
+                })
+                .collect();
+            run(&mut writer, batch);
+            longest = longest.max(writer.checkpointer.wal_pages());
+            assert!(
+                n < 100_000,
+                "the WAL never reached {WAL_RESTART_PAGES} pages"
+            );
+        }
+        let (next, answer) = create("the next one", None);
+        run(&mut writer, vec![next]);
+        assert!(answer.blocking_recv().expect("an answer").is_ok());
+        let pages = writer.checkpointer.wal_pages();
+        assert!(
+            pages < 100,
+            "the WAL went on from {longest} pages to {pages} instead of starting over"
+        );
     }
 }
