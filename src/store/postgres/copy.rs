@@ -53,37 +53,33 @@ impl Database {
     pub(in crate::store) async fn source(url: &str) -> Result<Self, String> {
         let client = super::connect(url).await?;
         let name = super::describe(url);
-        match super::schema_version(&client).await? {
-            Some(super::SCHEMA_VERSION) => {}
-            Some(other) => {
-                return Err(format!(
-                    "{name}: the schema is at version {other}; this build reads version {}",
-                    super::SCHEMA_VERSION
-                ));
-            }
-            None => return Err(format!("{name}: no tenantd schema in this database")),
-        }
-        client
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        super::expect_schema(&client)
             .await
-            .map_err(|e| format!("{name}: {}", super::explain(&e)))?;
-        Ok(Self {
+            .map_err(|e| format!("{name}: {e}"))?;
+        Self::begin(
             client,
             name,
-            inserts: HashMap::new(),
-        })
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        )
+        .await
     }
 
     /// The database at `url` as a target: its schema made if need be, then one transaction
-    /// holding the chain head's lock until [`Database::commit`].
+    /// holding the chain's lock until [`Database::commit`], so no instance writes meanwhile.
     pub(in crate::store) async fn create(url: &str) -> Result<Self, String> {
         let mut client = super::connect(url).await?;
         let name = super::describe(url);
         super::create_schema(&mut client)
             .await
             .map_err(|e| format!("{name}: {e}"))?;
+        let begin = "BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE;";
+        Self::begin(client, name, begin).await
+    }
+
+    /// Begins the copy's transaction with the statements `begin`.
+    async fn begin(client: Client, name: String, begin: &str) -> Result<Self, String> {
         client
-            .batch_execute("BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE;")
+            .batch_execute(begin)
             .await
             .map_err(|e| format!("{name}: {}", super::explain(&e)))?;
         Ok(Self {

@@ -132,6 +132,18 @@ pub(crate) async fn schema_version(
     Ok(row.get(0))
 }
 
+/// Succeeds when the database holds a tenantd schema of this build's version, the one a
+/// reader of its rows (`audit verify`, a copy's source) can read.
+pub(crate) async fn expect_schema(client: &Client) -> Result<(), String> {
+    match schema_version(client).await? {
+        Some(SCHEMA_VERSION) => Ok(()),
+        Some(other) => Err(format!(
+            "the schema is at version {other}; this build reads version {SCHEMA_VERSION}"
+        )),
+        None => Err("no tenantd schema in this database".into()),
+    }
+}
+
 /// Creates the schema, or brings it to this build's; several instances may do so at the same
 /// moment (an advisory lock takes them one at a time). A database already at this build's
 /// version is left alone: the script's `CREATE OR REPLACE TRIGGER`s would lock every table

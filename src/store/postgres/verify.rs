@@ -14,23 +14,9 @@ const FETCH_ROWS: i32 = 1000;
 /// with it, all read in one snapshot (a live database being written verifies too).
 pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
     let read = |e: tokio_postgres::Error| VerifyError::Read(super::explain(&e));
-    match super::schema_version(client)
+    super::expect_schema(client)
         .await
-        .map_err(VerifyError::Read)?
-    {
-        Some(super::SCHEMA_VERSION) => {}
-        Some(other) => {
-            return Err(VerifyError::Read(format!(
-                "the schema is at version {other}; this build reads version {}",
-                super::SCHEMA_VERSION
-            )));
-        }
-        None => {
-            return Err(VerifyError::Read(
-                "no tenantd schema in this database".into(),
-            ));
-        }
-    }
+        .map_err(VerifyError::Read)?;
     let tx = client
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
