@@ -131,6 +131,7 @@ postgres-up:
 	@scripts/postgres.sh start $(PG_DIR) >/dev/null
 	@echo "export TENANTD_TEST_POSTGRES_URL=\"\$$(cat $(PG_DIR)/url)\""
 	@echo "export TENANTD_TEST_POSTGRES_ADMIN_URL=\"\$$(cat $(PG_DIR)/admin-url)\""
+	@echo "export TENANTD_TEST_POSTGRES_CA=\"$(PG_DIR)/tls/ca.pem\""
 
 postgres-down:
 	@scripts/postgres.sh stop $(PG_DIR)

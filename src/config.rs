@@ -221,7 +221,8 @@ enum Sub {
     ///
     /// The source is read in one snapshot and never written; the target (a new file, or a
     /// PostgreSQL database without tenantd data) is written in one transaction, read back and
-    /// compared, and its audit chain verified before `copy` exits 0. Progress goes to stderr.
+    /// compared, and its audit chain verified before it is committed: a copy that fails keeps
+    /// nothing. Progress goes to stderr.
     #[command(max_term_width = HELP_COLUMNS_MAX)]
     Copy(CopyArgs),
 }

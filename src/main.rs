@@ -5,7 +5,12 @@ use std::process::ExitCode;
 use tenantd::config::{self, Command, ConfigError, ServeConfig};
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // tokio-postgres logs every statement's parameters at debug, and a copy's parameters hold
+    // tenant tokens (in the idempotency records) and token hashes: it logs at info at most,
+    // whatever RUST_LOG says.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("tokio_postgres", log::LevelFilter::Info)
+        .init();
     let command = match config::parse(std::env::args_os().skip(1), |name| std::env::var_os(name)) {
         Ok(command) => command,
         Err(ConfigError::Shown(text)) => {

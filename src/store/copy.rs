@@ -6,8 +6,9 @@
 //! is written under a temporary name and linked to its own only once it checks out). Every
 //! table is copied as stored, row by row in key order, the idempotency records included (so a
 //! keyed retry still replays across a move). While it copies, a digest is taken of each
-//! table's rows as read; after the commit the target is read back, its digests must be the
-//! same, and its chain must verify and end at the source's head.
+//! table's rows as read; before the commit the target is read back in its own transaction,
+//! its digests must be the same, and its chain must verify and end at the source's head. A
+//! source that does not verify is therefore never copied.
 
 use sha2::{Digest, Sha256};
 
@@ -222,7 +223,7 @@ pub(crate) struct Copied {
 }
 
 /// Copies every table of `source` into the empty `target`, reporting progress through
-/// `progress`, then commits the target, reads it back and checks it.
+/// `progress`, reads the target back and checks it, and only then commits it.
 pub(crate) async fn run(
     source: &mut Side,
     target: &mut Side,
@@ -265,15 +266,13 @@ pub(crate) async fn run(
         counts.push((table.name, done));
         digests.push(<[u8; 32]>::from(digest.finalize()));
     }
-    match target {
-        Side::Sqlite(file) => file.commit()?,
-        Side::Postgres(db) => db.commit().await?,
-    }
-    progress("committed; reading the copy back");
+    // The checks read the target inside its own transaction: nothing is committed (or, for a
+    // file, given its name) before they pass.
+    progress("reading the copy back");
     for (table, expected) in TABLES.iter().zip(&digests) {
         if target.digest(table).await? != *expected {
             return Err(format!(
-                "the copy's {} differs from the source's after the commit",
+                "the copy's {} differs from the source's; nothing was kept",
                 table.name
             ));
         }
@@ -285,14 +284,19 @@ pub(crate) async fn run(
     progress("verifying the copy's audit chain");
     let head = match target {
         Side::Sqlite(file) => file.verify()?,
-        Side::Postgres(db) => db.verify().await?,
+        Side::Postgres(db) => db.verify_uncommitted().await?,
     };
     if head != source_head {
         return Err(format!(
-            "the copy's chain ends at {} (seq {}), the source's at {} (seq {})",
+            "the copy's chain ends at {} (seq {}), the source's at {} (seq {}); nothing was kept",
             head.hash, head.seq, source_head.hash, source_head.seq
         ));
     }
+    match target {
+        Side::Sqlite(file) => file.commit()?,
+        Side::Postgres(db) => db.commit().await?,
+    }
+    progress("committed");
     let mut all = Sha256::new();
     for digest in &digests {
         all.update(digest);

@@ -158,6 +158,8 @@ fn busy_sqlite() -> (tempfile::TempDir, std::path::PathBuf) {
             assert_ok(&scene.post(&scene.rpath(rid, how), &body), how);
         }
     }
+    let keyed = app.create_with_key("keyed", "10", "create-key");
+    assert_eq!(keyed.status, 201, "{}", keyed.describe());
     let closed = rich.admin().new_budget("closed-one", "9");
     assert_ok(
         &app.request(
@@ -281,6 +283,84 @@ fn concurrent_copies_into_one_database_fill_it_once() {
     }
     let events = audit_verify(&original);
     assert_eq!(verify_url(&db.url).stdout, events.stdout);
+}
+
+/// A source whose chain does not account for its rows is refused before anything of the
+/// copy is kept: no file at the target's name, no row in the target database.
+#[test]
+fn a_source_that_does_not_verify_is_never_copied() {
+    let (dir, original) = busy_sqlite();
+    {
+        let conn = Connection::open(&original).expect("the file opens");
+        let edited = conn
+            .execute(
+                "UPDATE budgets SET spent_atomic = '1' WHERE name = 'gpu-hours'",
+                [],
+            )
+            .expect("an edit behind the service's back");
+        assert_eq!(edited, 1);
+    }
+    let to_file = dir.path().join("copy.db");
+    let out = copy(
+        original.to_str().expect("UTF-8"),
+        to_file.to_str().expect("UTF-8"),
+    );
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("nothing was kept"), "{}", out.stderr);
+    assert!(!to_file.exists(), "no file at the target's name");
+    assert!(
+        !dir.path().join("copy.db.partial").exists(),
+        "no working file left"
+    );
+
+    let db = Database::new("unverified");
+    let out = copy(original.to_str().expect("UTF-8"), &db.url);
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("nothing was kept"), "{}", out.stderr);
+    assert_eq!(db.psql("SELECT count(*) FROM audit_events"), "0");
+    assert_eq!(db.psql("SELECT count(*) FROM tenants"), "0");
+}
+
+/// No tenant token reaches the log of a copy, even at `RUST_LOG=debug`: the idempotency
+/// record of a keyed create holds one, and the PostgreSQL driver logs parameters at debug.
+#[test]
+fn a_copy_logs_no_tenant_token_at_any_level() {
+    let (dir, original) = busy_sqlite();
+    let token: String = Connection::open(&original)
+        .expect("the file opens")
+        .query_row(
+            "SELECT json_extract(response_body, '$.sidecar_config_env.TENANTD_TENANT_TOKEN') \
+             FROM idempotency_keys WHERE key = 'create-key'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the keyed create's stored answer");
+    let db = Database::new("quiet");
+    let out = run_cli_in(
+        dir.path(),
+        &[
+            "copy",
+            "--from",
+            original.to_str().expect("UTF-8"),
+            "--to",
+            &db.url,
+        ],
+        &[("RUST_LOG", "debug")],
+        std::time::Duration::from_secs(60),
+    );
+    digest(&out);
+    assert!(
+        out.stderr.contains("DEBUG"),
+        "debug logging is on: {}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(&token), "a tenant token in the log");
+    assert!(!out.stdout.contains(&token));
+    assert_eq!(
+        db.psql("SELECT count(*) FROM idempotency_keys WHERE key = 'create-key'"),
+        "1",
+        "the record itself was copied"
+    );
 }
 
 /// A target that holds data, or a file that exists, is refused and left as it was.

@@ -246,9 +246,10 @@ impl Database {
         })
     }
 
-    pub(in crate::store) async fn verify(&mut self) -> Result<Head, String> {
-        super::verify::verify(&mut self.client)
+    /// Verifies the chain as this target's open transaction sees it.
+    pub(in crate::store) async fn verify_uncommitted(&mut self) -> Result<Head, String> {
+        super::verify::verify_in_transaction(&self.client)
             .await
-            .map_err(|e: VerifyError| format!("{}: {e}", self.name))
+            .map_err(|e: VerifyError| format!("{}: {e}; nothing was kept", self.name))
     }
 }

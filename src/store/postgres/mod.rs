@@ -32,7 +32,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether `db` names a PostgreSQL database rather than a SQLite file.
 pub(crate) fn is_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
+    let scheme = db
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("postgres" | "postgresql"))
 }
 
 /// The URL as it may be shown: user, hosts, ports and database, never the password or the

@@ -1,14 +1,11 @@
 //! `tenantd audit verify` on PostgreSQL: the rows of one snapshot fed to the same replay as
 //! SQLite's.
 
-use tokio_postgres::{Client, IsolationLevel, Row};
+use tokio_postgres::{Client, Row};
 
 use super::RowError;
 use crate::audit::{Entry, Head, Linked, Replay, VerifyError};
 use crate::store::rows::{self, TextRow};
-
-/// Rows fetched from a query's portal at a time: memory stays bounded on a large database.
-const FETCH_ROWS: i32 = 1000;
 
 /// Replays the chain and compares every stored tenant, budget, reservation and ledger entry
 /// with it, all read in one snapshot (a live database being written verifies too).
@@ -17,16 +14,22 @@ pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
     super::expect_schema(client)
         .await
         .map_err(VerifyError::Read)?;
-    let tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await
         .map_err(read)?;
+    let verdict = verify_in_transaction(client).await;
+    client.batch_execute("ROLLBACK").await.map_err(read)?;
+    verdict
+}
+
+/// [`verify`] inside the transaction the caller has begun on `client`: what it reads is what
+/// that transaction sees, its own writes included (a copy checks its target before it
+/// commits).
+pub(crate) async fn verify_in_transaction(client: &Client) -> Result<Head, VerifyError> {
     let mut replay = Replay::default();
     let mut last = 0;
-    each(&tx, rows::EVERY_EVENT, |row| {
+    each(client, rows::EVERY_EVENT, |row| {
         let linked = event(row, last)?;
         last = linked.entry.seq;
         replay.push(&linked)
@@ -40,7 +43,7 @@ pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
         Err(RowError::Read(reason)) => Err(VerifyError::Read(reason)),
     };
     each(
-        &tx,
+        client,
         rows::EVERY_TENANT,
         |row| match rows::tenant_with_deposit(row) {
             Ok(tenant) => replay.check_tenant(&tenant),
@@ -48,13 +51,15 @@ pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
         },
     )
     .await?;
-    each(&tx, rows::EVERY_BUDGET, |row| match rows::budget(row, 0) {
-        Ok(budget) => replay.check_budget(&budget),
-        Err(e) => checked(Err(e), &mut replay),
+    each(client, rows::EVERY_BUDGET, |row| {
+        match rows::budget(row, 0) {
+            Ok(budget) => replay.check_budget(&budget),
+            Err(e) => checked(Err(e), &mut replay),
+        }
     })
     .await?;
     each(
-        &tx,
+        client,
         rows::EVERY_RESERVATION,
         |row| match rows::reservation(row) {
             Ok(reservation) => replay.check_reservation(&reservation),
@@ -62,32 +67,33 @@ pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
         },
     )
     .await?;
-    each(&tx, rows::EVERY_ENTRY, |row| match rows::entry(row) {
+    each(client, rows::EVERY_ENTRY, |row| match rows::entry(row) {
         Ok(entry) => replay.check_entry(&entry),
         Err(e) => checked(Err(e), &mut replay),
     })
     .await?;
-    tx.rollback().await.map_err(read)?;
     replay.finish()
 }
 
-/// Feeds every row of `sql` to `check`, [`FETCH_ROWS`] at a time.
+/// Feeds every row of `sql` to `check`, as the rows arrive (memory stays bounded on a large
+/// database).
 async fn each(
-    tx: &tokio_postgres::Transaction<'_>,
+    client: &Client,
     sql: &str,
     mut check: impl FnMut(&Row) -> Result<(), VerifyError>,
 ) -> Result<(), VerifyError> {
     let read = |e: tokio_postgres::Error| VerifyError::Read(super::explain(&e));
-    let portal = tx.bind(sql, &[]).await.map_err(read)?;
-    loop {
-        let rows = tx.query_portal(&portal, FETCH_ROWS).await.map_err(read)?;
-        for row in &rows {
-            check(row)?;
-        }
-        if rows.len() < FETCH_ROWS as usize {
-            return Ok(());
-        }
+    let stream = client
+        .query_raw(sql, std::iter::empty::<&str>())
+        .await
+        .map_err(read)?;
+    let mut stream = std::pin::pin!(stream);
+    while let Some(row) =
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(stream.as_mut(), cx)).await
+    {
+        check(&row.map_err(read)?)?;
     }
+    Ok(())
 }
 
 /// An audit row of [`rows::EVERY_EVENT`]; a column that cannot be read breaks the chain there.

@@ -80,10 +80,16 @@ pub(super) fn for_each_row(
 /// entry with it. Memory grows with the number of tenants, budgets and reservations (a few
 /// hundred bytes each), not with the number of events or entries.
 pub(super) fn verify(conn: &Connection) -> Result<Head, VerifyError> {
-    // Both passes read one snapshot, so a live database that is being written verifies too.
-    let snapshot = conn
-        .unchecked_transaction()
-        .map_err(|e| VerifyError::Read(e.to_string()))?;
+    // Both passes read one snapshot, so a live database that is being written verifies too;
+    // inside a caller's transaction (a copy checks its target before it commits), that one.
+    let snapshot = if conn.is_autocommit() {
+        Some(
+            conn.unchecked_transaction()
+                .map_err(|e| VerifyError::Read(e.to_string()))?,
+        )
+    } else {
+        None
+    };
     let mut replay = Replay::default();
     for_each_row(conn, |row| replay.push(row))?;
     queries::for_each_tenant(conn, |tenant| match tenant {

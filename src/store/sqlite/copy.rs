@@ -1,6 +1,7 @@
 //! The SQLite side of `tenantd copy`: a file read in one snapshot, or a new file written in
 //! one transaction under a temporary name.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -55,10 +56,24 @@ impl File {
         let mut partial = path.as_os_str().to_owned();
         partial.push(".partial");
         let partial = PathBuf::from(partial);
-        for suffix in ["", "-wal", "-shm"] {
-            let mut stale = partial.as_os_str().to_owned();
-            stale.push(suffix);
-            let _ = std::fs::remove_file(stale);
+        // Made here, exclusively: a copy to the same name that is still running keeps its
+        // files, and one that was killed left them for the user to look at and remove.
+        if let Err(e) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&partial)
+        {
+            return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!(
+                    "{} exists: another copy to {} is running, or one was stopped midway \
+                     (then remove it, and its -wal and -shm files)",
+                    partial.display(),
+                    path.display()
+                )
+            } else {
+                format!("{}: {e}", partial.display())
+            });
         }
         let at = |e: String| format!("{}: {e}", partial.display());
         let conn = open::open_writer(&partial).map_err(|e| at(e.to_string()))?;
@@ -135,8 +150,8 @@ impl File {
             .map_err(|e| format!("{}: {}: {e}", self.path.display(), table.name))
     }
 
-    /// Commits a target, closes it self-contained (rollback-journal mode, no `-wal` beside
-    /// it), links it to its name and opens it again for reading.
+    /// Commits a target (once it has checked out), closes it self-contained (rollback-journal
+    /// mode, no `-wal` beside it), links it to its name and opens it again for reading.
     pub(in crate::store) fn commit(&mut self) -> Result<(), String> {
         let Some(partial) = self.partial.clone() else {
             return Err("only a copy's target is committed".into());
@@ -173,8 +188,12 @@ impl File {
         audit::load_head(&self.conn).map_err(|e| format!("{}: {e}", self.path.display()))
     }
 
+    /// Verifies the chain as this file's open transaction (if any) sees it.
     pub(in crate::store) fn verify(&self) -> Result<Head, String> {
-        audit::verify(&self.conn).map_err(|e| format!("{}: {e}", self.path.display()))
+        audit::verify(&self.conn).map_err(|e| match &self.partial {
+            Some(_) => format!("{}: {e}; nothing was kept", self.path.display()),
+            None => format!("{}: {e}", self.path.display()),
+        })
     }
 }
 
