@@ -194,18 +194,34 @@ impl Side {
         }
     }
 
-    /// The digest of every row of `table`, read back in key order.
-    async fn digest(&mut self, table: &Table) -> Result<[u8; 32], String> {
+    /// Reads every row of `table` in key order, a chunk at a time, into a digest (and into
+    /// `into`, when given); its row count and digest. `progress` hears of long tables.
+    async fn read_table(
+        &mut self,
+        table: &Table,
+        mut into: Option<&mut Side>,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<(u64, [u8; 32]), String> {
+        let total = self.count(table).await?;
         let mut digest = Sha256::new();
-        let mut after: Option<Row> = None;
+        let (mut done, mut after): (u64, Option<Row>) = (0, None);
+        let mut shown = std::time::Instant::now();
         loop {
             let rows = self.rows(table, after.as_deref()).await?;
             for row in &rows {
                 digest_row(&mut digest, row);
             }
+            if let Some(target) = into.as_deref_mut() {
+                target.insert(table, &rows).await?;
+            }
+            done += rows.len() as u64;
+            if shown.elapsed() >= PROGRESS_INTERVAL {
+                progress(&format!("{}: {done} of {total} rows", table.name));
+                shown = std::time::Instant::now();
+            }
             match rows.last() {
                 Some(last) if rows.len() == CHUNK_ROWS => after = Some(last[..table.key].to_vec()),
-                _ => return Ok(digest.finalize().into()),
+                _ => return Ok((done, digest.finalize().into())),
             }
         }
     }
@@ -242,35 +258,18 @@ pub(crate) async fn run(
     let mut counts = Vec::with_capacity(TABLES.len());
     let mut digests = Vec::with_capacity(TABLES.len());
     for table in TABLES {
-        let total = source.count(table).await?;
-        let mut digest = Sha256::new();
-        let (mut done, mut after): (u64, Option<Row>) = (0, None);
-        let mut shown = std::time::Instant::now();
-        loop {
-            let rows = source.rows(table, after.as_deref()).await?;
-            for row in &rows {
-                digest_row(&mut digest, row);
-            }
-            target.insert(table, &rows).await?;
-            done += rows.len() as u64;
-            if shown.elapsed() >= PROGRESS_INTERVAL {
-                progress(&format!("{}: {done} of {total} rows", table.name));
-                shown = std::time::Instant::now();
-            }
-            match rows.last() {
-                Some(last) if rows.len() == CHUNK_ROWS => after = Some(last[..table.key].to_vec()),
-                _ => break,
-            }
-        }
+        let (done, digest) = source
+            .read_table(table, Some(&mut *target), &mut progress)
+            .await?;
         progress(&format!("{}: {done} rows", table.name));
         counts.push((table.name, done));
-        digests.push(<[u8; 32]>::from(digest.finalize()));
+        digests.push(digest);
     }
     // The checks read the target inside its own transaction: nothing is committed (or, for a
     // file, given its name) before they pass.
     progress("reading the copy back");
     for (table, expected) in TABLES.iter().zip(&digests) {
-        if target.digest(table).await? != *expected {
+        if target.read_table(table, None, &mut progress).await?.1 != *expected {
             return Err(format!(
                 "the copy's {} differs from the source's; nothing was kept",
                 table.name

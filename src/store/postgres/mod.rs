@@ -47,10 +47,18 @@ pub(crate) fn describe(url: &str) -> String {
     let Ok(config) = rest.parse::<tokio_postgres::Config>() else {
         return "a PostgreSQL URL".into();
     };
+    // As the driver reads them: one port for every host, or one per host (5432 if none).
+    let ports = config.get_ports();
+    let port = |i: usize| match ports {
+        [] => 5432,
+        [one] => *one,
+        many => many.get(i).copied().unwrap_or(5432),
+    };
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
-        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .enumerate()
+        .map(|(i, host)| (host, port(i)))
         .map(|(host, port)| match host {
             tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
             tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
@@ -268,6 +276,29 @@ mod tests {
 
     fn decode(raw: &[u8]) -> String {
         Decimal::from_sql(&Type::NUMERIC, raw).expect("a numeric").0
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_password_or_parameters() {
+        for (url, shown) in [
+            ("postgres://u:secret@h/db", "postgres://u@h:5432/db"),
+            (
+                "postgresql://u:secret@h:6000/db?sslmode=require",
+                "postgres://u@h:6000/db",
+            ),
+            (
+                "postgres://u:secret@a,b:6000/db",
+                "postgres://u@a:5432,b:6000/db",
+            ),
+            (
+                "postgres://u:secret@a:6000,b:6001/db",
+                "postgres://u@a:6000,b:6001/db",
+            ),
+        ] {
+            assert_eq!(describe(url), shown, "{url}");
+        }
+        assert!(is_url("Postgres://h/db") && is_url("postgresql://h/db"));
+        assert!(!is_url("./postgres.db") && !is_url("host=h password=secret"));
     }
 
     #[test]

@@ -93,13 +93,7 @@ fn write_checked(
         .map_err(|e| at(&e))?;
     scrub(partial).map_err(|e| at(&e))?;
     let summary = check(partial).map_err(|e| at(&e))?;
-    fs::File::open(partial)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| at(&e))?;
-    // A hard link, unlike a rename, fails rather than replace a file that appeared meanwhile.
-    fs::hard_link(partial, to).map_err(|e| format!("{}: {e}", to.display()))?;
-    fs::remove_file(partial).map_err(|e| at(&e))?;
-    open::sync_parent_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    open::publish(partial, to)?;
     Ok(summary)
 }
 

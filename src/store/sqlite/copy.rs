@@ -151,7 +151,7 @@ impl File {
     }
 
     /// Commits a target (once it has checked out), closes it self-contained (rollback-journal
-    /// mode, no `-wal` beside it), links it to its name and opens it again for reading.
+    /// mode, no `-wal` beside it) and gives it its name.
     pub(in crate::store) fn commit(&mut self) -> Result<(), String> {
         let Some(partial) = self.partial.clone() else {
             return Err("only a copy's target is committed".into());
@@ -167,20 +167,13 @@ impl File {
         if !mode.eq_ignore_ascii_case("delete") {
             return Err(at(format!("stays in {mode} mode")));
         }
-        let placeholder = Connection::open_in_memory().map_err(|e| e.to_string())?;
-        std::mem::replace(&mut self.conn, placeholder)
+        // Closed for good: the copy is checked before its commit, and read no more.
+        let closed = Connection::open_in_memory().map_err(|e| e.to_string())?;
+        std::mem::replace(&mut self.conn, closed)
             .close()
             .map_err(|(_, e)| at(e.to_string()))?;
-        std::fs::File::open(&partial)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| at(e.to_string()))?;
-        // A link, not a rename: a file made at the name meanwhile is never replaced.
-        std::fs::hard_link(&partial, &self.path)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        open::publish(&partial, &self.path)?;
         self.partial = None;
-        std::fs::remove_file(&partial).map_err(|e| at(e.to_string()))?;
-        open::sync_parent_dir(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
-        self.conn = open::open_reader(&self.path).map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -279,6 +279,19 @@ pub(super) fn sync_parent_dir(path: &Path) -> io::Result<()> {
     File::open(parent)?.sync_all()
 }
 
+/// Gives the finished file `partial` its name `to`: fsynced, hard-linked (a link, unlike a
+/// rename, fails rather than replace a file that appeared at the name meanwhile), the
+/// temporary name removed, and the directory fsynced.
+pub(super) fn publish(partial: &Path, to: &Path) -> Result<(), String> {
+    let at = |path: &Path, e: io::Error| format!("{}: {e}", path.display());
+    File::open(partial)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| at(partial, e))?;
+    std::fs::hard_link(partial, to).map_err(|e| at(to, e))?;
+    std::fs::remove_file(partial).map_err(|e| at(partial, e))?;
+    sync_parent_dir(to).map_err(|e| at(to, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
