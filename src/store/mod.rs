@@ -22,6 +22,7 @@ mod copy;
 mod model_tests;
 pub(crate) mod postgres;
 mod rows;
+mod sql;
 mod sqlite;
 
 use std::path::{Path, PathBuf};

@@ -22,20 +22,23 @@ pub(crate) trait TextRow {
     /// that stores amounts as numbers hands them over in decimal.
     fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, Self::Error>;
 
+    /// Column `i` as bytes, `None` for NULL; an error for a column that is not bytes.
+    fn blob(&self, i: usize) -> Result<Option<Cow<'_, [u8]>>, Self::Error>;
+
     /// The error for column `i` holding something its type does not allow.
-    fn corrupt(i: usize, what: String) -> Self::Error;
+    fn corrupt(&self, i: usize, what: String) -> Self::Error;
 
     /// How many columns the row has.
     fn len(&self) -> usize;
 }
 
 /// The columns of `row` from `at` on, read in place.
-pub(crate) struct Columns<'r, R> {
+pub(crate) struct Columns<'r, R: ?Sized> {
     row: &'r R,
     at: usize,
 }
 
-impl<'r, R: TextRow> Columns<'r, R> {
+impl<'r, R: TextRow + ?Sized> Columns<'r, R> {
     pub(crate) fn new(row: &'r R, at: usize) -> Self {
         Self { row, at }
     }
@@ -45,8 +48,10 @@ impl<'r, R: TextRow> Columns<'r, R> {
     }
 
     pub(crate) fn text(&self, i: usize) -> Result<Cow<'r, str>, R::Error> {
-        self.opt_text(i)?
-            .ok_or_else(|| R::corrupt(self.at + i, "a NULL where a value belongs".into()))
+        self.opt_text(i)?.ok_or_else(|| {
+            self.row
+                .corrupt(self.at + i, "a NULL where a value belongs".into())
+        })
     }
 
     pub(crate) fn parse<T>(
@@ -56,7 +61,10 @@ impl<'r, R: TextRow> Columns<'r, R> {
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Result<T, R::Error> {
         let raw = self.text(i)?;
-        parse(&raw).ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}")))
+        parse(&raw).ok_or_else(|| {
+            self.row
+                .corrupt(self.at + i, format!("a bad {what} {raw:?}"))
+        })
     }
 
     fn opt_parse<T>(
@@ -67,9 +75,10 @@ impl<'r, R: TextRow> Columns<'r, R> {
     ) -> Result<Option<T>, R::Error> {
         match self.opt_text(i)? {
             None => Ok(None),
-            Some(raw) => parse(&raw)
-                .map(Some)
-                .ok_or_else(|| R::corrupt(self.at + i, format!("a bad {what} {raw:?}"))),
+            Some(raw) => parse(&raw).map(Some).ok_or_else(|| {
+                self.row
+                    .corrupt(self.at + i, format!("a bad {what} {raw:?}"))
+            }),
         }
     }
 
@@ -124,12 +133,12 @@ macro_rules! budget_columns {
 pub(crate) use budget_columns;
 
 /// A budget from [`budget_columns`], starting at column `at`.
-pub(crate) fn budget<R: TextRow>(row: &R, at: usize) -> Result<Budget, R::Error> {
+pub(crate) fn budget<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Budget, R::Error> {
     let c = Columns::new(row, at);
     let state = match (c.text(4)?.as_ref(), c.opt_time(6)?) {
         ("open", None) => BudgetState::Open,
         ("closed", Some(at)) => BudgetState::Closed { at },
-        _ => return Err(R::corrupt(at + 4, "a bad budget state".into())),
+        _ => return Err(row.corrupt(at + 4, "a bad budget state".into())),
     };
     Ok(Budget {
         id: c.parse(0, "budget id", BudgetId::parse)?,
@@ -161,13 +170,13 @@ macro_rules! tenant_columns {
 pub(crate) use tenant_columns;
 
 /// A tenant, with its default budget, from [`tenant_columns`].
-pub(crate) fn tenant<R: TextRow>(row: &R) -> Result<Tenant, R::Error> {
+pub(crate) fn tenant<R: TextRow + ?Sized>(row: &R) -> Result<Tenant, R::Error> {
     let c = Columns::new(row, 0);
     let id = c.parse(0, "tenant id", TenantId::parse)?;
     let state = match (c.text(2)?.as_ref(), c.opt_time(4)?) {
         ("active", None) => TenantState::Active,
         ("tombstoned", Some(at)) => TenantState::Tombstoned { at },
-        _ => return Err(R::corrupt(2, format!("tenant {id} has a bad state"))),
+        _ => return Err(row.corrupt(2, format!("tenant {id} has a bad state"))),
     };
     Ok(Tenant {
         name: c.parse(1, "name", |raw| Name::parse(raw).ok())?,
@@ -183,7 +192,7 @@ pub(crate) const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, a
      committed_atomic, memo, created_at, expires_at, settled_at";
 
 /// A reservation from [`RESERVATION_COLUMNS`].
-pub(crate) fn reservation<R: TextRow>(row: &R) -> Result<Reservation, R::Error> {
+pub(crate) fn reservation<R: TextRow + ?Sized>(row: &R) -> Result<Reservation, R::Error> {
     let c = Columns::new(row, 0);
     let committed = c.opt_parse(5, "amount", |raw| Atomic::parse(raw).ok())?;
     let state = match (c.text(3)?.as_ref(), c.opt_time(9)?, committed) {
@@ -191,7 +200,7 @@ pub(crate) fn reservation<R: TextRow>(row: &R) -> Result<Reservation, R::Error> 
         ("committed", Some(at), Some(amount)) => ReservationState::Committed { amount, at },
         ("released", Some(at), None) => ReservationState::Released { at },
         ("expired", Some(at), None) => ReservationState::Expired { at },
-        _ => return Err(R::corrupt(3, "a bad reservation state".into())),
+        _ => return Err(row.corrupt(3, "a bad reservation state".into())),
     };
     Ok(Reservation {
         id: c.parse(0, "reservation id", ReservationId::parse)?,
@@ -210,7 +219,7 @@ pub(crate) const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, rese
      memo, occurred_at, balance_atomic, available_atomic";
 
 /// A ledger entry from [`ENTRY_COLUMNS`].
-pub(crate) fn entry<R: TextRow>(row: &R) -> Result<LedgerEntry, R::Error> {
+pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Error> {
     let c = Columns::new(row, 0);
     Ok(LedgerEntry {
         id: c.parse(0, "entry id", EntryId::parse)?,
@@ -236,13 +245,13 @@ pub(crate) const EVERY_TENANT: &str = concat!(
 
 /// A tenant of [`EVERY_TENANT`]. The opening deposit the tenant row keeps must be its default
 /// budget's: a row whose two disagree cannot be read.
-pub(crate) fn tenant_with_deposit<R: TextRow>(row: &R) -> Result<Tenant, R::Error> {
+pub(crate) fn tenant_with_deposit<R: TextRow + ?Sized>(row: &R) -> Result<Tenant, R::Error> {
     let tenant = tenant(row)?;
     let at = row.len() - 1;
     let deposit = Columns::new(row, at).amount(0)?;
     if deposit != tenant.budget.opening_deposit {
         let what = format!("tenant {} keeps another opening deposit", tenant.id);
-        return Err(R::corrupt(at, what));
+        return Err(row.corrupt(at, what));
     }
     Ok(tenant)
 }

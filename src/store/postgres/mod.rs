@@ -184,13 +184,7 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     tx.commit().await.map_err(failed)
 }
 
-/// A row that cannot be read: unreadable (the connection, a type the query did not expect),
-/// or holding what its type does not allow.
-#[derive(Debug)]
-pub(crate) enum RowError {
-    Read(String),
-    Corrupt(String),
-}
+pub(crate) use super::sql::RowError;
 
 impl TextRow for tokio_postgres::Row {
     type Error = RowError;
@@ -207,7 +201,14 @@ impl TextRow for tokio_postgres::Row {
         }
     }
 
-    fn corrupt(i: usize, what: String) -> RowError {
+    fn blob(&self, i: usize) -> Result<Option<Cow<'_, [u8]>>, RowError> {
+        let value: Option<&[u8]> = self
+            .try_get(i)
+            .map_err(|e| RowError::Read(format!("column {i}: {}", explain(&e))))?;
+        Ok(value.map(Cow::Borrowed))
+    }
+
+    fn corrupt(&self, i: usize, what: String) -> RowError {
         RowError::Corrupt(format!("column {i}: {what}"))
     }
 

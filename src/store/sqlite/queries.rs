@@ -41,7 +41,14 @@ impl TextRow for Row<'_> {
         }
     }
 
-    fn corrupt(i: usize, what: String) -> rusqlite::Error {
+    fn blob(&self, i: usize) -> rusqlite::Result<Option<Cow<'_, [u8]>>> {
+        match self.get_ref(i)?.as_blob_or_null() {
+            Ok(bytes) => Ok(bytes.map(Cow::Borrowed)),
+            Err(e) => Err(corrupt(i, format!("not bytes: {e}"))),
+        }
+    }
+
+    fn corrupt(&self, i: usize, what: String) -> rusqlite::Error {
         corrupt(i, what)
     }
 

@@ -1,0 +1,128 @@
+//! The seam between the store's commands and a database: statements with parameters, rows
+//! as text.
+//!
+//! The commands ([`super::commands`]) and the queries ([`super::queries`]) are written once, in
+//! the SQL both backends speak, with numbered parameters (`?1`, `?2`, …). A backend implements
+//! [`Sql`] on its connection: SQLite binds amounts as the text its columns hold; PostgreSQL
+//! rewrites the numbers to `$1`, `$2`, … and binds amounts as `numeric`. Rows come back through
+//! [`TextRow`], so both backends are read by the same readers ([`super::rows`]).
+//!
+//! A backend reports a clash on the two unique names it keeps as the refusal itself
+//! ([`StoreError::TenantNameTaken`], [`StoreError::BudgetNameTaken`]), so a command needs no
+//! backend's error codes.
+
+use std::borrow::Cow;
+
+use super::StoreError;
+use super::rows::TextRow;
+use crate::domain::Atomic;
+
+/// A statement's parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Param<'a> {
+    /// NULL.
+    Null,
+    /// Text.
+    Text(&'a str),
+    /// A 64-bit integer.
+    Int(i64),
+    /// Bytes (a hash, a fingerprint).
+    Bytes(&'a [u8]),
+    /// An amount: text in SQLite, `numeric(39,0)` in PostgreSQL.
+    Amount(u128),
+}
+
+impl<'a> From<&'a str> for Param<'a> {
+    fn from(text: &'a str) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl<'a> From<&'a String> for Param<'a> {
+    fn from(text: &'a String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Param<'a> {
+    fn from(bytes: &'a [u8]) -> Self {
+        Self::Bytes(bytes)
+    }
+}
+
+impl From<i64> for Param<'_> {
+    fn from(n: i64) -> Self {
+        Self::Int(n)
+    }
+}
+
+impl From<Atomic> for Param<'_> {
+    fn from(amount: Atomic) -> Self {
+        Self::Amount(amount.get())
+    }
+}
+
+impl<'a, T: Into<Param<'a>>> From<Option<T>> for Param<'a> {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(Self::Null, Into::into)
+    }
+}
+
+/// A row that cannot be read: unreadable (the connection, a type the query did not expect),
+/// or holding what its type does not allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RowError {
+    /// The column could not be read at all.
+    Read(String),
+    /// The column holds what its type does not allow: a bug, or a row edited behind the
+    /// service's back.
+    Corrupt(String),
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(what) => write!(f, "a row cannot be read: {what}"),
+            Self::Corrupt(what) => write!(f, "a stored row is corrupt: {what}"),
+        }
+    }
+}
+
+impl From<RowError> for StoreError {
+    fn from(e: RowError) -> Self {
+        Self::Internal(e.to_string())
+    }
+}
+
+/// A row as the commands read it.
+pub(crate) type Row<'r> = dyn TextRow<Error = RowError> + 'r;
+
+/// A connection the commands and queries run on.
+pub(crate) trait Sql {
+    /// Runs one statement; how many rows it changed.
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError>;
+
+    /// Runs one query and reads each of its rows with `read`, in order.
+    fn query<T>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
+    ) -> Result<Vec<T>, StoreError>;
+
+    /// The first row of a query, if it has one.
+    fn query_opt<T>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.query(sql, params, read)?.into_iter().next())
+    }
+}
+
+/// Column `i` of `row` as text, or a corrupt-row error when it is NULL.
+pub(crate) fn text<'r>(row: &'r Row<'_>, i: usize) -> Result<Cow<'r, str>, RowError> {
+    row.column(i)?
+        .ok_or_else(|| row.corrupt(i, "a NULL where a value belongs".into()))
+}
