@@ -53,6 +53,11 @@ impl IdGenerator {
         }
     }
 
+    /// Makes the next id sort after `latest` as well (an id another writer stored).
+    pub(crate) fn skip_past(&mut self, latest: Option<Ulid>) {
+        self.last = self.last.max(latest.map_or(0, |ulid| ulid.0));
+    }
+
     /// The next id, for a clock reading of `now_ms`.
     ///
     /// # Panics

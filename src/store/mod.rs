@@ -17,10 +17,12 @@
 //! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
 //! `503`.
 
+mod commands;
 mod copy;
 #[cfg(test)]
 mod model_tests;
 pub(crate) mod postgres;
+mod queries;
 mod rows;
 mod sql;
 mod sqlite;
@@ -359,6 +361,20 @@ pub(crate) struct StoreGauges {
     pub(crate) reads_queued: u64,
     /// Credential checks waiting.
     pub(crate) credentials_queued: u64,
+}
+
+/// Runs `op`, turning a panic into [`StoreError::Internal`] so the thread lives on.
+fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with no message".into());
+        Err(StoreError::Internal(format!(
+            "store command panicked: {message}"
+        )))
+    })
 }
 
 /// A cheap, cloneable handle to the store.

@@ -110,6 +110,17 @@ pub(crate) trait Sql {
         read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
     ) -> Result<Vec<T>, StoreError>;
 
+    /// Runs a statement that takes no parameters and returns no rows (`BEGIN`, `SAVEPOINT`).
+    fn run(&mut self, sql: &str) -> Result<(), StoreError>;
+
+    /// Runs `read` in one read-only snapshot of the database (or inside the transaction
+    /// already open), so that its queries see one instant. The snapshot ends whatever
+    /// happens.
+    fn in_snapshot<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError>;
+
     /// The first row of a query, if it has one.
     fn query_opt<T>(
         &mut self,

@@ -1,9 +1,9 @@
 //! The audit chain in SQLite: appending a row, reading the head, and feeding the stored rows
 //! to the pure verifier in [`crate::audit`].
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 
-use super::queries;
+use super::scan;
 use crate::audit::{Entry, Head, Linked, Replay, VerifyError};
 use crate::store::rows;
 
@@ -21,16 +21,17 @@ pub(super) fn load_head(conn: &Connection) -> rusqlite::Result<Head> {
     }
 }
 
-/// Appends one row inside the caller's transaction. The schema's insert trigger refuses a row
-/// that does not continue the chain.
-pub(super) fn append(conn: &Connection, row: &Linked) -> rusqlite::Result<()> {
+/// Appends one row inside the caller's transaction, for the tests' chains. The schema's insert
+/// trigger refuses a row that does not continue the chain.
+#[cfg(test)]
+fn append(conn: &Connection, row: &Linked) -> rusqlite::Result<()> {
     let e = &row.entry;
     conn.prepare_cached(
         "INSERT INTO audit_events \
          (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![
+    .execute(rusqlite::params![
         e.seq,
         e.occurred_at,
         e.actor.as_ref(),
@@ -92,19 +93,19 @@ pub(super) fn verify(conn: &Connection) -> Result<Head, VerifyError> {
     };
     let mut replay = Replay::default();
     for_each_row(conn, |row| replay.push(row))?;
-    queries::for_each_tenant(conn, |tenant| match tenant {
+    scan::for_each_tenant(conn, |tenant| match tenant {
         Ok(tenant) => replay.check_tenant(&tenant),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
-    queries::for_each_budget(conn, |budget| match budget {
+    scan::for_each_budget(conn, |budget| match budget {
         Ok(budget) => replay.check_budget(&budget),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
-    queries::for_each_reservation(conn, |reservation| match reservation {
+    scan::for_each_reservation(conn, |reservation| match reservation {
         Ok(reservation) => replay.check_reservation(&reservation),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
-    queries::for_each_entry(conn, |entry| match entry {
+    scan::for_each_entry(conn, |entry| match entry {
         Ok(entry) => replay.check_entry(&entry),
         Err(reason) => Err(replay.unaccounted(reason)),
     })?;
@@ -229,7 +230,7 @@ mod tests {
                     let sql = format!(
                         "UPDATE audit_events SET {column} = ?1 WHERE seq = ?2 AND {column} IS NOT ?1"
                     );
-                    conn.execute(&sql, params![text, seq]).expect("update")
+                    conn.execute(&sql, rusqlite::params![text, seq]).expect("update")
                 }
                 Tamper::Blob(column) => {
                     let sql = format!("UPDATE audit_events SET {column} = x'ff00' WHERE seq = ?1");

@@ -9,31 +9,39 @@ mod backup;
 mod checkpoint;
 pub(super) mod copy;
 mod open;
-mod queries;
 mod reader;
+mod scan;
+mod sql;
 mod writer;
 
-use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use rusqlite::ErrorCode;
 use tokio::sync::oneshot;
 
+use super::commands::{Reply, Stats, WriteCommand};
 use super::{
     BackupSummary, CREDENTIAL_WAIT_MAX, CreateBudget, CreateTenant, Created, Credential, ListQuery,
     MoveBudget, OpenError, Page, Reserve, SettleReservation, StoreConfig, StoreError, StoreGauges,
     Written,
 };
+use super::{queries, run_guarded};
 use crate::audit::{Actor, Head};
 use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
 use reader::ReadCommand;
-use writer::{WriteCommand, Writer};
+use writer::Writer;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
+        if is_unique_clash(&e, "tenants.name") {
+            return Self::TenantNameTaken;
+        }
+        if is_unique_clash(&e, "budgets.tenant_id") {
+            return Self::BudgetNameTaken;
+        }
         match e.sqlite_error_code() {
             Some(
                 ErrorCode::DiskFull
@@ -49,30 +57,23 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// True when `e` is a unique index whose first column is `column` (as `table.column`)
+/// refusing a second holder: an active tenant's name, an open budget's name.
+fn is_unique_clash(e: &rusqlite::Error, column: &str) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(err, Some(message)) => {
+            err.code == ErrorCode::ConstraintViolation
+                && message.starts_with("UNIQUE")
+                && message.contains(column)
+        }
+        _ => false,
+    }
+}
+
 impl From<open::OpenError> for OpenError {
     fn from(e: open::OpenError) -> Self {
         Self(e.to_string())
     }
-}
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// Counters the writer keeps; the tenant and audit counts change only after a commit.
-#[derive(Debug, Default)]
-struct Stats {
-    active: AtomicU64,
-    tombstoned: AtomicU64,
-    /// Budgets by state: open, closed.
-    budgets: [AtomicU64; 2],
-    /// Reservations by recorded state: active, committed, released, expired.
-    reservations: [AtomicU64; 4],
-    /// Ledger entries by kind, in `EntryKind::ALL` order.
-    entries: [AtomicU64; 7],
-    audit_events: AtomicU64,
-    batches: AtomicU64,
-    commands: AtomicU64,
-    /// WAL frames (pages) the writer's commits wrote: what a write costs in I/O.
-    wal_frames: Arc<AtomicU64>,
 }
 
 /// A cheap, cloneable handle to the threads.
@@ -114,10 +115,10 @@ pub(super) fn open(config: StoreConfig) -> Result<(Handle, Threads), OpenError> 
         .map(|i| (format!("tenantd-read-{i}"), read_rx.clone()))
         .chain([("tenantd-credentials".to_owned(), credential_rx)]);
     for (name, queue) in queues {
-        let conn = open::open_reader(&config.path)?;
+        let mut conn = open::open_reader(&config.path)?;
         let handle = std::thread::Builder::new()
             .name(name)
-            .spawn(move || reader::run(&conn, &queue))
+            .spawn(move || reader::run(&mut conn, &queue))
             .map_err(spawn_error)?;
         readers.push(handle);
     }
@@ -213,7 +214,7 @@ impl Handle {
     /// Runs `query` on a reader and waits for its answer.
     async fn query<T: Send + 'static>(
         &self,
-        query: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+        query: impl FnOnce(&mut rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.read(|reply: Reply<T>| {
             ReadCommand::Query(Box::new(move |conn| {
@@ -415,20 +416,6 @@ impl Threads {
             Err("a store thread had stopped abnormally".into())
         }
     }
-}
-
-/// Runs `op`, turning a panic into [`StoreError::Internal`] so the thread lives on.
-fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    panic::catch_unwind(AssertUnwindSafe(op)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic with no message".into());
-        Err(StoreError::Internal(format!(
-            "store command panicked: {message}"
-        )))
-    })
 }
 
 /// Replays the chain of the file at `path` against its rows.

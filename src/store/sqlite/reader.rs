@@ -5,12 +5,13 @@
 
 use rusqlite::Connection;
 
-use super::{Reply, queries, run_guarded};
 use crate::domain::{Tenant, TenantId};
+use crate::store::commands::Reply;
 use crate::store::{Credential, StoreError};
+use crate::store::{queries, run_guarded};
 
 /// A read to run on a reader's connection; it sends its own answer.
-pub(super) type Query = Box<dyn FnOnce(&Connection) + Send>;
+pub(super) type Query = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// The commands a reader answers.
 pub(super) enum ReadCommand {
@@ -26,7 +27,7 @@ pub(super) enum ReadCommand {
 
 /// Answers read commands until it takes a `Shutdown` or every sender is gone. The channel
 /// hands each command to the first free thread.
-pub(super) fn run(conn: &Connection, queue: &flume::Receiver<ReadCommand>) {
+pub(super) fn run(conn: &mut Connection, queue: &flume::Receiver<ReadCommand>) {
     while let Ok(command) = queue.recv() {
         match command {
             ReadCommand::Tenant(id, reply) => {

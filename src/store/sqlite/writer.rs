@@ -10,58 +10,20 @@
 //! connection is closed, which rolls it back, and a new one is opened before anything else is
 //! read or written.
 
-mod ops;
-
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode};
 
 use super::checkpoint::{Checkpointer, WAL_RESTART_PAGES};
-use super::{Reply, Stats, audit, open, queries, run_guarded};
-use crate::audit::{Actor, AuditEvent, Head};
-use crate::domain::{
-    Budget, BudgetId, EntryKind, LedgerEntry, Reservation, Tenant, TenantId, Timestamp,
+use super::open;
+use crate::audit::Head;
+use crate::domain::Timestamp;
+use crate::store::commands::{
+    self, Commands, Delta, Finish, Stats, WriteCommand, finish, unanswered,
 };
-use crate::ids::{self, IdGenerator};
-use crate::store::{
-    CreateBudget, CreateTenant, Created, EXPIRE_SWEEP_MAX, Keyed, MoveBudget, Reserve,
-    SettleReservation, StoreConfig, StoreError, StoredResponse, Written,
-};
-
-/// The commands the writer runs.
-pub(super) enum WriteCommand {
-    /// Creates a tenant, bound to its key if it has one.
-    CreateTenant(CreateTenant, Reply<Written<Created>>),
-    /// Tombstones a tenant.
-    TombstoneTenant(TenantId, Actor, Reply<Tenant>),
-    /// Creates a budget.
-    CreateBudget(CreateBudget, Reply<Written<Budget>>),
-    /// Closes a budget.
-    CloseBudget(TenantId, Option<BudgetId>, Actor, Reply<Budget>),
-    /// Credits or debits a budget.
-    MoveBudget(MoveBudget, Reply<Written<LedgerEntry>>),
-    /// Takes a hold.
-    Reserve(Reserve, Reply<Written<Reservation>>),
-    /// Commits, releases or extends a reservation.
-    Settle(SettleReservation, Reply<Written<Reservation>>),
-    /// Records every expiry due now (the tests' clock does not move by itself).
-    #[cfg(test)]
-    ExpireDue(Reply<usize>),
-    /// Answers once a write transaction could begin: the readiness probe.
-    CheckWritable(Reply<()>),
-    /// Erases idempotency records older than the replay window.
-    PurgeExpired(Reply<usize>),
-    /// Refuses new commands, finishes the queued ones, checkpoints and ends the thread.
-    Shutdown,
-}
-
-impl WriteCommand {
-    fn writes(&self) -> bool {
-        !matches!(self, Self::CheckWritable(..) | Self::Shutdown)
-    }
-}
+use crate::store::sql::Sql;
+use crate::store::{EXPIRE_SWEEP_MAX, StoreConfig, StoreError, queries, run_guarded};
 
 /// The longest the writer sleeps before it looks at the clock again for due expiries.
 const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
@@ -69,55 +31,15 @@ const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
 /// How long the writer waits before it tries again to record expiries after a failure.
 const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// What one batch changed, applied to [`Stats`] once it is committed.
-#[derive(Debug, Default, Clone)]
-struct Delta {
-    created: u64,
-    tombstoned: u64,
-    audit_events: u64,
-    /// Budgets by state (open, closed); a close moves one from the first to the second.
-    budgets: [i64; 2],
-    /// Reservations by state (active, committed, released, expired).
-    reservations: [i64; 4],
-    /// Ledger entries by kind.
-    entries: [u64; 7],
-    /// Idempotency records erased; their tokens must leave the WAL too.
-    purged: usize,
-}
-
-/// A finished command, waiting for its batch's commit to decide its answer.
-type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
-
-fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
-    Box::new(move |commit_error| {
-        let answer = match commit_error {
-            Some(e) => Err(e.clone()),
-            None => result,
-        };
-        // The requester may have gone away; the outcome stands either way.
-        let _ = reply.send(answer);
-    })
-}
-
 /// The state of the store thread.
 pub(super) struct Writer {
-    conn: Connection,
+    /// The connection, and what the commands keep between batches.
+    cmds: Commands<Connection>,
     config: StoreConfig,
     stats: Arc<Stats>,
-    head: Head,
-    ids: IdGenerator,
-    delta: Delta,
-    /// The latest time this writer used: time never runs backwards for it.
-    last_now: Timestamp,
-    /// No active reservation expires before this instant ([`Timestamp::MAX`]: none is
-    /// active). A lower bound: lowered by every new hold and every extend (which may
-    /// shorten a hold), raised only by a sweep that read the true soonest expiry.
-    next_expiry: Timestamp,
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
-    /// Set when a command left the transaction in a state the batch must not commit.
-    poisoned: Option<StoreError>,
     /// Set when the head could not be read back after a failed batch: it is read again at
     /// the start of the next transaction, before anything is appended.
     head_stale: bool,
@@ -127,43 +49,29 @@ pub(super) struct Writer {
     /// Whether a write could begin, once a probe of this batch has found out.
     writable: Option<Result<(), StoreError>>,
     checkpointer: Checkpointer,
-    /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
-    #[cfg(test)]
-    fail_next_rollback: bool,
 }
 
 impl Writer {
-    /// Takes over the read-write connection: starts the checkpointer, reads the head, the counts and the latest id.
+    /// Takes over the read-write connection: starts the checkpointer, reads the head, the
+    /// counts and the latest id.
     pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, open::OpenError> {
         let checkpointer = Checkpointer::start(open::open_checkpointer(&config.path)?)
             .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
         let stats = Stats::default();
         checkpointer.watch(&mut conn, Arc::clone(&stats.wal_frames))?;
-        let head = audit::load_head(&conn)?;
-        let latest = queries::latest_ulid(&conn)?;
-        // Unknown until read: the first batch reads it.
-        let next_expiry = Timestamp::from_unix_ms(0);
-        load_counts(&conn, &stats)?;
-        stats
-            .audit_events
-            .store(u64::try_from(head.seq).unwrap_or(0), Ordering::Relaxed);
+        let unreadable = |e: StoreError| open::OpenError::Io(format!("{e:?}"));
+        let head = commands::load_head(&mut conn).map_err(unreadable)?;
+        let latest = queries::latest_ulid(&mut conn).map_err(unreadable)?;
+        stats.load(&mut conn).map_err(unreadable)?;
         Ok(Self {
-            conn,
+            cmds: Commands::new(conn, &config, head, latest),
             config,
             stats: Arc::new(stats),
-            head,
-            ids: IdGenerator::after(latest),
-            delta: Delta::default(),
-            last_now: Timestamp::from_unix_ms(0),
-            next_expiry,
             sweep_retry_at: None,
-            poisoned: None,
             head_stale: false,
             reopen_pending: false,
             writable: None,
             checkpointer,
-            #[cfg(test)]
-            fail_next_rollback: false,
         })
     }
 
@@ -211,13 +119,14 @@ impl Writer {
     /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
     /// the machine).
     fn wait(&self, queue: &flume::Receiver<WriteCommand>) -> Result<Option<WriteCommand>, ()> {
-        if !self.config.clock.wakes() || self.next_expiry == Timestamp::MAX {
+        if !self.cmds.clock_wakes() || self.cmds.next_expiry == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }
         let wait_ms = self
+            .cmds
             .next_expiry
             .unix_ms()
-            .saturating_sub(self.clock_now().unix_ms());
+            .saturating_sub(self.cmds.clock_now().unix_ms());
         let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);
         let mut deadline = Instant::now() + wait;
         if let Some(retry_at) = self.sweep_retry_at {
@@ -233,13 +142,8 @@ impl Writer {
     /// Whether a reservation may have expired without its expiry recorded, and a sweep may
     /// run now.
     fn expiry_due(&self) -> bool {
-        self.next_expiry <= self.clock_now()
+        self.cmds.next_expiry <= self.cmds.clock_now()
             && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
-    }
-
-    /// The time as the writes will see it (see [`Writer::now`]), without recording it.
-    fn clock_now(&self) -> Timestamp {
-        self.last_now.max(self.config.clock.now())
     }
 
     /// Runs a batch in one transaction and answers every command once it is settled. When
@@ -263,11 +167,11 @@ impl Writer {
                 .err();
         }
         // Taken once the head is known for sure: a reopen leaves it to be read again.
-        let head_before = self.head.clone();
+        let head_before = self.cmds.head.clone();
         let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
         if sweep && failed.is_none() {
-            let now = self.now();
-            match self.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
+            let now = self.cmds.now();
+            match self.cmds.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
                 Ok(swept) if swept.failed == 0 => self.sweep_retry_at = None,
                 Ok(_) => self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
                 Err(e) => {
@@ -275,7 +179,7 @@ impl Writer {
                     self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
                 }
             }
-            failed = self.poisoned.take();
+            failed = self.cmds.poisoned.take();
         }
         for command in batch.drain(..) {
             if failed.is_some() {
@@ -283,9 +187,9 @@ impl Writer {
                 continue;
             }
             finished.push(self.execute(command, writes > 0));
-            if let Some(error) = self.poisoned.take() {
+            if let Some(error) = self.cmds.poisoned.take() {
                 failed = Some(error);
-            } else if writes > 0 && self.conn.is_autocommit() {
+            } else if writes > 0 && self.cmds.db.is_autocommit() {
                 failed = Some(StoreError::Unavailable(
                     "SQLite rolled the transaction back".into(),
                 ));
@@ -299,9 +203,9 @@ impl Writer {
             None if writes > 0 => self.commit(&head_before),
             None => Ok(()),
         };
-        let delta = std::mem::take(&mut self.delta);
+        let delta = std::mem::take(&mut self.cmds.delta);
         match &outcome {
-            Ok(()) if writes > 0 => self.apply(delta, writes),
+            Ok(()) if writes > 0 => self.apply(&delta, writes),
             Ok(()) => {}
             Err(e) => {
                 // A sweep alone that fails (a read-only or full database) is retried after
@@ -316,9 +220,9 @@ impl Writer {
                         if sweep { " and the expiry sweep" } else { "" }
                     );
                 }
-                self.head = head_before;
+                self.cmds.head = head_before;
                 // What the batch did to the soonest expiry is unknown: read it again.
-                self.next_expiry = Timestamp::from_unix_ms(0);
+                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
                 self.resync();
             }
         }
@@ -336,7 +240,8 @@ impl Writer {
             return;
         }
         match self
-            .conn
+            .cmds
+            .db
             .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
         {
             // The checkpointer is at it: the next batch looks again.
@@ -346,14 +251,13 @@ impl Writer {
         }
     }
 
-    fn sql(&self, statement: &str) -> Result<(), StoreError> {
-        self.conn.prepare_cached(statement)?.execute([])?;
-        Ok(())
+    fn sql(&mut self, statement: &str) -> Result<(), StoreError> {
+        self.cmds.db.run(statement)
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
         #[cfg(test)]
-        if std::mem::take(&mut self.fail_next_rollback) {
+        if std::mem::take(&mut self.cmds.fail_next_rollback) {
             return Err(StoreError::Internal("an injected ROLLBACK failure".into()));
         }
         self.sql("ROLLBACK")
@@ -363,11 +267,11 @@ impl Writer {
     /// transaction open, the connection is replaced: closing it rolls the transaction back,
     /// and nothing is read through it again.
     fn end_failed_transaction(&mut self) {
-        if self.conn.is_autocommit() {
+        if self.cmds.db.is_autocommit() {
             return;
         }
         match self.rollback() {
-            Ok(()) if self.conn.is_autocommit() => return,
+            Ok(()) if self.cmds.db.is_autocommit() => return,
             Ok(()) => log::error!("ROLLBACK left a transaction open; reopening the database"),
             Err(e) => log::error!("ROLLBACK failed ({e:?}); reopening the database"),
         }
@@ -389,9 +293,9 @@ impl Writer {
             open::reopen_writer(&self.config.path).map_err(|e| unavailable(e.to_string()))?;
         self.checkpointer
             .watch(&mut conn, Arc::clone(&self.stats.wal_frames))?;
-        let old = std::mem::replace(&mut self.conn, conn);
+        let old = std::mem::replace(&mut self.cmds.db, conn);
         if let Err((old, e)) = old.close() {
-            self.conn = old;
+            self.cmds.db = old;
             return Err(unavailable(format!(
                 "the old connection does not close: {e}"
             )));
@@ -409,12 +313,12 @@ impl Writer {
             return Ok(());
         };
         self.end_failed_transaction();
-        if !self.conn.is_autocommit() || self.reopen_pending {
+        if !self.cmds.db.is_autocommit() || self.reopen_pending {
             return Err(error);
         }
-        let appended = self.head != *head_before;
-        match audit::load_head(&self.conn) {
-            Ok(stored) if appended && stored == self.head => {
+        let appended = self.cmds.head != *head_before;
+        match commands::load_head(&mut self.cmds.db) {
+            Ok(stored) if appended && stored == self.cmds.head => {
                 log::warn!("COMMIT reported {error:?}, but the batch is in the database");
                 Ok(())
             }
@@ -425,7 +329,7 @@ impl Writer {
     /// Reads the head again if a failed batch left it unknown.
     fn reload_stale_head(&mut self) -> Result<(), StoreError> {
         if self.head_stale {
-            self.head = audit::load_head(&self.conn)?;
+            self.cmds.head = commands::load_head(&mut self.cmds.db)?;
             self.head_stale = false;
         }
         Ok(())
@@ -437,280 +341,44 @@ impl Writer {
     /// nothing, and one whose `COMMIT` reported an error but is in the database is answered
     /// and counted as committed (see [`Writer::commit`]).
     fn resync(&mut self) {
-        if !self.conn.is_autocommit() || self.reopen_pending {
+        if !self.cmds.db.is_autocommit() || self.reopen_pending {
             self.head_stale = true;
             return;
         }
-        match audit::load_head(&self.conn) {
+        match commands::load_head(&mut self.cmds.db) {
             Ok(head) => {
-                self.head = head;
+                self.cmds.head = head;
                 self.head_stale = false;
             }
             Err(e) => {
                 log::error!(
-                    "cannot reload the audit head ({e}); it is read again before the next write"
+                    "cannot reload the audit head ({e:?}); it is read again before the next write"
                 );
                 self.head_stale = true;
             }
         }
     }
 
-    fn apply(&self, delta: Delta, commands: usize) {
-        let stats = &self.stats;
-        stats.active.fetch_add(delta.created, Ordering::Relaxed);
-        stats.active.fetch_sub(delta.tombstoned, Ordering::Relaxed);
-        stats
-            .tombstoned
-            .fetch_add(delta.tombstoned, Ordering::Relaxed);
-        stats
-            .audit_events
-            .fetch_add(delta.audit_events, Ordering::Relaxed);
-        // A negative change is added as its two's complement: the sum wraps to the count.
-        let add = |counts: &[AtomicU64], changes: &[i64]| {
-            for (count, change) in counts.iter().zip(changes) {
-                count.fetch_add(*change as u64, Ordering::Relaxed);
-            }
-        };
-        add(&stats.budgets, &delta.budgets);
-        add(&stats.reservations, &delta.reservations);
-        for (count, change) in stats.entries.iter().zip(delta.entries) {
-            count.fetch_add(change, Ordering::Relaxed);
-        }
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        stats.commands.fetch_add(commands as u64, Ordering::Relaxed);
+    fn apply(&self, delta: &Delta, commands: usize) {
+        self.stats.apply(delta, commands);
         if delta.purged > 0 {
             self.checkpointer.request_truncate();
         }
     }
 
+    /// Runs one command of the batch; the writer answers the writability probe itself.
     fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
         match command {
-            WriteCommand::CreateTenant(create, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    let CreateTenant {
-                        tenant,
-                        actor,
-                        keyed,
-                    } = create;
-                    w.keyed(keyed, |w| w.create_tenant(&tenant, &actor))
-                });
-                finish(reply, result)
-            }
-            WriteCommand::TombstoneTenant(id, actor, reply) => {
-                let result = self.guarded(in_transaction, |w| w.tombstone_tenant(&id, &actor));
-                finish(reply, result)
-            }
-            WriteCommand::CreateBudget(c, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    w.keyed(c.keyed, |w| w.create_budget(&c.tenant, &c.budget, &c.actor))
-                });
-                finish(reply, result)
-            }
-            WriteCommand::CloseBudget(tenant, id, actor, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    w.close_budget(&tenant, id.as_ref(), &actor)
-                });
-                finish(reply, result)
-            }
-            WriteCommand::MoveBudget(c, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    w.keyed(c.keyed, |w| {
-                        w.move_budget(&c.tenant, c.budget.as_ref(), &c.movement, &c.actor)
-                    })
-                });
-                finish(reply, result)
-            }
-            WriteCommand::Reserve(c, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    w.keyed(c.keyed, |w| w.reserve(&c.tenant, &c.reservation, &c.actor))
-                });
-                finish(reply, result)
-            }
-            WriteCommand::Settle(c, reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    w.keyed(c.keyed, |w| {
-                        w.settle(&c.tenant, c.reservation.as_ref(), c.settle, &c.actor)
-                    })
-                });
-                finish(reply, result)
-            }
-            #[cfg(test)]
-            WriteCommand::ExpireDue(reply) => {
-                let result = self.guarded(in_transaction, |w| {
-                    let now = w.now();
-                    let mut swept = 0;
-                    loop {
-                        let round = w.sweep(now, EXPIRE_SWEEP_MAX)?;
-                        swept += round.found - round.failed;
-                        if round.found < EXPIRE_SWEEP_MAX || round.failed > 0 {
-                            return Ok(swept);
-                        }
-                    }
-                });
-                finish(reply, result)
-            }
             WriteCommand::CheckWritable(reply) => {
                 // A prober that has given up needs no lock taken for it.
                 if reply.is_closed() {
                     return Box::new(|_| {});
                 }
-                let result = self.guarded(false, |w| w.check_writable(in_transaction));
+                let result = run_guarded(|| self.check_writable(in_transaction));
                 finish(reply, result)
             }
-            WriteCommand::PurgeExpired(reply) => {
-                let result = self.guarded(in_transaction, Writer::purge_expired);
-                finish(reply, result)
-            }
-            WriteCommand::Shutdown => Box::new(|_| {}),
+            command => self.cmds.execute(command, in_transaction),
         }
-    }
-
-    /// Runs `op` inside a savepoint (for writes in a transaction), rolling it back alone when
-    /// it fails or panics. A panic becomes [`StoreError::Internal`]; the thread lives on.
-    fn guarded<T>(
-        &mut self,
-        savepoint: bool,
-        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        if savepoint {
-            self.sql("SAVEPOINT command")?;
-        }
-        let (head, delta, next_expiry) = (self.head.clone(), self.delta.clone(), self.next_expiry);
-        let result = run_guarded(|| op(self));
-        if result.is_err() {
-            // What the command appended, counted or expired is rolled back with it.
-            self.head = head.clone();
-            self.delta = delta.clone();
-            self.next_expiry = next_expiry;
-        }
-        if savepoint {
-            let ended = if result.is_ok() {
-                self.sql("RELEASE command")
-            } else {
-                self.sql("ROLLBACK TO command")
-                    .and_then(|()| self.sql("RELEASE command"))
-            };
-            if let Err(error) = ended {
-                // The command's changes cannot be told apart from the batch's any more: the
-                // whole batch must fail rather than commit them behind an error answer.
-                self.poisoned = Some(error.clone());
-                if result.is_ok() {
-                    self.head = head;
-                    self.delta = delta;
-                    self.next_expiry = next_expiry;
-                    return Err(error);
-                }
-            }
-        }
-        result
-    }
-
-    /// The one idempotency wrapper: with a key, the stored response if the key is bound (or
-    /// `IdempotencyMismatch` if it is bound to another request); else runs `op` and keeps its
-    /// rendered response beside its effect, in the same transaction.
-    fn keyed<T>(
-        &mut self,
-        keyed: Option<Keyed<T>>,
-        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<Written<T>, StoreError> {
-        let Some(keyed) = keyed else {
-            return op(self).map(Written::Fresh);
-        };
-        let now_ms = ids::now_unix_ms();
-        if let Some(stored) = self.replay(&keyed, now_ms)? {
-            return Ok(Written::Replayed(stored));
-        }
-        let value = op(self)?;
-        let Keyed {
-            principal,
-            key,
-            method,
-            path,
-            fingerprint,
-            render,
-        } = keyed;
-        let response = render(&value);
-        // REPLACE: an expired record of the same key may still be waiting for the purge.
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO idempotency_keys (principal, key, method, path, \
-                 fingerprint, status, location, response_body, created_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                principal,
-                key.as_str(),
-                method,
-                path,
-                &fingerprint.as_bytes()[..],
-                response.status,
-                response.location,
-                response.body,
-                i64::try_from(now_ms).unwrap_or(i64::MAX),
-            ])?;
-        Ok(Written::Fresh(value))
-    }
-
-    /// The stored response for `keyed` if its key is bound and unexpired.
-    fn replay<T>(
-        &self,
-        keyed: &Keyed<T>,
-        now_ms: u64,
-    ) -> Result<Option<StoredResponse>, StoreError> {
-        type Row = (String, String, Vec<u8>, u16, Option<String>, String);
-        let found: Option<Row> = self
-            .conn
-            .prepare_cached(
-                "SELECT method, path, fingerprint, status, location, response_body \
-                 FROM idempotency_keys WHERE principal = ?1 AND key = ?2 AND created_ms > ?3",
-            )?
-            .query_row(
-                params![
-                    keyed.principal,
-                    keyed.key.as_str(),
-                    self.expiry_cutoff_ms(now_ms)
-                ],
-                |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                        row.get(5)?,
-                    ))
-                },
-            )
-            .optional()?;
-        let Some((method, path, fingerprint, status, location, body)) = found else {
-            return Ok(None);
-        };
-        let same = method == keyed.method
-            && path == keyed.path
-            && fingerprint.as_slice() == keyed.fingerprint.as_bytes();
-        if !same {
-            return Err(StoreError::IdempotencyMismatch);
-        }
-        Ok(Some(StoredResponse {
-            status,
-            location,
-            body,
-        }))
-    }
-
-    fn expiry_cutoff_ms(&self, now_ms: u64) -> i64 {
-        let ttl_ms = u64::try_from(self.config.idempotency_ttl.as_millis()).unwrap_or(u64::MAX);
-        i64::try_from(now_ms.saturating_sub(ttl_ms)).unwrap_or(i64::MAX)
-    }
-
-    fn purge_expired(&mut self) -> Result<usize, StoreError> {
-        let cutoff = self.expiry_cutoff_ms(ids::now_unix_ms());
-        let purged = self
-            .conn
-            .prepare_cached("DELETE FROM idempotency_keys WHERE created_ms <= ?1")?
-            .execute([cutoff])?;
-        self.delta.purged += purged;
-        Ok(purged)
     }
 
     /// Proves a write could begin: inside a write batch the lock is held already; otherwise
@@ -724,39 +392,11 @@ impl Writer {
             return known.clone();
         }
         let began = self.sql("BEGIN IMMEDIATE");
-        if began.is_ok() && (self.rollback().is_err() || !self.conn.is_autocommit()) {
+        if began.is_ok() && (self.rollback().is_err() || !self.cmds.db.is_autocommit()) {
             self.end_failed_transaction();
         }
         self.writable = Some(began.clone());
         began
-    }
-
-    /// Appends `event` to the chain, inside the caller's transaction.
-    fn record(
-        &mut self,
-        occurred_at: &str,
-        actor: &Actor,
-        event: &AuditEvent,
-    ) -> Result<(), StoreError> {
-        let row = self.head.link(occurred_at, actor, event);
-        audit::append(&self.conn, &row)?;
-        self.head = row.into_head();
-        self.delta.audit_events += 1;
-        Ok(())
-    }
-
-    /// The test builds' fault hooks, keyed by the name of a tenant being created, run once
-    /// its row and its event are written: a panic (the savepoint must take both back), or a
-    /// failure of the batch whose `ROLLBACK` then fails too.
-    #[cfg(test)]
-    fn inject_faults(&mut self, name: &str) {
-        if name == crate::store::FAULT_PANIC_NAME {
-            panic!("an injected fault");
-        }
-        if name == crate::store::FAULT_ROLLBACK_NAME {
-            self.fail_next_rollback = true;
-            self.poisoned = Some(StoreError::Unavailable("an injected failure".into()));
-        }
     }
 
     /// Checkpoints the WAL into the main file so the database is one self-contained file
@@ -764,7 +404,8 @@ impl Writer {
     fn close(mut self) {
         self.checkpointer.stop();
         let checkpoint = self
-            .conn
+            .cmds
+            .db
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
                 row.get::<_, i64>(0)
             });
@@ -776,98 +417,20 @@ impl Writer {
     }
 }
 
-/// Counts tenants by state into `stats`.
-fn load_counts(conn: &Connection, stats: &Stats) -> rusqlite::Result<()> {
-    // Counts of `sql`'s rows (key, count) for each of `names`, in order.
-    let count = |sql: &str, names: &[&str]| -> rusqlite::Result<Vec<u64>> {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query([])?;
-        let mut found = vec![0; names.len()];
-        while let Some(row) = rows.next()? {
-            let key = row.get_ref(0)?.as_str()?;
-            if let Some(i) = names.iter().position(|n| *n == key) {
-                found[i] = row.get::<_, i64>(1)?.unsigned_abs();
-            }
-        }
-        Ok(found)
-    };
-    let store = |into: &[AtomicU64], counts: Vec<u64>| {
-        for (slot, n) in into.iter().zip(counts) {
-            slot.store(n, Ordering::Relaxed);
-        }
-    };
-    let tenants = count(
-        "SELECT state, count(*) FROM tenants GROUP BY state",
-        &["active", "tombstoned"],
-    )?;
-    stats.active.store(tenants[0], Ordering::Relaxed);
-    stats.tombstoned.store(tenants[1], Ordering::Relaxed);
-    store(
-        &stats.budgets,
-        count(
-            "SELECT state, count(*) FROM budgets GROUP BY state",
-            &["open", "closed"],
-        )?,
-    );
-    store(
-        &stats.reservations,
-        count(
-            "SELECT state, count(*) FROM reservations GROUP BY state",
-            &["active", "committed", "released", "expired"],
-        )?,
-    );
-    let kinds = EntryKind::ALL.map(EntryKind::name);
-    store(
-        &stats.entries,
-        count(
-            "SELECT kind, count(*) FROM ledger_entries GROUP BY kind",
-            &kinds,
-        )?,
-    );
-    Ok(())
-}
-
-/// An answer for a command that was not run because its batch had already failed; the
-/// batch's error is what it receives.
-fn unanswered(command: WriteCommand) -> Finish {
-    let not_run = || StoreError::Internal("not run".into());
-    match command {
-        WriteCommand::CreateTenant(_, reply) => finish(reply, Err(not_run())),
-        WriteCommand::TombstoneTenant(_, _, reply) => finish(reply, Err(not_run())),
-        WriteCommand::CreateBudget(_, reply) => finish(reply, Err(not_run())),
-        WriteCommand::CloseBudget(_, _, _, reply) => finish(reply, Err(not_run())),
-        WriteCommand::MoveBudget(_, reply) => finish(reply, Err(not_run())),
-        WriteCommand::Reserve(_, reply) | WriteCommand::Settle(_, reply) => {
-            finish(reply, Err(not_run()))
-        }
-        #[cfg(test)]
-        WriteCommand::ExpireDue(reply) => finish(reply, Err(not_run())),
-        WriteCommand::CheckWritable(reply) => finish(reply, Err(not_run())),
-        WriteCommand::PurgeExpired(reply) => finish(reply, Err(not_run())),
-        WriteCommand::Shutdown => Box::new(|_| {}),
-    }
-}
-
-/// True when `e` is a unique index whose first column is `column` (as `table.column`)
-/// refusing a second holder: an active tenant's name, an open budget's name.
-fn is_unique_clash(e: &rusqlite::Error, column: &str) -> bool {
-    match e {
-        rusqlite::Error::SqliteFailure(err, Some(message)) => {
-            err.code == ErrorCode::ConstraintViolation
-                && message.starts_with("UNIQUE")
-                && message.contains(column)
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use tokio::sync::oneshot;
 
+    use std::sync::atomic::Ordering;
+
+    use super::super::audit;
     use super::*;
+    use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
-    use crate::store::{FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX};
+    use crate::store::{
+        CreateTenant, Created, FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX, Keyed, StoredResponse,
+        Written,
+    };
 
     /// A writer on a fresh database in `dir`.
     fn writer(dir: &tempfile::TempDir) -> Writer {
@@ -916,7 +479,8 @@ mod tests {
 
     fn tenant_names(writer: &Writer) -> Vec<String> {
         let mut stmt = writer
-            .conn
+            .cmds
+            .db
             .prepare("SELECT name FROM tenants ORDER BY id")
             .expect("a query");
         stmt.query_map([], |row| row.get(0))
@@ -952,7 +516,10 @@ mod tests {
         run(&mut writer, vec![first, faulty]);
         assert!(first_answer.blocking_recv().expect("an answer").is_err());
         assert!(faulty_answer.blocking_recv().expect("an answer").is_err());
-        assert!(writer.conn.is_autocommit(), "no transaction is left open");
+        assert!(
+            writer.cmds.db.is_autocommit(),
+            "no transaction is left open"
+        );
 
         let (next, next_answer) = create("next", None);
         run(&mut writer, vec![next]);
@@ -966,9 +533,12 @@ mod tests {
             ["next"],
             "nothing of the failed batch"
         );
-        let head = audit::verify(&writer.conn).expect("the chain verifies");
+        let head = audit::verify(&writer.cmds.db).expect("the chain verifies");
         assert_eq!(head.seq, 1);
-        assert_eq!(head, writer.head, "the writer's head is the stored one");
+        assert_eq!(
+            head, writer.cmds.head,
+            "the writer's head is the stored one"
+        );
     }
 
     /// The connection is reopened only on the file that was open: one removed meanwhile is
@@ -1016,7 +586,7 @@ mod tests {
         let stats = writer.stats();
         assert_eq!(stats.active.load(Ordering::Relaxed), 1, "one active tenant");
         assert_eq!(stats.audit_events.load(Ordering::Relaxed), 1, "one event");
-        assert_eq!(audit::verify(&writer.conn).map(|h| h.seq), Ok(1));
+        assert_eq!(audit::verify(&writer.cmds.db).map(|h| h.seq), Ok(1));
     }
 
     /// `audit verify` compares the replayed chain with the stored rows: an edited balance, a
@@ -1049,21 +619,22 @@ mod tests {
             run(&mut writer, vec![command]);
             assert!(answer.blocking_recv().expect("an answer").is_ok());
             assert_eq!(
-                audit::verify(&writer.conn).map(|h| h.seq),
+                audit::verify(&writer.cmds.db).map(|h| h.seq),
                 Ok(1),
                 "{what}: before"
             );
             writer
-                .conn
+                .cmds
+                .db
                 .execute_batch(&format!("DROP TRIGGER tenants_identity_immutable; {sql};"))
                 .expect("tampering");
             assert!(
                 matches!(
-                    audit::verify(&writer.conn),
+                    audit::verify(&writer.cmds.db),
                     Err(crate::audit::VerifyError::Unaccounted { .. })
                 ),
                 "{what} is found: {:?}",
-                audit::verify(&writer.conn)
+                audit::verify(&writer.cmds.db)
             );
         }
     }
@@ -1147,7 +718,7 @@ mod tests {
             matches!(check(&mut writer), Err(StoreError::Unavailable(_))),
             "a locked database is not ready"
         );
-        assert!(writer.conn.is_autocommit());
+        assert!(writer.cmds.db.is_autocommit());
         other.execute_batch("ROLLBACK").expect("the lock is let go");
         assert_eq!(check(&mut writer), Ok(()));
     }

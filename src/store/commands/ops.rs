@@ -10,9 +10,7 @@
 //! Before a command touches a budget it records the expiry of every reservation of that
 //! budget whose time is up, so no entry ever counts an expired hold.
 
-use rusqlite::params;
-
-use super::Writer;
+use super::Commands;
 use crate::audit::{Actor, AuditEvent};
 use crate::domain::{
     Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryId, EntryKind, Figures,
@@ -20,7 +18,8 @@ use crate::domain::{
     ReservationId, ReservationState, Settle, Tenant, TenantId, TenantState, Timestamp, Unit,
 };
 use crate::ids::TenantToken;
-use crate::store::sqlite::queries;
+use crate::store::queries;
+use crate::store::sql::{Param, Sql};
 use crate::store::{Created, StoreError};
 
 impl From<Refusal> for StoreError {
@@ -61,18 +60,18 @@ fn entry_slot(kind: EntryKind) -> usize {
 
 /// What a sweep found due, and how many of those it could not record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Swept {
+pub(crate) struct Swept {
     /// Expiries found due.
-    pub(super) found: usize,
+    pub(crate) found: usize,
     /// Of those, expiries that failed and stay due.
-    pub(super) failed: usize,
+    pub(crate) failed: usize,
 }
 
-impl Writer {
+impl<D: Sql> Commands<D> {
     /// The time now: never earlier than a time this writer already used, so that events,
     /// entries and expiries stay in order when the system clock steps back.
-    pub(super) fn now(&mut self) -> Timestamp {
-        self.last_now = self.last_now.max(self.config.clock.now());
+    pub(crate) fn now(&mut self) -> Timestamp {
+        self.last_now = self.last_now.max(self.clock.now());
         self.last_now
     }
 
@@ -81,7 +80,7 @@ impl Writer {
         self.ids.next(now.unix_ms())
     }
 
-    pub(super) fn create_tenant(
+    pub(crate) fn create_tenant(
         &mut self,
         new: &NewTenant,
         actor: &Actor,
@@ -89,26 +88,18 @@ impl Writer {
         let now = self.now();
         let id = TenantId::from_ulid(self.next_ulid(now));
         let token = TenantToken::mint(&id);
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, \
-                 created_at, tombstoned_at) VALUES (?1, ?2, 'active', ?3, ?4, ?5, NULL)",
-            )?
-            .execute(params![
-                id.as_str(),
-                new.name.as_str(),
-                new.opening_deposit.to_string(),
-                &token.hash()[..],
-                now.to_string(),
-            ]);
-        if let Err(e) = inserted {
-            return Err(if super::is_unique_clash(&e, "tenants.name") {
-                StoreError::TenantNameTaken
-            } else {
-                e.into()
-            });
-        }
+        // A clash on the active tenants' names comes back as `TenantNameTaken`.
+        self.db.execute(
+            "INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, \
+             created_at, tombstoned_at) VALUES (?1, ?2, 'active', ?3, ?4, ?5, NULL)",
+            &[
+                id.as_str().into(),
+                new.name.as_str().into(),
+                new.opening_deposit.into(),
+                Param::Bytes(&token.hash()[..]),
+                Param::Text(&now.to_string()),
+            ],
+        )?;
         let budget = Budget {
             id: id.default_budget(),
             tenant_id: id.clone(),
@@ -141,38 +132,37 @@ impl Writer {
         })
     }
 
-    pub(super) fn tombstone_tenant(
+    pub(crate) fn tombstone_tenant(
         &mut self,
         id: &TenantId,
         actor: &Actor,
     ) -> Result<Tenant, StoreError> {
-        let tenant = queries::tenant(&self.conn, id)?.ok_or(StoreError::TenantNotFound)?;
+        let tenant = queries::tenant(&mut self.db, id)?.ok_or(StoreError::TenantNotFound)?;
         if tenant.state != TenantState::Active {
             return Ok(tenant);
         }
         let now = self.now();
-        for budget in queries::open_budgets(&self.conn, id)? {
-            let mut budget = queries::budget(&self.conn, id, Some(&budget))?;
+        for budget in queries::open_budgets(&mut self.db, id)? {
+            let mut budget = queries::budget(&mut self.db, id, Some(&budget))?;
             self.expire_due_in(&mut budget, now)?;
             self.release_all(&mut budget, now)?;
             self.mark_closed(&budget, now)?;
         }
-        self.conn
-            .prepare_cached(
-                "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
-            )?
-            .execute(params![id.as_str(), now.to_string()])?;
+        self.db.execute(
+            "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
+            &[id.as_str().into(), Param::Text(&now.to_string())],
+        )?;
         self.record(
             &now.to_string(),
             actor,
             &AuditEvent::TenantTombstoned { id: id.clone() },
         )?;
         self.delta.tombstoned += 1;
-        queries::tenant(&self.conn, id)?
+        queries::tenant(&mut self.db, id)?
             .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))
     }
 
-    pub(super) fn create_budget(
+    pub(crate) fn create_budget(
         &mut self,
         tenant: &TenantId,
         new: &NewBudget,
@@ -202,13 +192,13 @@ impl Writer {
         Ok(budget)
     }
 
-    pub(super) fn close_budget(
+    pub(crate) fn close_budget(
         &mut self,
         tenant: &TenantId,
         id: Option<&BudgetId>,
         actor: &Actor,
     ) -> Result<Budget, StoreError> {
-        let mut budget = queries::budget(&self.conn, tenant, id)?;
+        let mut budget = queries::budget(&mut self.db, tenant, id)?;
         self.active_tenant(tenant)?;
         if !budget.is_open() {
             return Ok(budget);
@@ -226,7 +216,7 @@ impl Writer {
         Ok(budget)
     }
 
-    pub(super) fn move_budget(
+    pub(crate) fn move_budget(
         &mut self,
         tenant: &TenantId,
         id: Option<&BudgetId>,
@@ -251,7 +241,7 @@ impl Writer {
         Ok(entry)
     }
 
-    pub(super) fn reserve(
+    pub(crate) fn reserve(
         &mut self,
         tenant: &TenantId,
         new: &NewReservation,
@@ -270,21 +260,20 @@ impl Writer {
             created_at: now,
             expires_at: now.plus_seconds(new.ttl.seconds()),
         };
-        self.conn
-            .prepare_cached(
-                "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
-                 committed_atomic, memo, created_at, expires_at, settled_at) \
-                 VALUES (?1, ?2, ?3, 'active', ?4, NULL, ?5, ?6, ?7, NULL)",
-            )?
-            .execute(params![
-                reservation.id.as_str(),
-                tenant.as_str(),
-                budget.id.as_str(),
-                reservation.amount.to_string(),
-                reservation.memo.as_ref().map(Memo::as_str),
-                now.to_string(),
-                reservation.expires_at.to_string(),
-            ])?;
+        self.db.execute(
+            "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
+             committed_atomic, memo, created_at, expires_at, settled_at) \
+             VALUES (?1, ?2, ?3, 'active', ?4, NULL, ?5, ?6, ?7, NULL)",
+            &[
+                reservation.id.as_str().into(),
+                tenant.as_str().into(),
+                budget.id.as_str().into(),
+                reservation.amount.into(),
+                reservation.memo.as_ref().map(Memo::as_str).into(),
+                Param::Text(&now.to_string()),
+                Param::Text(&reservation.expires_at.to_string()),
+            ],
+        )?;
         self.write_figures(&budget)?;
         self.append_entry(
             &budget,
@@ -307,7 +296,7 @@ impl Writer {
         Ok(reservation)
     }
 
-    pub(super) fn settle(
+    pub(crate) fn settle(
         &mut self,
         tenant: &TenantId,
         id: Option<&ReservationId>,
@@ -315,9 +304,9 @@ impl Writer {
         actor: &Actor,
     ) -> Result<Reservation, StoreError> {
         let now = self.now();
-        let mut reservation = queries::reservation(&self.conn, tenant, id)?;
+        let mut reservation = queries::reservation(&mut self.db, tenant, id)?;
         self.active_tenant(tenant)?;
-        let mut budget = queries::budget(&self.conn, tenant, Some(&reservation.budget_id))?;
+        let mut budget = queries::budget(&mut self.db, tenant, Some(&reservation.budget_id))?;
         if budget.is_open() {
             self.expire_due_in(&mut budget, now)?;
         }
@@ -383,8 +372,8 @@ impl Writer {
     /// Each expiry runs in a savepoint of its own: one that fails (a row that cannot be read,
     /// a budget that breaks the invariant) is logged and left due, and the others are
     /// recorded; the writer then tries again after a pause rather than at once.
-    pub(super) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
-        let due = queries::due(&self.conn, now, limit)?;
+    pub(crate) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
+        let due = queries::due(&mut self.db, now, limit)?;
         let mut swept = Swept {
             found: due.len(),
             failed: 0,
@@ -393,7 +382,7 @@ impl Writer {
             let id = reservation.id.clone();
             let expired = self.guarded(true, |w| {
                 let mut budget = queries::budget(
-                    &w.conn,
+                    &mut w.db,
                     &reservation.tenant_id,
                     Some(&reservation.budget_id),
                 )?;
@@ -410,14 +399,14 @@ impl Writer {
             }
         }
         if swept.failed == 0 && swept.found < limit {
-            self.next_expiry = queries::next_expiry(&self.conn)?.unwrap_or(Timestamp::MAX);
+            self.next_expiry = queries::next_expiry(&mut self.db)?.unwrap_or(Timestamp::MAX);
         }
         Ok(swept)
     }
 
     /// The tenant, if it exists and is active: `404`, then `409 tenant_tombstoned`.
-    fn active_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
-        match queries::tenant_active(&self.conn, tenant)? {
+    fn active_tenant(&mut self, tenant: &TenantId) -> Result<(), StoreError> {
+        match queries::tenant_active(&mut self.db, tenant)? {
             None => Err(StoreError::TenantNotFound),
             Some(false) => Err(StoreError::TenantTombstoned),
             Some(true) => Ok(()),
@@ -432,7 +421,7 @@ impl Writer {
         id: Option<&BudgetId>,
         now: Timestamp,
     ) -> Result<Budget, StoreError> {
-        let mut budget = queries::budget(&self.conn, tenant, id)?;
+        let mut budget = queries::budget(&mut self.db, tenant, id)?;
         self.active_tenant(tenant)?;
         if !budget.is_open() {
             return Err(StoreError::BudgetClosed);
@@ -447,7 +436,7 @@ impl Writer {
         if self.next_expiry > now {
             return Ok(());
         }
-        for reservation in queries::due_in_budget(&self.conn, &budget.id, now)? {
+        for reservation in queries::due_in_budget(&mut self.db, &budget.id, now)? {
             self.expire(budget, reservation, now)?;
         }
         Ok(())
@@ -484,7 +473,7 @@ impl Writer {
     /// Releases every active reservation of `budget` (a close or a tombstone): a `release`
     /// entry each, and no event of their own.
     fn release_all(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
-        for mut reservation in queries::active_in_budget(&self.conn, &budget.id)? {
+        for mut reservation in queries::active_in_budget(&mut self.db, &budget.id)? {
             budget.figures = budget.figures.release(reservation.amount.get())?;
             reservation.state = ReservationState::Released { at: now };
             self.write_reservation(&reservation)?;
@@ -502,9 +491,10 @@ impl Writer {
 
     /// Marks `budget` closed at `now` (its figures already written).
     fn mark_closed(&mut self, budget: &Budget, now: Timestamp) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("UPDATE budgets SET state = 'closed', closed_at = ?2 WHERE id = ?1")?
-            .execute(params![budget.id.as_str(), now.to_string()])?;
+        self.db.execute(
+            "UPDATE budgets SET state = 'closed', closed_at = ?2 WHERE id = ?1",
+            &[budget.id.as_str().into(), Param::Text(&now.to_string())],
+        )?;
         self.delta.budgets[budget_slot(&BudgetState::Open)] -= 1;
         self.delta.budgets[budget_slot(&BudgetState::Closed { at: now })] += 1;
         Ok(())
@@ -512,71 +502,66 @@ impl Writer {
 
     /// Inserts a new open budget and its opening-deposit entry.
     fn insert_budget(&mut self, budget: &Budget) -> Result<(), StoreError> {
-        let [credited, debited, spent, reserved] = queries::figure_texts(&budget.figures);
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
-                 opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
-                 reserved_atomic) \
-                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
-            )?
-            .execute(params![
-                budget.id.as_str(),
-                budget.tenant_id.as_str(),
-                budget.name.as_str(),
-                budget.unit.as_str(),
-                budget.created_at.to_string(),
-                budget.opening_deposit.to_string(),
+        let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
+        // A clash on an open budget's name comes back as `BudgetNameTaken`.
+        self.db.execute(
+            "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
+             opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
+             reserved_atomic) \
+             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
+            &[
+                budget.id.as_str().into(),
+                budget.tenant_id.as_str().into(),
+                budget.name.as_str().into(),
+                budget.unit.as_str().into(),
+                Param::Text(&budget.created_at.to_string()),
+                budget.opening_deposit.into(),
                 credited,
                 debited,
                 spent,
                 reserved,
-            ]);
-        if let Err(e) = inserted {
-            return Err(if super::is_unique_clash(&e, "budgets.tenant_id") {
-                StoreError::BudgetNameTaken
-            } else {
-                e.into()
-            });
-        }
+            ],
+        )?;
         self.delta.budgets[budget_slot(&budget.state)] += 1;
         self.insert_entry(&LedgerEntry::opening(budget))
     }
 
     /// Writes the budget's figures.
-    fn write_figures(&self, budget: &Budget) -> Result<(), StoreError> {
-        let [credited, debited, spent, reserved] = queries::figure_texts(&budget.figures);
-        self.conn
-            .prepare_cached(
-                "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
-                 spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
-            )?
-            .execute(params![
-                budget.id.as_str(),
+    fn write_figures(&mut self, budget: &Budget) -> Result<(), StoreError> {
+        let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
+        self.db.execute(
+            "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
+             spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
+            &[
+                budget.id.as_str().into(),
                 credited,
                 debited,
                 spent,
-                reserved
-            ])?;
+                reserved,
+            ],
+        )?;
         Ok(())
     }
 
     /// Writes the reservation's state and expiry (only an active reservation is written), and
     /// counts a settlement.
     fn write_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
-                 settled_at = ?5 WHERE id = ?1",
-            )?
-            .execute(params![
-                reservation.id.as_str(),
-                reservation.state.name(),
-                reservation.state.committed().map(|a| a.to_string()),
-                reservation.expires_at.to_string(),
-                reservation.state.settled_at().map(|t| t.to_string()),
-            ])?;
+        self.db.execute(
+            "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
+             settled_at = ?5 WHERE id = ?1",
+            &[
+                reservation.id.as_str().into(),
+                reservation.state.name().into(),
+                reservation.state.committed().into(),
+                Param::Text(&reservation.expires_at.to_string()),
+                reservation
+                    .state
+                    .settled_at()
+                    .map(|t| t.to_string())
+                    .as_ref()
+                    .into(),
+            ],
+        )?;
         if reservation.state != ReservationState::Active {
             self.delta.reservations[reservation_slot(&ReservationState::Active)] -= 1;
             self.delta.reservations[reservation_slot(&reservation.state)] += 1;
@@ -615,23 +600,26 @@ impl Writer {
     }
 
     fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
-                 memo, occurred_at, balance_atomic, available_atomic) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                entry.id.as_str(),
-                entry.budget_id.as_str(),
-                entry.kind.name(),
-                entry.amount.to_string(),
-                entry.reservation_id.as_ref().map(ReservationId::as_str),
-                entry.memo.as_ref().map(Memo::as_str),
-                entry.occurred_at.to_string(),
-                entry.balance.to_string(),
-                entry.available.to_string(),
-            ])?;
+        self.db.execute(
+            "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
+             memo, occurred_at, balance_atomic, available_atomic) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            &[
+                entry.id.as_str().into(),
+                entry.budget_id.as_str().into(),
+                entry.kind.name().into(),
+                entry.amount.into(),
+                entry
+                    .reservation_id
+                    .as_ref()
+                    .map(ReservationId::as_str)
+                    .into(),
+                entry.memo.as_ref().map(Memo::as_str).into(),
+                Param::Text(&entry.occurred_at.to_string()),
+                entry.balance.into(),
+                entry.available.into(),
+            ],
+        )?;
         self.delta.entries[entry_slot(entry.kind)] += 1;
         Ok(())
     }

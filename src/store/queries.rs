@@ -1,0 +1,355 @@
+//! Queries shared by the writer, the readers and the credential check of every backend, each
+//! returning domain values.
+//!
+//! A row that breaks a rule of its type (a bad amount, an unknown state) is an internal error
+//! naming what is wrong: a bug, or a row edited behind the service's back.
+
+use std::fmt::Write as _;
+
+use super::rows::{
+    self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, budget_columns, tenant_columns,
+};
+use super::sql::{Param, RowError, Sql, text};
+use super::{Credential, ListQuery, Page, StoreError};
+use crate::domain::{
+    Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId, Timestamp,
+};
+
+/// Tenants joined to their default budgets.
+const TENANTS_JOINED: &str = "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)";
+
+/// The tenant with this id, if there is one, with its default budget.
+pub(crate) fn tenant(db: &mut impl Sql, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
+    db.query_opt(
+        &format!(
+            "SELECT {} FROM {TENANTS_JOINED} WHERE t.id = ?1",
+            tenant_columns!()
+        ),
+        &[id.as_str().into()],
+        |row| rows::tenant(row),
+    )
+}
+
+/// Whether the tenant is active; `None` for no such tenant.
+pub(crate) fn tenant_active(db: &mut impl Sql, id: &TenantId) -> Result<Option<bool>, StoreError> {
+    db.query_opt(
+        "SELECT state FROM tenants WHERE id = ?1",
+        &[id.as_str().into()],
+        |row| Ok(text(row, 0)? == "active"),
+    )
+}
+
+/// Whether a tenant has this id.
+pub(crate) fn tenant_exists(db: &mut impl Sql, id: &TenantId) -> Result<bool, StoreError> {
+    Ok(db
+        .query_opt(
+            "SELECT 1 FROM tenants WHERE id = ?1",
+            &[id.as_str().into()],
+            |_| Ok(()),
+        )?
+        .is_some())
+}
+
+/// The budget `id` of tenant `tenant`: `budget_not_found` for none (or an id that is not one),
+/// `tenant_not_found` when the tenant itself is unknown.
+pub(crate) fn budget(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&BudgetId>,
+) -> Result<Budget, StoreError> {
+    if let Some(id) = id {
+        let found = db.query_opt(
+            concat!(
+                "SELECT ",
+                budget_columns!("budgets"),
+                " FROM budgets WHERE id = ?1 AND tenant_id = ?2"
+            ),
+            &[id.as_str().into(), tenant.as_str().into()],
+            |row| rows::budget(row, 0),
+        )?;
+        if let Some(budget) = found {
+            return Ok(budget);
+        }
+    }
+    Err(not_found(db, tenant, StoreError::BudgetNotFound)?)
+}
+
+/// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
+pub(crate) fn reservation(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&ReservationId>,
+) -> Result<Reservation, StoreError> {
+    if let Some(id) = id {
+        let found = db.query_opt(
+            &format!(
+                "SELECT {RESERVATION_COLUMNS} FROM reservations WHERE id = ?1 AND tenant_id = ?2"
+            ),
+            &[id.as_str().into(), tenant.as_str().into()],
+            |row| rows::reservation(row),
+        )?;
+        if let Some(reservation) = found {
+            return Ok(reservation);
+        }
+    }
+    Err(not_found(db, tenant, StoreError::ReservationNotFound)?)
+}
+
+/// `missing` if the tenant exists, else `tenant_not_found`.
+fn not_found(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    missing: StoreError,
+) -> Result<StoreError, StoreError> {
+    Ok(if tenant_exists(db, tenant)? {
+        missing
+    } else {
+        StoreError::TenantNotFound
+    })
+}
+
+/// The active reservations of `budget` whose time is up at `now`, soonest first.
+pub(crate) fn due_in_budget(
+    db: &mut impl Sql,
+    budget: &BudgetId,
+    now: Timestamp,
+) -> Result<Vec<Reservation>, StoreError> {
+    db.query(
+        &format!(
+            "SELECT {RESERVATION_COLUMNS} FROM reservations \
+             WHERE budget_id = ?1 AND state = 'active' AND expires_at <= ?2 \
+             ORDER BY expires_at, id"
+        ),
+        &[budget.as_str().into(), Param::Text(&now.to_string())],
+        |row| rows::reservation(row),
+    )
+}
+
+/// Every active reservation of `budget`.
+pub(crate) fn active_in_budget(
+    db: &mut impl Sql,
+    budget: &BudgetId,
+) -> Result<Vec<Reservation>, StoreError> {
+    db.query(
+        &format!(
+            "SELECT {RESERVATION_COLUMNS} FROM reservations \
+             WHERE budget_id = ?1 AND state = 'active' ORDER BY expires_at, id"
+        ),
+        &[budget.as_str().into()],
+        |row| rows::reservation(row),
+    )
+}
+
+/// Up to `limit` active reservations, of any budget, whose time is up at `now`, soonest first.
+pub(crate) fn due(
+    db: &mut impl Sql,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<Reservation>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    db.query(
+        &format!(
+            "SELECT {RESERVATION_COLUMNS} FROM reservations \
+             WHERE state = 'active' AND expires_at <= ?1 ORDER BY expires_at LIMIT ?2"
+        ),
+        &[Param::Text(&now.to_string()), limit.into()],
+        |row| rows::reservation(row),
+    )
+}
+
+/// When the soonest active reservation expires, if any is active.
+pub(crate) fn next_expiry(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
+    let soonest = db.query_opt(
+        "SELECT min(expires_at) FROM reservations WHERE state = 'active'",
+        &[],
+        |row| {
+            row.column(0)?
+                .map(|raw| {
+                    Timestamp::parse(&raw)
+                        .ok_or_else(|| row.corrupt(0, format!("a bad expires_at {raw:?}")))
+                })
+                .transpose()
+        },
+    )?;
+    Ok(soonest.flatten())
+}
+
+/// The ids of the tenant's open budgets.
+pub(crate) fn open_budgets(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+) -> Result<Vec<BudgetId>, StoreError> {
+    db.query(
+        "SELECT id FROM budgets WHERE tenant_id = ?1 AND state = 'open' ORDER BY id",
+        &[tenant.as_str().into()],
+        |row| Columns::new(row, 0).parse(0, "budget id", BudgetId::parse),
+    )
+}
+
+/// The greatest ULID of any id stored, so that new ids sort after every one of them.
+pub(crate) fn latest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
+    let mut latest = None;
+    for sql in [
+        "SELECT max(id) FROM tenants",
+        "SELECT max(id) FROM budgets",
+        "SELECT max(id) FROM reservations",
+        "SELECT max(id) FROM ledger_entries",
+    ] {
+        let max = db.query_opt(sql, &[], |row| Ok(row.column(0)?.map(|id| id.into_owned())))?;
+        let ulid = max
+            .flatten()
+            .as_deref()
+            .and_then(|id| id.get(4..))
+            .and_then(|text| ulid::Ulid::from_string(text).ok());
+        latest = latest.max(ulid);
+    }
+    Ok(latest)
+}
+
+/// One page of a list: `WHERE <filters> AND id > after ORDER BY id LIMIT limit + 1`, in one
+/// statement, so the page is one snapshot.
+///
+/// A `state` filter (`state_column`, if the query has one) is written into the SQL as a
+/// literal, so that the database can use the partial indexes on one state (the query's states
+/// come from a fixed list, never from the client's text).
+fn page<T>(
+    db: &mut impl Sql,
+    select: &str,
+    id_column: &str,
+    state_column: &str,
+    filters: &[(&str, &str)],
+    query: &ListQuery,
+    read: impl FnMut(&super::sql::Row<'_>) -> Result<T, RowError>,
+) -> Result<Page<T>, StoreError> {
+    let mut sql = select.to_owned();
+    let mut params: Vec<Param<'_>> = Vec::with_capacity(filters.len() + 2);
+    let mut clause = " WHERE";
+    if let Some(state) = query.state {
+        debug_assert!(state.bytes().all(|b| b.is_ascii_lowercase()), "{state}");
+        let _ = write!(sql, "{clause} {state_column} = '{state}'");
+        clause = " AND";
+    }
+    for (column, value) in filters {
+        let _ = write!(sql, "{clause} {column} = ?{}", params.len() + 1);
+        clause = " AND";
+        params.push(Param::Text(value));
+    }
+    let n = params.len();
+    let _ = write!(
+        sql,
+        "{clause} {id} > ?{} ORDER BY {id} LIMIT ?{}",
+        n + 1,
+        n + 2,
+        id = id_column,
+    );
+    params.push(Param::Text(query.after.as_deref().unwrap_or("")));
+    params.push(Param::Int(
+        i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1,
+    ));
+    let mut items = db.query(&sql, &params, read)?;
+    let has_more = items.len() > query.limit;
+    items.truncate(query.limit);
+    Ok(Page { items, has_more })
+}
+
+/// A page of tenants.
+pub(crate) fn list_tenants(
+    db: &mut impl Sql,
+    query: &ListQuery,
+) -> Result<Page<Tenant>, StoreError> {
+    let select = format!("SELECT {} FROM {TENANTS_JOINED}", tenant_columns!());
+    page(db, &select, "t.id", "t.state", &[], query, |row| {
+        rows::tenant(row)
+    })
+}
+
+/// A page of the tenant's budgets; `tenant_not_found` for an unknown tenant, read in the same
+/// snapshot as the page.
+pub(crate) fn list_budgets<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Budget>, StoreError> {
+    db.in_snapshot(|db| {
+        if !tenant_exists(db, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = concat!("SELECT ", budget_columns!("budgets"), " FROM budgets");
+        let filters = [("tenant_id", tenant.as_str())];
+        page(db, select, "id", "state", &filters, query, |row| {
+            rows::budget(row, 0)
+        })
+    })
+}
+
+/// A page of a budget's ledger entries.
+pub(crate) fn list_entries<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    query: &ListQuery,
+) -> Result<Page<LedgerEntry>, StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let select = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries");
+        let filters = [("budget_id", budget.id.as_str())];
+        page(db, &select, "id", "kind", &filters, query, |row| {
+            rows::entry(row)
+        })
+    })
+}
+
+/// A page of the tenant's reservations.
+pub(crate) fn list_reservations<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Reservation>, StoreError> {
+    db.in_snapshot(|db| {
+        if !tenant_exists(db, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = format!("SELECT {RESERVATION_COLUMNS} FROM reservations");
+        let mut filters = vec![("tenant_id", tenant.as_str())];
+        if let Some(budget) = &query.budget_id {
+            filters.push(("budget_id", budget));
+        }
+        page(db, &select, "id", "state", &filters, query, |row| {
+            rows::reservation(row)
+        })
+    })
+}
+
+/// What a token of tenant `id` is checked against, if the tenant exists.
+pub(crate) fn credential(
+    db: &mut impl Sql,
+    id: &TenantId,
+) -> Result<Option<Credential>, StoreError> {
+    db.query_opt(
+        "SELECT token_hash, state FROM tenants WHERE id = ?1",
+        &[id.as_str().into()],
+        |row| {
+            let hash = row
+                .blob(0)?
+                .ok_or_else(|| row.corrupt(0, "a NULL token hash".into()))?;
+            let token_hash: [u8; 32] = hash
+                .as_ref()
+                .try_into()
+                .map_err(|_| row.corrupt(0, format!("tenant {id} has a bad token hash")))?;
+            Ok(Credential {
+                token_hash,
+                active: text(row, 1)? == "active",
+            })
+        },
+    )
+}
+
+/// The figures of `f` as the four stored columns' parameters, in order.
+pub(crate) fn figure_params(f: &Figures) -> [Param<'static>; 4] {
+    [
+        Param::Amount(f.credited),
+        Param::Amount(f.debited),
+        Param::Amount(f.spent),
+        Param::Amount(f.reserved),
+    ]
+}

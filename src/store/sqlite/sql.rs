@@ -1,0 +1,111 @@
+//! The store's SQL seam ([`Sql`]) on a SQLite connection: statements are prepared once and
+//! cached by the connection, amounts are bound as the text their columns hold.
+
+use std::borrow::Cow;
+use std::panic::{self, AssertUnwindSafe};
+
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+use rusqlite::{Connection, ToSql, params_from_iter};
+
+use crate::store::StoreError;
+use crate::store::rows::TextRow;
+use crate::store::sql::{Param, Row, RowError, Sql};
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Param::Null => ToSqlOutput::Owned(Value::Null),
+            Param::Text(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+            Param::Int(n) => ToSqlOutput::Owned(Value::Integer(n)),
+            Param::Bytes(bytes) => ToSqlOutput::Borrowed(ValueRef::Blob(bytes)),
+            Param::Amount(amount) => ToSqlOutput::Owned(Value::Text(amount.to_string())),
+        })
+    }
+}
+
+/// A SQLite row as the commands read it.
+struct SqliteRow<'a, 'stmt>(&'a rusqlite::Row<'stmt>);
+
+impl SqliteRow<'_, '_> {
+    fn value(&self, i: usize) -> Result<ValueRef<'_>, RowError> {
+        self.0
+            .get_ref(i)
+            .map_err(|e| RowError::Read(format!("column {i}: {e}")))
+    }
+}
+
+impl TextRow for SqliteRow<'_, '_> {
+    type Error = RowError;
+
+    fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, RowError> {
+        match self.value(i)?.as_str_or_null() {
+            Ok(text) => Ok(text.map(Cow::Borrowed)),
+            Err(e) => Err(self.corrupt(i, format!("not text: {e}"))),
+        }
+    }
+
+    fn blob(&self, i: usize) -> Result<Option<Cow<'_, [u8]>>, RowError> {
+        match self.value(i)?.as_blob_or_null() {
+            Ok(bytes) => Ok(bytes.map(Cow::Borrowed)),
+            Err(e) => Err(self.corrupt(i, format!("not bytes: {e}"))),
+        }
+    }
+
+    fn corrupt(&self, i: usize, what: String) -> RowError {
+        RowError::Corrupt(format!("column {i}: {what}"))
+    }
+
+    fn len(&self) -> usize {
+        self.0.as_ref().column_count()
+    }
+}
+
+impl Sql for Connection {
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
+        Ok(self
+            .prepare_cached(sql)?
+            .execute(params_from_iter(params.iter()))?)
+    }
+
+    fn query<T>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt = self.prepare_cached(sql)?;
+        let mut rows = stmt.query(params_from_iter(params.iter()))?;
+        let mut found = Vec::new();
+        while let Some(row) = rows.next()? {
+            found.push(read(&SqliteRow(row))?);
+        }
+        Ok(found)
+    }
+
+    fn run(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.prepare_cached(sql)?.execute([])?;
+        Ok(())
+    }
+
+    /// A read transaction, rolled back at the end; a panic in `read` ends it too before it
+    /// goes on, so a reader is never left holding an old snapshot.
+    fn in_snapshot<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if !self.is_autocommit() {
+            return read(self);
+        }
+        self.run("BEGIN")?;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| read(self)));
+        let ended = self.run("ROLLBACK");
+        match result {
+            Ok(result) => {
+                let value = result?;
+                ended?;
+                Ok(value)
+            }
+            Err(panic) => panic::resume_unwind(panic),
+        }
+    }
+}
