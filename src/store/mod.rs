@@ -26,6 +26,7 @@ mod queries;
 mod rows;
 mod sql;
 mod sqlite;
+mod threads;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -380,12 +381,12 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
 /// A cheap, cloneable handle to the store.
 #[derive(Clone)]
 pub(crate) struct Store {
-    backend: sqlite::Handle,
+    backend: threads::Handle,
 }
 
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
 pub(crate) struct StoreThreads {
-    backend: sqlite::Threads,
+    backend: threads::Threads,
 }
 
 /// Why the store could not be opened.

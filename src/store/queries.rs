@@ -353,3 +353,91 @@ pub(crate) fn figure_params(f: &Figures) -> [Param<'static>; 4] {
         Param::Amount(f.reserved),
     ]
 }
+
+/// The reads a reader thread answers, on any backend's connection.
+pub(crate) trait Reads: Send {
+    /// A tenant, with its default budget.
+    fn tenant(&mut self, id: &TenantId) -> Result<Tenant, StoreError>;
+    /// A budget of a tenant.
+    fn budget(&mut self, tenant: &TenantId, id: Option<&BudgetId>) -> Result<Budget, StoreError>;
+    /// A reservation of a tenant.
+    fn reservation(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+    ) -> Result<Reservation, StoreError>;
+    /// A page of tenants.
+    fn list_tenants(&mut self, query: &ListQuery) -> Result<Page<Tenant>, StoreError>;
+    /// A page of a tenant's budgets.
+    fn list_budgets(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Budget>, StoreError>;
+    /// A page of a budget's ledger entries.
+    fn list_entries(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        query: &ListQuery,
+    ) -> Result<Page<LedgerEntry>, StoreError>;
+    /// A page of a tenant's reservations.
+    fn list_reservations(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Reservation>, StoreError>;
+    /// What a token of the tenant must match.
+    fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError>;
+}
+
+impl<D: Sql + Send> Reads for D {
+    fn tenant(&mut self, id: &TenantId) -> Result<Tenant, StoreError> {
+        tenant(self, id)?.ok_or(StoreError::TenantNotFound)
+    }
+
+    fn budget(&mut self, tenant: &TenantId, id: Option<&BudgetId>) -> Result<Budget, StoreError> {
+        budget(self, tenant, id)
+    }
+
+    fn reservation(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+    ) -> Result<Reservation, StoreError> {
+        reservation(self, tenant, id)
+    }
+
+    fn list_tenants(&mut self, query: &ListQuery) -> Result<Page<Tenant>, StoreError> {
+        list_tenants(self, query)
+    }
+
+    fn list_budgets(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Budget>, StoreError> {
+        list_budgets(self, tenant, query)
+    }
+
+    fn list_entries(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        query: &ListQuery,
+    ) -> Result<Page<LedgerEntry>, StoreError> {
+        list_entries(self, tenant, budget, query)
+    }
+
+    fn list_reservations(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Reservation>, StoreError> {
+        list_reservations(self, tenant, query)
+    }
+
+    fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError> {
+        credential(self, id)
+    }
+}

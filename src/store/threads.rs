@@ -1,0 +1,402 @@
+//! The store's threads, alike for every backend: one writer that group-commits typed
+//! commands, reader threads that answer reads beside it, and a credential thread with a
+//! queue of its own for tenant-token checks, so that no flood of reads can starve
+//! authentication. Every command is answered on its own oneshot channel, and no database call
+//! runs on the async runtime.
+//!
+//! A backend supplies the writer's loop and one connection for each reader ([`Reads`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use super::commands::{Reply, Stats, WriteCommand};
+use super::queries::Reads;
+use super::{
+    CREDENTIAL_WAIT_MAX, CreateBudget, CreateTenant, Created, Credential, ListQuery, MoveBudget,
+    OpenError, Page, Reserve, SettleReservation, StoreConfig, StoreError, StoreGauges, Written,
+    run_guarded,
+};
+use crate::audit::Actor;
+use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
+
+/// A cheap, cloneable handle to the threads.
+#[derive(Clone)]
+pub(crate) struct Handle {
+    writes: flume::Sender<WriteCommand>,
+    reads: flume::Sender<ReadCommand>,
+    credentials: flume::Sender<ReadCommand>,
+    stats: Arc<Stats>,
+}
+
+/// Owns the threads.
+pub(crate) struct Threads {
+    writer: JoinHandle<()>,
+    writes: flume::Sender<WriteCommand>,
+    readers: Vec<JoinHandle<()>>,
+    reads: flume::Sender<ReadCommand>,
+    credentials: flume::Sender<ReadCommand>,
+}
+
+/// Starts the writer (`writer`, on a thread of its own, fed by the write queue), one reader
+/// thread for each of `readers` but the last, and the credential thread on the last.
+pub(crate) fn start(
+    config: &StoreConfig,
+    stats: Arc<Stats>,
+    writer: impl FnOnce(&flume::Receiver<WriteCommand>) + Send + 'static,
+    readers: Vec<Box<dyn Reads>>,
+) -> Result<(Handle, Threads), OpenError> {
+    assert!(
+        config.queue_depth > 0
+            && config.credential_queue_depth > 0
+            && config.commit_batch_max > 0
+            && readers.len() > 1,
+        "store bounds must be positive: {config:?}"
+    );
+    let spawn_error = |e: std::io::Error| OpenError(format!("cannot start a thread: {e}"));
+
+    let (read_tx, read_rx) = flume::bounded(config.queue_depth);
+    let (credential_tx, credential_rx) = flume::bounded(config.credential_queue_depth);
+    let last = readers.len() - 1;
+    let mut threads = Vec::with_capacity(readers.len());
+    for (i, mut conn) in readers.into_iter().enumerate() {
+        let (name, queue) = if i == last {
+            ("tenantd-credentials".to_owned(), credential_rx.clone())
+        } else {
+            (format!("tenantd-read-{i}"), read_rx.clone())
+        };
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || read(conn.as_mut(), &queue))
+            .map_err(spawn_error)?;
+        threads.push(handle);
+    }
+
+    let (write_tx, write_rx) = flume::bounded(config.queue_depth);
+    let handle = std::thread::Builder::new()
+        .name("tenantd-write".into())
+        .spawn(move || writer(&write_rx))
+        .map_err(spawn_error)?;
+    let threads = Threads {
+        writer: handle,
+        writes: write_tx.clone(),
+        readers: threads,
+        reads: read_tx.clone(),
+        credentials: credential_tx.clone(),
+    };
+    let handle = Handle {
+        writes: write_tx,
+        reads: read_tx,
+        credentials: credential_tx,
+        stats,
+    };
+    Ok((handle, threads))
+}
+
+impl Handle {
+    /// Figures for `/metrics`, read now.
+    pub(crate) fn gauges(&self) -> StoreGauges {
+        let stats = &self.stats;
+        let queued = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        StoreGauges {
+            tenants_active: stats.active.load(Ordering::Relaxed),
+            tenants_tombstoned: stats.tombstoned.load(Ordering::Relaxed),
+            budgets: stats.budgets.each_ref().map(|c| c.load(Ordering::Relaxed)),
+            reservations: stats
+                .reservations
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed)),
+            entries: stats.entries.each_ref().map(|c| c.load(Ordering::Relaxed)),
+            audit_events: stats.audit_events.load(Ordering::Relaxed),
+            batches: stats.batches.load(Ordering::Relaxed),
+            commands: stats.commands.load(Ordering::Relaxed),
+            wal_frames: stats.wal_frames.load(Ordering::Relaxed),
+            writes_queued: queued(self.writes.len()),
+            reads_queued: queued(self.reads.len()),
+            credentials_queued: queued(self.credentials.len()),
+        }
+    }
+
+    async fn write<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> WriteCommand,
+    ) -> Result<T, StoreError> {
+        ask(&self.writes, command).await
+    }
+
+    async fn read<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> ReadCommand,
+    ) -> Result<T, StoreError> {
+        ask(&self.reads, command).await
+    }
+
+    /// See [`crate::store::Store::create_tenant`].
+    pub(crate) async fn create_tenant(
+        &self,
+        create: CreateTenant,
+    ) -> Result<Written<Created>, StoreError> {
+        self.write(|reply| WriteCommand::CreateTenant(create, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::tombstone_tenant`].
+    pub(crate) async fn tombstone_tenant(
+        &self,
+        id: TenantId,
+        actor: Actor,
+    ) -> Result<Tenant, StoreError> {
+        self.write(|reply| WriteCommand::TombstoneTenant(id, actor, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::check_writable`].
+    pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
+        self.write(WriteCommand::CheckWritable).await
+    }
+
+    /// See [`crate::store::Store::purge_expired`].
+    pub(crate) async fn purge_expired(&self) -> Result<usize, StoreError> {
+        self.write(WriteCommand::PurgeExpired).await
+    }
+
+    /// Runs `query` on a reader and waits for its answer.
+    async fn query<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&mut dyn Reads) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.read(|reply: Reply<T>| {
+            ReadCommand::Query(Box::new(move |conn| {
+                let _ = reply.send(run_guarded(|| query(conn)));
+            }))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::create_budget`].
+    pub(crate) async fn create_budget(
+        &self,
+        create: CreateBudget,
+    ) -> Result<Written<Budget>, StoreError> {
+        self.write(|reply| WriteCommand::CreateBudget(create, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::close_budget`].
+    pub(crate) async fn close_budget(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        actor: Actor,
+    ) -> Result<Budget, StoreError> {
+        self.write(|reply| WriteCommand::CloseBudget(tenant, budget, actor, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::move_budget`].
+    pub(crate) async fn move_budget(
+        &self,
+        command: MoveBudget,
+    ) -> Result<Written<LedgerEntry>, StoreError> {
+        self.write(|reply| WriteCommand::MoveBudget(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::reserve`].
+    pub(crate) async fn reserve(
+        &self,
+        command: Reserve,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.write(|reply| WriteCommand::Reserve(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::settle`].
+    pub(crate) async fn settle(
+        &self,
+        command: SettleReservation,
+    ) -> Result<Written<Reservation>, StoreError> {
+        self.write(|reply| WriteCommand::Settle(command, reply))
+            .await
+    }
+
+    /// See [`crate::store::Store::expire_due`].
+    #[cfg(test)]
+    pub(crate) async fn expire_due(&self) -> Result<usize, StoreError> {
+        self.write(WriteCommand::ExpireDue).await
+    }
+
+    /// See [`crate::store::Store::budget`].
+    pub(crate) async fn budget(
+        &self,
+        tenant: TenantId,
+        id: Option<BudgetId>,
+    ) -> Result<Budget, StoreError> {
+        self.query(move |conn| conn.budget(&tenant, id.as_ref()))
+            .await
+    }
+
+    /// See [`crate::store::Store::reservation`].
+    pub(crate) async fn reservation(
+        &self,
+        tenant: TenantId,
+        id: Option<ReservationId>,
+    ) -> Result<Reservation, StoreError> {
+        self.query(move |conn| conn.reservation(&tenant, id.as_ref()))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_tenants`].
+    pub(crate) async fn list_tenants(&self, query: ListQuery) -> Result<Page<Tenant>, StoreError> {
+        self.query(move |conn| conn.list_tenants(&query)).await
+    }
+
+    /// See [`crate::store::Store::list_budgets`].
+    pub(crate) async fn list_budgets(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Budget>, StoreError> {
+        self.query(move |conn| conn.list_budgets(&tenant, &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_entries`].
+    pub(crate) async fn list_entries(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        query: ListQuery,
+    ) -> Result<Page<LedgerEntry>, StoreError> {
+        self.query(move |conn| conn.list_entries(&tenant, budget.as_ref(), &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::list_reservations`].
+    pub(crate) async fn list_reservations(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Reservation>, StoreError> {
+        self.query(move |conn| conn.list_reservations(&tenant, &query))
+            .await
+    }
+
+    /// See [`crate::store::Store::tenant`].
+    pub(crate) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
+        self.read(|reply| ReadCommand::Tenant(id, reply)).await
+    }
+
+    /// Waits for room rather than refusing, up to [`CREDENTIAL_WAIT_MAX`]: the queue is the
+    /// credential thread's alone, so only a flood of token checks can fill it.
+    pub(crate) async fn credential(&self, id: TenantId) -> Result<Option<Credential>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let command = ReadCommand::Credential(id, reply);
+        match tokio::time::timeout(CREDENTIAL_WAIT_MAX, self.credentials.send_async(command)).await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(closed()),
+            Err(_) => return Err(StoreError::QueueFull),
+        }
+        answer.await.map_err(|_| dropped())?
+    }
+}
+
+/// Queues a command if there is room (a full queue is refused at once, never waited on) and
+/// waits for its answer.
+async fn ask<C, T>(
+    queue: &flume::Sender<C>,
+    command: impl FnOnce(Reply<T>) -> C,
+) -> Result<T, StoreError> {
+    let (reply, answer) = oneshot::channel();
+    queue.try_send(command(reply)).map_err(|e| match e {
+        flume::TrySendError::Full(_) => StoreError::QueueFull,
+        flume::TrySendError::Disconnected(_) => closed(),
+    })?;
+    answer.await.map_err(|_| dropped())?
+}
+
+fn closed() -> StoreError {
+    StoreError::Unavailable("the store is shut down".into())
+}
+
+/// A command queued behind the store's shutdown is dropped unanswered.
+fn dropped() -> StoreError {
+    StoreError::Unavailable("the store stopped before answering".into())
+}
+
+impl Threads {
+    /// Stops the readers and the credential thread, then lets the writer finish every queued
+    /// command, checkpoint the WAL (with no reader in its way) and exit.
+    pub(crate) async fn shutdown(self) -> Result<(), String> {
+        let Threads {
+            writer,
+            writes,
+            readers,
+            reads,
+            credentials,
+        } = self;
+        let readers_stopped = tokio::task::spawn_blocking(move || {
+            // Each thread ends at the first marker it takes, after the commands queued before
+            // it; the credential thread has a queue of its own.
+            for _ in 1..readers.len() {
+                let _ = reads.send(ReadCommand::Shutdown);
+            }
+            let _ = credentials.send(ReadCommand::Shutdown);
+            // Join every thread, even after one that failed: `count` consumes them all.
+            let failed = readers
+                .into_iter()
+                .map(JoinHandle::join)
+                .filter(Result::is_err)
+                .count();
+            failed == 0
+        });
+        let readers_ok = readers_stopped.await.unwrap_or(false);
+        // `send_async` waits for room, so the marker queues behind every accepted command.
+        let writer_reached = writes.send_async(WriteCommand::Shutdown).await.is_ok();
+        let writer_ok = matches!(
+            tokio::task::spawn_blocking(move || writer.join()).await,
+            Ok(Ok(()))
+        );
+        if readers_ok && writer_reached && writer_ok {
+            Ok(())
+        } else {
+            Err("a store thread had stopped abnormally".into())
+        }
+    }
+}
+
+/// A read to run on a reader's connection; it sends its own answer.
+pub(crate) type Query = Box<dyn FnOnce(&mut dyn Reads) + Send>;
+
+/// The commands a reader answers.
+pub(crate) enum ReadCommand {
+    /// A tenant by id.
+    Tenant(TenantId, Reply<Tenant>),
+    /// Any other read.
+    Query(Query),
+    /// What a token of this tenant must match.
+    Credential(TenantId, Reply<Option<Credential>>),
+    /// Ends the thread that takes it.
+    Shutdown,
+}
+
+/// Answers read commands until it takes a `Shutdown` or every sender is gone. The channel
+/// hands each command to the first free thread.
+fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
+    while let Ok(command) = queue.recv() {
+        match command {
+            ReadCommand::Tenant(id, reply) => {
+                let result = run_guarded(|| conn.tenant(&id));
+                let _ = reply.send(result);
+            }
+            ReadCommand::Query(query) => query(conn),
+            ReadCommand::Credential(id, reply) => {
+                let _ = reply.send(run_guarded(|| conn.credential(&id)));
+            }
+            ReadCommand::Shutdown => return,
+        }
+    }
+}
