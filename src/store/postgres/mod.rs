@@ -5,6 +5,7 @@
 //! `numeric(39,0)`, read back in decimal ([`Decimal`]) and written as text cast by the server,
 //! never through a float or an `i64`.
 
+pub(crate) mod blocking;
 pub(super) mod copy;
 mod tls;
 pub(crate) mod verify;
