@@ -457,12 +457,6 @@ fn serve(
         (Some(path), _) => TokenFile::Flag(path),
         (None, _) => TokenFile::Absent,
     };
-    if store::postgres_url(&args.db.db).is_some() {
-        return Err(invalid(
-            "serving from PostgreSQL is not in this build yet: --db takes a SQLite file here \
-             (audit verify and copy take a postgres:// URL)",
-        ));
-    }
     Ok(Command::Serve(Box::new(ServeConfig {
         listen: args.listen,
         db: args.db.db,

@@ -85,7 +85,12 @@ pub async fn run(
         idempotency_ttl: config.idempotency_ttl,
         clock: store::Clock::System,
     })
-    .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?;
+    .map_err(|e| {
+        format!(
+            "cannot open the database {}: {e}",
+            store::describe(&config.db)
+        )
+    })?;
     let metrics = Arc::new(Metrics::new(router::route_labels()));
     let app = Arc::new(App {
         store,
@@ -99,7 +104,7 @@ pub async fn run(
     let purger = tokio::spawn(purge_expired(app.store.clone()));
     log::info!(
         "listening on http://{bound} (database {})",
-        config.db.display()
+        store::describe(&config.db)
     );
     let handler = move |request| router::handle(Arc::clone(&app), request);
     server::serve(listener, config.limits, metrics, handler, shutdown).await;

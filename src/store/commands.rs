@@ -12,7 +12,7 @@ mod ops;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::sql::{Param, Sql, text};
 use super::{
@@ -24,6 +24,12 @@ use crate::domain::{
     Budget, BudgetId, EntryKind, LedgerEntry, Reservation, Tenant, TenantId, Timestamp,
 };
 use crate::ids::{self, IdGenerator};
+
+/// The longest a writer sleeps before it looks at the clock again for due expiries.
+pub(crate) const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
+
+/// How long a writer waits before it tries again to record expiries after a failure.
+pub(crate) const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Where a command's answer goes.
 pub(crate) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
@@ -194,6 +200,57 @@ impl Stats {
     }
 }
 
+/// A backend's writer, as the batch loop ([`run`]) drives it.
+pub(crate) trait Batches {
+    /// The writer's connection.
+    type Db: Sql;
+    /// The commands' state.
+    fn commands(&self) -> &Commands<Self::Db>;
+    /// Commands in one batch, at most.
+    fn batch_max(&self) -> usize;
+    /// Runs `batch` (emptying it) in one transaction and answers every command once the
+    /// batch is settled; records the due expiries first, when [`Commands::expiry_due`].
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>);
+    /// Ends the writer once the last batch has run.
+    fn close(self);
+}
+
+/// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender
+/// is gone; then closes the writer.
+///
+/// It blocks for one command, then takes whatever else is already queued, up to the batch's
+/// bound, and runs the lot as one batch: no time is spent waiting for a batch to fill.
+pub(crate) fn run<W: Batches>(mut writer: W, queue: &flume::Receiver<WriteCommand>) {
+    let mut batch = Vec::with_capacity(writer.batch_max());
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            match writer.commands().wait(queue) {
+                Ok(Some(first)) => batch.push(first),
+                // An expiry is due: the batch below records it.
+                Ok(None) => {}
+                Err(()) => break,
+            }
+        }
+        while batch.len() < writer.batch_max() {
+            match queue.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() && (stopping || !writer.commands().expiry_due()) {
+            if stopping {
+                break;
+            }
+            continue;
+        }
+        // After the marker, what is still queued runs, and then the thread ends.
+        stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
+        writer.run_batch(&mut batch);
+    }
+    writer.close();
+}
+
 /// A writer's connection and what it keeps between commands: the chain's head, the id
 /// generator, the clock's last reading, the soonest expiry, and what the open batch changed.
 pub(crate) struct Commands<D> {
@@ -214,6 +271,9 @@ pub(crate) struct Commands<D> {
     pub(crate) next_expiry: Timestamp,
     /// Set when a command left the transaction in a state the batch must not commit.
     pub(crate) poisoned: Option<StoreError>,
+    /// After a sweep failed, the next is not tried before this instant, so a database that
+    /// refuses writes is not asked again in a busy loop.
+    pub(crate) sweep_retry_at: Option<Instant>,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
     pub(crate) fail_next_rollback: bool,
@@ -233,6 +293,7 @@ impl<D: Sql> Commands<D> {
             // Unknown until read: the first batch reads it.
             next_expiry: Timestamp::from_unix_ms(0),
             poisoned: None,
+            sweep_retry_at: None,
             #[cfg(test)]
             fail_next_rollback: false,
         }
@@ -243,9 +304,36 @@ impl<D: Sql> Commands<D> {
         self.last_now.max(self.clock.now())
     }
 
-    /// Whether the writer should wake by itself when a reservation's time runs out.
-    pub(crate) fn clock_wakes(&self) -> bool {
-        self.clock.wakes()
+    /// Waits for a command, or (with the system clock) until the soonest reservation expires,
+    /// whichever comes first. `Err` when every sender is gone.
+    /// A wait lasts at most [`WAKE_INTERVAL_MAX`] and is then computed again, since the
+    /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
+    /// the machine).
+    fn wait(&self, queue: &flume::Receiver<WriteCommand>) -> Result<Option<WriteCommand>, ()> {
+        if !self.clock.wakes() || self.next_expiry == Timestamp::MAX {
+            return queue.recv().map(Some).map_err(|_| ());
+        }
+        let wait_ms = self
+            .next_expiry
+            .unix_ms()
+            .saturating_sub(self.clock_now().unix_ms());
+        let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);
+        let mut deadline = Instant::now() + wait;
+        if let Some(retry_at) = self.sweep_retry_at {
+            deadline = deadline.max(retry_at);
+        }
+        match queue.recv_deadline(deadline) {
+            Ok(command) => Ok(Some(command)),
+            Err(flume::RecvTimeoutError::Timeout) => Ok(None),
+            Err(flume::RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    /// Whether a reservation may have expired without its expiry recorded, and a sweep may
+    /// run now.
+    pub(crate) fn expiry_due(&self) -> bool {
+        self.next_expiry <= self.clock_now()
+            && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
     }
 
     /// Makes every time and id this writer uses from now on come after `at` and `latest`:

@@ -403,7 +403,10 @@ impl Store {
     /// Opens the database on the calling thread, so that start-up fails early and loudly, then
     /// starts the store's threads.
     pub(crate) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenError> {
-        let (backend, threads) = sqlite::open(config)?;
+        let (backend, threads) = match postgres_url(&config.path) {
+            Some(url) => postgres::open(url, config.clone())?,
+            None => sqlite::open(config)?,
+        };
         Ok((Store { backend }, StoreThreads { backend: threads }))
     }
 
@@ -571,6 +574,14 @@ pub(crate) fn verify_audit(db: &Path) -> Result<Head, String> {
                 .await
                 .map_err(|e| e.to_string())
         }),
+    }
+}
+
+/// `db` as a log line or an error may show it: a file's path, or a URL without its password.
+pub(crate) fn describe(db: &Path) -> String {
+    match postgres_url(db) {
+        Some(url) => postgres::describe(url),
+        None => db.display().to_string(),
     }
 }
 

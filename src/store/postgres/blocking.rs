@@ -15,10 +15,8 @@
 //! race (serialization, deadlock, a lock not granted, a cancelled statement) are
 //! [`StoreError::Unavailable`]; anything else is [`StoreError::Internal`].
 
-// Used by the PostgreSQL writer and readers.
-#![allow(dead_code)]
-
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 
 use bytes::BytesMut;
 use tokio_postgres::error::SqlState;
@@ -40,6 +38,12 @@ pub(crate) struct Blocking {
     statements: HashMap<String, Statement>,
     /// The runtime every statement is run on, and the connection's task with it.
     runtime: tokio::runtime::Runtime,
+    /// Where to connect again, for a connection that may be replaced between two statements
+    /// when it is found closed (a reader's); `None` for the writer's, which is replaced
+    /// only between transactions, by the writer.
+    reconnect: Option<String>,
+    /// Inside [`Sql::in_snapshot`]: the connection is not replaced until the snapshot ends.
+    in_snapshot: bool,
 }
 
 impl Blocking {
@@ -54,7 +58,36 @@ impl Blocking {
             client,
             statements: HashMap::new(),
             runtime,
+            reconnect: None,
+            in_snapshot: false,
         })
+    }
+
+    /// Connects to the database at `url` for reads: a connection found closed before a
+    /// statement is replaced, so that a reader outlives a restart or a fail-over of the
+    /// server (the read that finds it broken fails).
+    pub(crate) fn connect_for_reads(url: &str) -> Result<Self, String> {
+        let mut db = Self::connect(url)?;
+        db.reconnect = Some(url.to_owned());
+        Ok(db)
+    }
+
+    /// Applies the schema where it is missing (see [`super::create_schema`]).
+    pub(crate) fn create_schema(&mut self) -> Result<(), String> {
+        self.runtime
+            .block_on(super::create_schema(&mut self.client))
+    }
+
+    /// Replaces the connection with a new one to `url`, dropping what was prepared on the
+    /// old one. A transaction open on the old one is rolled back by the server.
+    pub(crate) fn reconnect(&mut self, url: &str) -> Result<(), StoreError> {
+        let client = self
+            .runtime
+            .block_on(super::connect(url))
+            .map_err(StoreError::Unavailable)?;
+        self.client = client;
+        self.statements.clear();
+        Ok(())
     }
 
     /// Whether the connection is gone, so that the thread connects anew. A connection the
@@ -72,8 +105,19 @@ impl Blocking {
             .map_err(|e| store_error(&e))
     }
 
+    /// Replaces a reader's connection that is found closed.
+    fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
+        match self.reconnect.clone() {
+            Some(url) if self.client.is_closed() => self.reconnect(&url),
+            _ => Ok(()),
+        }
+    }
+
     /// The statement for `sql`, prepared on first use.
     fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if !self.in_snapshot {
+            self.reconnect_if_closed()?;
+        }
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
@@ -116,6 +160,35 @@ impl Sql for Blocking {
         rows.iter()
             .map(|row| read(row).map_err(StoreError::from))
             .collect()
+    }
+
+    fn run(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.batch(sql)
+    }
+
+    /// A read-only transaction at `REPEATABLE READ` (one snapshot for all its statements),
+    /// ended whatever happens, a panic in `read` included.
+    fn in_snapshot<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.in_snapshot {
+            return read(self);
+        }
+        self.reconnect_if_closed()?;
+        self.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        self.in_snapshot = true;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| read(self)));
+        self.in_snapshot = false;
+        let ended = self.batch("ROLLBACK");
+        match result {
+            Ok(result) => {
+                let value = result?;
+                ended?;
+                Ok(value)
+            }
+            Err(panic) => panic::resume_unwind(panic),
+        }
     }
 }
 

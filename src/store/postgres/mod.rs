@@ -9,6 +9,7 @@ pub(crate) mod blocking;
 pub(super) mod copy;
 mod tls;
 pub(crate) mod verify;
+mod writer;
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -16,7 +17,9 @@ use std::time::Duration;
 use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::{Client, NoTls};
 
+use super::queries::Reads;
 use super::rows::TextRow;
+use super::{StoreConfig, commands, threads};
 
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
@@ -183,6 +186,43 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     }
     tx.batch_execute(SCHEMA).await.map_err(failed)?;
     tx.commit().await.map_err(failed)
+}
+
+/// Applies the schema where it is missing, then starts the writer, the readers and the
+/// credential thread on the database at `url`, each with a connection of its own. Runs on a
+/// thread of its own (every connection runs on a runtime of its own), so it may be called
+/// from async code.
+pub(super) fn open(
+    url: &str,
+    config: StoreConfig,
+) -> Result<(threads::Handle, threads::Threads), super::OpenError> {
+    let url = url.to_owned();
+    std::thread::Builder::new()
+        .name("tenantd-open".into())
+        .spawn(move || {
+            let mut schema = blocking::Blocking::connect(&url)?;
+            schema.create_schema()?;
+            drop(schema);
+            let writer = writer::Writer::new(&url, config.clone())?;
+            let stats = writer.stats();
+            let readers = (0..=config.readers)
+                .map(|_| {
+                    let db = blocking::Blocking::connect_for_reads(&url)?;
+                    Ok(Box::new(db) as Box<dyn Reads>)
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            threads::start(
+                &config,
+                stats,
+                move |queue| commands::run(writer, queue),
+                readers,
+            )
+            .map_err(|e| e.0)
+        })
+        .map_err(|e| super::OpenError(format!("cannot start a thread: {e}")))?
+        .join()
+        .map_err(|_| super::OpenError("opening the database panicked".into()))?
+        .map_err(super::OpenError)
 }
 
 pub(crate) use super::sql::RowError;

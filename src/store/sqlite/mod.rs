@@ -16,6 +16,7 @@ use std::path::Path;
 
 use rusqlite::ErrorCode;
 
+use super::commands;
 use super::queries::Reads;
 use super::threads::{self, Handle, Threads};
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};
@@ -73,7 +74,12 @@ pub(super) fn open(config: StoreConfig) -> Result<(Handle, Threads), OpenError> 
     let readers = (0..=config.readers)
         .map(|_| Ok(Box::new(open::open_reader(&config.path)?) as Box<dyn Reads>))
         .collect::<Result<Vec<_>, open::OpenError>>()?;
-    threads::start(&config, stats, move |queue| writer.run(queue), readers)
+    threads::start(
+        &config,
+        stats,
+        move |queue| commands::run(writer, queue),
+        readers,
+    )
 }
 
 /// Replays the chain of the file at `path` against its rows.

@@ -11,7 +11,7 @@
 //! read or written.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rusqlite::{Connection, ErrorCode};
 
@@ -20,16 +20,10 @@ use super::open;
 use crate::audit::Head;
 use crate::domain::Timestamp;
 use crate::store::commands::{
-    self, Commands, Delta, Finish, Stats, WriteCommand, finish, unanswered,
+    self, Batches, Commands, Delta, Finish, Stats, WriteCommand, finish, unanswered,
 };
 use crate::store::sql::Sql;
 use crate::store::{EXPIRE_SWEEP_MAX, StoreConfig, StoreError, queries, run_guarded};
-
-/// The longest the writer sleeps before it looks at the clock again for due expiries.
-const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
-
-/// How long the writer waits before it tries again to record expiries after a failure.
-const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The state of the store thread.
 pub(super) struct Writer {
@@ -37,9 +31,6 @@ pub(super) struct Writer {
     cmds: Commands<Connection>,
     config: StoreConfig,
     stats: Arc<Stats>,
-    /// After a sweep failed, the next is not tried before this instant, so a database that
-    /// refuses writes is not asked again in a busy loop.
-    sweep_retry_at: Option<Instant>,
     /// Set when the head could not be read back after a failed batch: it is read again at
     /// the start of the next transaction, before anything is appended.
     head_stale: bool,
@@ -49,6 +40,26 @@ pub(super) struct Writer {
     /// Whether a write could begin, once a probe of this batch has found out.
     writable: Option<Result<(), StoreError>>,
     checkpointer: Checkpointer,
+}
+
+impl Batches for Writer {
+    type Db = Connection;
+
+    fn commands(&self) -> &Commands<Connection> {
+        &self.cmds
+    }
+
+    fn batch_max(&self) -> usize {
+        self.config.commit_batch_max
+    }
+
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
+        Writer::run_batch(self, batch);
+    }
+
+    fn close(self) {
+        Writer::close(self);
+    }
 }
 
 impl Writer {
@@ -67,7 +78,6 @@ impl Writer {
             cmds: Commands::new(conn, &config, head, latest),
             config,
             stats: Arc::new(stats),
-            sweep_retry_at: None,
             head_stale: false,
             reopen_pending: false,
             writable: None,
@@ -80,72 +90,6 @@ impl Writer {
         Arc::clone(&self.stats)
     }
 
-    /// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender
-    /// is gone; then checkpoints and closes.
-    pub(super) fn run(mut self, queue: &flume::Receiver<WriteCommand>) {
-        let mut batch = Vec::with_capacity(self.config.commit_batch_max);
-        let mut stopping = false;
-        loop {
-            if !stopping {
-                match self.wait(queue) {
-                    Ok(Some(first)) => batch.push(first),
-                    // An expiry is due: the batch below records it.
-                    Ok(None) => {}
-                    Err(()) => break,
-                }
-            }
-            while batch.len() < self.config.commit_batch_max {
-                match queue.try_recv() {
-                    Ok(command) => batch.push(command),
-                    Err(_) => break,
-                }
-            }
-            if batch.is_empty() && (stopping || !self.expiry_due()) {
-                if stopping {
-                    break;
-                }
-                continue;
-            }
-            // After the marker, what is still queued runs, and then the thread ends.
-            stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
-            self.run_batch(&mut batch);
-        }
-        self.close();
-    }
-
-    /// Waits for a command, or (with the system clock) until the soonest reservation expires,
-    /// whichever comes first. `Err` when every sender is gone.
-    /// A wait lasts at most [`WAKE_INTERVAL_MAX`] and is then computed again, since the
-    /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
-    /// the machine).
-    fn wait(&self, queue: &flume::Receiver<WriteCommand>) -> Result<Option<WriteCommand>, ()> {
-        if !self.cmds.clock_wakes() || self.cmds.next_expiry == Timestamp::MAX {
-            return queue.recv().map(Some).map_err(|_| ());
-        }
-        let wait_ms = self
-            .cmds
-            .next_expiry
-            .unix_ms()
-            .saturating_sub(self.cmds.clock_now().unix_ms());
-        let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);
-        let mut deadline = Instant::now() + wait;
-        if let Some(retry_at) = self.sweep_retry_at {
-            deadline = deadline.max(retry_at);
-        }
-        match queue.recv_deadline(deadline) {
-            Ok(command) => Ok(Some(command)),
-            Err(flume::RecvTimeoutError::Timeout) => Ok(None),
-            Err(flume::RecvTimeoutError::Disconnected) => Err(()),
-        }
-    }
-
-    /// Whether a reservation may have expired without its expiry recorded, and a sweep may
-    /// run now.
-    fn expiry_due(&self) -> bool {
-        self.cmds.next_expiry <= self.cmds.clock_now()
-            && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
-    }
-
     /// Runs a batch in one transaction and answers every command once it is settled. When
     /// the transaction cannot begin, is rolled back by SQLite itself (disk full, I/O error), or
     /// a savepoint cannot be closed cleanly, no further command of the batch runs and every
@@ -153,7 +97,7 @@ impl Writer {
     fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
         // Expiries that are due are recorded first, in the batch's transaction; a sweep that
         // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
-        let sweep = self.expiry_due();
+        let sweep = self.cmds.expiry_due();
         let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
         self.writable = None;
         let mut failed = self.reopen_if_pending().err();
@@ -172,11 +116,13 @@ impl Writer {
         if sweep && failed.is_none() {
             let now = self.cmds.now();
             match self.cmds.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
-                Ok(swept) if swept.failed == 0 => self.sweep_retry_at = None,
-                Ok(_) => self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
+                Ok(swept) if swept.failed == 0 => self.cmds.sweep_retry_at = None,
+                Ok(_) => {
+                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER)
+                }
                 Err(e) => {
                     log::warn!("expiries could not be recorded now: {e:?}");
-                    self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER);
                 }
             }
             failed = self.cmds.poisoned.take();
@@ -211,7 +157,7 @@ impl Writer {
                 // A sweep alone that fails (a read-only or full database) is retried after
                 // a pause, not in a busy loop, and logged with it.
                 if sweep {
-                    self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER);
                 }
                 if !finished.is_empty() || sweep {
                     log::warn!(

@@ -1,0 +1,297 @@
+//! The PostgreSQL writer: one thread of each instance, running the store's commands in
+//! batches, one transaction a batch, as the SQLite writer does.
+//!
+//! Any number of instances may write to one database. A batch begins by locking the chain's
+//! one-row lock (`chain_head`), so batches of all instances run one at a time, and every
+//! statement of a batch (`READ COMMITTED`) sees all that the batches before it committed:
+//! a key bound through another instance is replayed, a budget's figures are the latest, an
+//! expiry is recorded once. Under the lock the writer reads the chain's last event; when
+//! another instance appended since this writer's last batch, its head, clock and ids catch up
+//! with what is stored (so events, entries and ids stay in order along the chain), and the
+//! soonest expiry is read again.
+//!
+//! A `COMMIT` whose connection broke has an unknown outcome. The writer connects again and
+//! looks for the batch's last event: found, the batch committed and is answered; not found
+//! (or no connection to be had), every command is answered `Unavailable` (a `503`), and a
+//! keyed retry settles it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::blocking::Blocking;
+use crate::audit::Head;
+use crate::domain::Timestamp;
+use crate::store::commands::{
+    self, Batches, Commands, Finish, SWEEP_RETRY_AFTER, Stats, WriteCommand, finish, unanswered,
+};
+use crate::store::sql::{Param, Sql, text};
+use crate::store::{EXPIRE_SWEEP_MAX, StoreConfig, StoreError, queries, run_guarded};
+
+/// How often (in seconds) an idle writer looks for reservations due to expire, since another
+/// instance (one that stopped, say) may have taken them.
+const EXPIRY_POLL_SECONDS: u32 = 1;
+
+/// The state of the writer thread.
+pub(super) struct Writer {
+    /// The connection, and what the commands keep between batches.
+    cmds: Commands<Blocking>,
+    /// Where to connect again.
+    url: String,
+    config: StoreConfig,
+    stats: Arc<Stats>,
+    /// Set when the connection cannot be trusted (closed, or a transaction left open): a new
+    /// one is made before the next batch.
+    broken: bool,
+}
+
+impl Batches for Writer {
+    type Db = Blocking;
+
+    fn commands(&self) -> &Commands<Blocking> {
+        &self.cmds
+    }
+
+    fn batch_max(&self) -> usize {
+        self.config.commit_batch_max
+    }
+
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
+        Writer::run_batch(self, batch);
+    }
+
+    fn close(self) {
+        log::info!("store closed");
+    }
+}
+
+impl Writer {
+    /// Connects, and reads the head, the counts and the latest id.
+    pub(super) fn new(url: &str, config: StoreConfig) -> Result<Self, String> {
+        let mut db = Blocking::connect(url)?;
+        let failed = |e: StoreError| format!("cannot read the database: {e:?}");
+        let stats = Stats::default();
+        stats.load(&mut db).map_err(failed)?;
+        let head = commands::load_head(&mut db).map_err(failed)?;
+        let latest = queries::latest_ulid(&mut db).map_err(failed)?;
+        Ok(Self {
+            cmds: Commands::new(db, &config, head, latest),
+            url: url.to_owned(),
+            config,
+            stats: Arc::new(stats),
+            broken: false,
+        })
+    }
+
+    /// The counters the handle reads for `/metrics`.
+    pub(super) fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Runs a batch in one transaction and answers every command once it is settled. When
+    /// the transaction cannot begin, or a savepoint cannot be closed cleanly, no further
+    /// command runs and every command is answered with the error.
+    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
+        let sweep = self.cmds.expiry_due();
+        let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
+        let mut failed = self.connect_if_broken().err();
+        if failed.is_none() && writes > 0 {
+            failed = self.begin().err();
+        }
+        let head_before = self.cmds.head.clone();
+        let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+        if sweep && failed.is_none() {
+            let now = self.cmds.now();
+            match self.cmds.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
+                Ok(swept) if swept.failed == 0 => self.cmds.sweep_retry_at = None,
+                Ok(_) => self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
+                Err(e) => {
+                    log::warn!("expiries could not be recorded now: {e:?}");
+                    self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                }
+            }
+            failed = self.cmds.poisoned.take();
+        }
+        for command in batch.drain(..) {
+            if failed.is_some() {
+                finished.push(unanswered(command));
+                continue;
+            }
+            finished.push(self.execute(command, writes > 0));
+            failed = self.cmds.poisoned.take();
+        }
+        let outcome = match failed {
+            Some(error) => {
+                self.rollback();
+                Err(error)
+            }
+            None if writes > 0 => self.commit(&head_before),
+            None => Ok(()),
+        };
+        let delta = std::mem::take(&mut self.cmds.delta);
+        match &outcome {
+            Ok(()) if writes > 0 => self.stats.apply(&delta, writes),
+            Ok(()) => {}
+            Err(e) => {
+                if sweep {
+                    self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+                }
+                if !finished.is_empty() || sweep {
+                    log::warn!(
+                        "a batch of {} commands{} did not commit: {e:?}",
+                        finished.len(),
+                        if sweep { " and the expiry sweep" } else { "" }
+                    );
+                }
+                self.cmds.head = head_before;
+                // What the batch did to the soonest expiry is unknown: read it again.
+                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
+            }
+        }
+        // Another instance may take holds this one never hears of: look again soon.
+        let poll = self.cmds.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
+        self.cmds.next_expiry = self.cmds.next_expiry.min(poll);
+        for done in finished {
+            done(outcome.as_ref().err());
+        }
+    }
+
+    /// Runs one command of the batch; the writer answers the writability probe itself.
+    fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
+        match command {
+            WriteCommand::CheckWritable(reply) => {
+                if reply.is_closed() {
+                    return Box::new(|_| {});
+                }
+                let result = run_guarded(|| self.check_writable(in_transaction));
+                finish(reply, result)
+            }
+            command => self.cmds.execute(command, in_transaction),
+        }
+    }
+
+    /// Replaces a connection that is closed or was left in doubt.
+    fn connect_if_broken(&mut self) -> Result<(), StoreError> {
+        if !self.broken && !self.cmds.db.is_closed() {
+            return Ok(());
+        }
+        self.cmds.db.reconnect(&self.url)?;
+        self.broken = false;
+        Ok(())
+    }
+
+    /// Begins the batch's transaction under the chain's lock, and catches up with what other
+    /// instances appended since this writer's last batch.
+    fn begin(&mut self) -> Result<(), StoreError> {
+        let begun = self.cmds.db.run("BEGIN").and_then(|()| {
+            let db = &mut self.cmds.db;
+            db.query(
+                "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE",
+                &[],
+                |_| Ok(()),
+            )?;
+            let last = db.query_opt(
+                "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
+                 ORDER BY seq DESC LIMIT 1",
+                &[],
+                |row| {
+                    let seq = text(row, 0)?;
+                    let head = Head {
+                        seq: seq
+                            .parse()
+                            .map_err(|_| row.corrupt(0, format!("a bad seq {seq:?}")))?,
+                        hash: text(row, 1)?.into_owned(),
+                    };
+                    let at = text(row, 2)?;
+                    let at = Timestamp::parse(&at)
+                        .ok_or_else(|| row.corrupt(2, format!("a bad occurred_at {at:?}")))?;
+                    Ok((head, at))
+                },
+            )?;
+            let (head, at) = last.unwrap_or((Head::genesis(), Timestamp::from_unix_ms(0)));
+            if head != self.cmds.head {
+                let latest = queries::latest_ulid(&mut self.cmds.db)?;
+                self.cmds.catch_up(at, latest);
+                self.cmds.head = head;
+                // Another instance may have taken or settled holds.
+                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
+            }
+            Ok(())
+        });
+        if begun.is_err() {
+            self.rollback();
+        }
+        begun
+    }
+
+    /// Rolls the batch back; a connection on which that fails is replaced before the next.
+    fn rollback(&mut self) {
+        if self.cmds.db.is_closed() {
+            self.broken = true;
+            return;
+        }
+        if let Err(e) = self.cmds.db.run("ROLLBACK") {
+            log::error!("ROLLBACK failed ({e:?}); connecting again before the next batch");
+            self.broken = true;
+        }
+    }
+
+    /// Commits the batch. A `COMMIT` whose connection broke may have committed: the writer
+    /// connects again and looks for the batch's last event.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        let Err(error) = self.cmds.db.run("COMMIT") else {
+            return Ok(());
+        };
+        if !self.cmds.db.is_closed() {
+            // The server answered, and a failed COMMIT rolls back.
+            self.rollback();
+            return Err(error);
+        }
+        self.broken = true;
+        let head = self.cmds.head.clone();
+        if head == *head_before {
+            return Err(error);
+        }
+        match self.connect_if_broken().and_then(|()| self.stored(&head)) {
+            Ok(true) => {
+                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
+                Ok(())
+            }
+            Ok(false) => Err(StoreError::Unavailable(format!(
+                "the batch did not commit: {error:?}"
+            ))),
+            Err(e) => Err(StoreError::Unavailable(format!(
+                "the outcome of COMMIT is unknown ({error:?}); it cannot be looked up: {e:?}"
+            ))),
+        }
+    }
+
+    /// Whether the chain holds `head`'s event.
+    fn stored(&mut self, head: &Head) -> Result<bool, StoreError> {
+        let hash = self.cmds.db.query_opt(
+            "SELECT hash FROM audit_events WHERE seq = ?1",
+            &[Param::Int(head.seq)],
+            |row| Ok(text(row, 0)?.into_owned()),
+        )?;
+        Ok(hash.as_deref() == Some(head.hash.as_str()))
+    }
+
+    /// Proves a write could begin: inside a write batch the lock is held already; otherwise
+    /// the server must be one that takes writes (not a standby, not read-only).
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
+        if in_transaction {
+            return Ok(());
+        }
+        let read_only = self.cmds.db.query_opt(
+            "SELECT current_setting('transaction_read_only')",
+            &[],
+            |row| Ok(text(row, 0)? == "on"),
+        )?;
+        if read_only == Some(false) {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "the database takes no writes (a standby, or read-only)".into(),
+            ))
+        }
+    }
+}
