@@ -604,10 +604,12 @@ impl<D: Sql> Commands<D> {
     }
 }
 
-/// Reads the chain's head from the database (the genesis head for an empty chain).
+/// Reads the chain's head from the database (the genesis head for an empty chain). The
+/// `ORDER BY` names the table's column: PostgreSQL would take a bare `seq` for the output
+/// column of that name, the text, and sort `9` after `10`.
 pub(crate) fn load_head(db: &mut impl Sql) -> Result<Head, StoreError> {
     let head = db.query_opt(
-        "SELECT CAST(seq AS TEXT), hash FROM audit_events ORDER BY seq DESC LIMIT 1",
+        "SELECT CAST(seq AS TEXT), hash FROM audit_events ORDER BY audit_events.seq DESC LIMIT 1",
         &[],
         |row| {
             let seq = text(row, 0)?;

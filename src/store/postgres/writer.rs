@@ -191,7 +191,7 @@ impl Writer {
             )?;
             let last = db.query_opt(
                 "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
-                 ORDER BY seq DESC LIMIT 1",
+                 ORDER BY audit_events.seq DESC LIMIT 1",
                 &[],
                 |row| {
                     let seq = text(row, 0)?;

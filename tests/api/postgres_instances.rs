@@ -1,0 +1,444 @@
+//! Many tenantd instances on one PostgreSQL database, and a fail-over of that database.
+//!
+//! Three `tenantd serve` processes share a database of their own on the test cluster (see
+//! scripts/with-postgres.sh); requests are spread over them, at once, from many threads. Every
+//! rule must hold as with one instance: one tenant per name, one effect per key, no budget
+//! overspent, one gapless chain (`audit verify`), a tombstone revoking the token everywhere,
+//! expiries recorded once, and nothing acknowledged lost when an instance is killed. The
+//! fail-over test runs a primary and a synchronous standby of its own, kills the primary under
+//! write load and promotes the standby.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::helpers::*;
+use crate::wire::{self, Response};
+
+/// Instances started on one database.
+const INSTANCES: usize = 3;
+
+/// A database of its own on the test cluster, dropped at the end.
+struct Database {
+    name: String,
+    admin: String,
+    url: String,
+}
+
+impl Database {
+    fn new(tag: &str) -> Self {
+        let admin = std::env::var("TENANTD_TEST_POSTGRES_ADMIN_URL").expect(
+            "TENANTD_TEST_POSTGRES_ADMIN_URL: the PostgreSQL tests run under `make test`, or \
+             scripts/with-postgres.sh cargo test",
+        );
+        let base = std::env::var("TENANTD_TEST_POSTGRES_URL").expect("TENANTD_TEST_POSTGRES_URL");
+        let name = format!("instances_{tag}_{}", std::process::id());
+        psql(&admin, &format!("DROP DATABASE IF EXISTS {name}"));
+        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
+        let url = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("the test URL names no database"),
+        };
+        Self { name, admin, url }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([self.admin.as_str(), "-qc"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .output();
+    }
+}
+
+/// Runs `sql` through psql and returns what it printed (unaligned, tuples only).
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// tenantd processes serving one database, with one admin token.
+struct Instances {
+    dir: TempDir,
+    db: String,
+    admin: String,
+    servers: Vec<Option<Child>>,
+    addrs: Vec<String>,
+    log: LogBuffer,
+}
+
+impl Instances {
+    /// Starts `n` instances on the database at `db`, one after another (the first applies
+    /// the schema).
+    fn start(db: &str, n: usize) -> Self {
+        let dir = TempDir::new().expect("a temporary directory");
+        let admin_token = random_admin_token();
+        write_private(&dir.path().join("admin-token"), &format!("{admin_token}\n"));
+        let mut instances = Self {
+            dir,
+            db: db.to_owned(),
+            admin: bearer(&admin_token),
+            servers: Vec::new(),
+            addrs: Vec::new(),
+            log: Arc::new(Mutex::new(Vec::new())),
+        };
+        for _ in 0..n {
+            let server = instances.spawn();
+            instances.addrs.push(server.addr);
+            instances.servers.push(Some(server.child));
+        }
+        instances
+    }
+
+    fn spawn(&self) -> Server {
+        let mut cmd = tenantd_command(self.dir.path());
+        let token = self.dir.path().join("admin-token");
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--db", &self.db])
+            .arg("--admin-token-file")
+            .arg(&token);
+        start_server(cmd, &self.log)
+    }
+
+    /// SIGKILL of instance `i`.
+    fn kill(&mut self, i: usize) {
+        let mut child = self.servers[i].take().expect("a running instance");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaping the instance");
+    }
+
+    fn log_text(&self) -> String {
+        self.log.lock().expect("log lock").join("\n")
+    }
+}
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        for child in self.servers.iter_mut().filter_map(Option::take) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A request with a JSON body (and a key, if any) to `addr`; `None` for a transport error.
+fn post(addr: &str, auth: &str, path: &str, body: &Value, key: Option<&str>) -> Option<Response> {
+    let text = body.to_string();
+    let mut headers = vec![
+        ("Authorization", auth),
+        ("Content-Type", "application/json"),
+    ];
+    if let Some(key) = key {
+        headers.push(("Idempotency-Key", key));
+    }
+    wire::try_request(addr, "POST", path, &headers, Some(text.as_bytes())).ok()
+}
+
+fn get(addr: &str, auth: &str, path: &str) -> Response {
+    wire::request(addr, "GET", path, &[("Authorization", auth)], None)
+}
+
+/// `tenantd audit verify` passes on `db`; what it printed.
+fn assert_verifies(db: &str, ctx: &str) -> String {
+    let out = audit_verify(Path::new(db));
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{ctx}: audit verify failed: {}",
+        out.stderr
+    );
+    out.stdout
+}
+
+#[test]
+fn three_instances_keep_every_rule_on_one_database() {
+    let db = Database::new("rules");
+    let instances = Instances::start(&db.url, INSTANCES);
+    let admin = instances.admin.clone();
+
+    // Names: ten names sent through every instance at once, and ten of each instance's own.
+    // One tenant per name; the rest are 409 name_taken.
+    let statuses = Arc::new(Mutex::new(BTreeMap::<String, Vec<u16>>::new()));
+    let workers: Vec<_> = instances
+        .addrs
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| {
+            let (addr, admin, statuses) = (addr.clone(), admin.clone(), Arc::clone(&statuses));
+            thread::spawn(move || {
+                for n in 0..10 {
+                    for name in [format!("shared-{n}"), format!("own-{i}-{n}")] {
+                        let body = json!({ "name": name, "opening_deposit_atomic": "1" });
+                        let resp = post(&addr, &admin, "/v1/tenants", &body, None)
+                            .expect("a create is answered");
+                        statuses
+                            .lock()
+                            .unwrap()
+                            .entry(name)
+                            .or_default()
+                            .push(resp.status);
+                    }
+                }
+            })
+        })
+        .collect();
+    workers
+        .into_iter()
+        .for_each(|w| w.join().expect("a create worker"));
+    for (name, got) in statuses.lock().unwrap().iter() {
+        let created = got.iter().filter(|s| **s == 201).count();
+        assert_eq!(
+            created,
+            1,
+            "{name}: exactly one create succeeds: {got:?}; log:\n{}",
+            instances.log_text()
+        );
+        assert!(
+            got.iter().all(|s| *s == 201 || *s == 409),
+            "{name}: the others are refused as taken: {got:?}"
+        );
+    }
+
+    // Keys: one key sent through every instance at once has one effect, and every answer
+    // is that effect.
+    for k in 0..5 {
+        let key = format!("key-{k}");
+        let workers: Vec<_> = instances
+            .addrs
+            .iter()
+            .map(|addr| {
+                let (addr, admin, key) = (addr.clone(), admin.clone(), key.clone());
+                thread::spawn(move || {
+                    let body =
+                        json!({ "name": format!("keyed-{key}"), "opening_deposit_atomic": "7" });
+                    let resp = post(&addr, &admin, "/v1/tenants", &body, Some(&key))
+                        .expect("a keyed create is answered");
+                    assert_eq!(resp.status, 201, "{key}: {}", resp.describe());
+                    resp.json()["id"].as_str().expect("an id").to_owned()
+                })
+            })
+            .collect();
+        let ids: BTreeSet<String> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a keyed worker"))
+            .collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "{key}: one tenant for the key, whoever answered: {ids:?}"
+        );
+    }
+    assert_eq!(
+        psql(&db.url, "SELECT count(*) FROM tenants"),
+        (10 + 10 * INSTANCES + 5).to_string(),
+        "every name once, every key once"
+    );
+
+    // Reservations: a budget that funds exactly 20 holds of 10, reserved from every
+    // instance by many threads at once, grants exactly 20.
+    let created = post(
+        &instances.addrs[0],
+        &admin,
+        "/v1/tenants",
+        &json!({ "name": "spender", "opening_deposit_atomic": "200" }),
+        None,
+    )
+    .expect("a create");
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let tenant = created.json();
+    let (tid, bid) = (
+        tenant["id"].as_str().unwrap().to_owned(),
+        tenant["budget"]["id"].as_str().unwrap().to_owned(),
+    );
+    let token = bearer(&tenant_token(&tenant));
+    let workers: Vec<_> = (0..12)
+        .map(|t| {
+            let addr = instances.addrs[t % INSTANCES].clone();
+            let (token, tid, bid) = (token.clone(), tid.clone(), bid.clone());
+            thread::spawn(move || {
+                let mut granted = 0;
+                for _ in 0..4 {
+                    let body =
+                        json!({ "budget_id": bid, "amount_atomic": "10", "ttl_seconds": 300 });
+                    let resp = post(&addr, &token, &reservations_path(&tid), &body, None)
+                        .expect("a reserve is answered");
+                    match resp.status {
+                        201 => granted += 1,
+                        409 => assert_eq!(resp.json()["code"], "insufficient_funds"),
+                        other => panic!("a reserve answered {other}: {}", resp.describe()),
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let granted: usize = workers
+        .into_iter()
+        .map(|w| w.join().expect("a reserver"))
+        .sum();
+    assert_eq!(granted, 20, "exactly what the budget funds is granted");
+    let budget = get(&instances.addrs[2], &token, &budget_path(&tid, &bid, "")).json();
+    assert_eq!(budget["reserved_atomic"], "200", "{budget}");
+    assert_eq!(budget["available_atomic"], "0", "{budget}");
+
+    // A tombstone through one instance revokes the token on every instance at once.
+    let gone = wire::request(
+        &instances.addrs[0],
+        "DELETE",
+        &format!("/v1/tenants/{tid}"),
+        &[("Authorization", &admin)],
+        None,
+    );
+    assert_eq!(gone.status, 200, "{}", gone.describe());
+    for addr in &instances.addrs {
+        let resp = get(addr, &token, &format!("/v1/tenants/{tid}"));
+        assert_eq!(resp.status, 401, "the token is revoked on {addr}");
+    }
+
+    let verified = assert_verifies(&db.url, "three instances");
+    let events = psql(&db.url, "SELECT count(*) FROM audit_events");
+    assert!(verified.contains(&format!("{events} events")), "{verified}");
+    assert_eq!(
+        psql(&db.url, "SELECT max(seq) = count(*) FROM audit_events"),
+        "t",
+        "the chain is gapless"
+    );
+    drop(instances);
+}
+
+#[test]
+fn killing_an_instance_under_load_loses_nothing_acknowledged() {
+    let db = Database::new("kill");
+    let mut instances = Instances::start(&db.url, INSTANCES);
+    let admin = instances.admin.clone();
+    let stop_at = Instant::now() + Duration::from_secs(3);
+    let acknowledged = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let workers: Vec<_> = (0..6)
+        .map(|t| {
+            let addr = instances.addrs[t % INSTANCES].clone();
+            let (admin, acknowledged) = (admin.clone(), Arc::clone(&acknowledged));
+            thread::spawn(move || {
+                let mut n = 0;
+                while Instant::now() < stop_at {
+                    let name = format!("load-{t}-{n}");
+                    n += 1;
+                    let body = json!({ "name": name, "opening_deposit_atomic": "5" });
+                    if let Some(resp) = post(&addr, &admin, "/v1/tenants", &body, None) {
+                        if resp.status == 201 {
+                            let id = resp.json()["id"].as_str().unwrap().to_owned();
+                            acknowledged.lock().unwrap().push((name, id));
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    instances.kill(1);
+    workers
+        .into_iter()
+        .for_each(|w| w.join().expect("a load worker"));
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() > 50,
+        "the load was real: {} creates",
+        acknowledged.len()
+    );
+    for (name, id) in &acknowledged {
+        let resp = get(&instances.addrs[0], &admin, &format!("/v1/tenants/{id}"));
+        assert_eq!(
+            resp.status,
+            200,
+            "{name} was acknowledged: {}",
+            resp.describe()
+        );
+    }
+    assert_verifies(&db.url, "after kill -9 of an instance");
+    assert!(
+        !instances.log_text().contains("panicked"),
+        "no instance panicked:\n{}",
+        instances.log_text()
+    );
+}
+
+#[test]
+fn every_instance_records_expiries_and_each_is_recorded_once() {
+    let db = Database::new("expiry");
+    let mut instances = Instances::start(&db.url, INSTANCES);
+    let admin = instances.admin.clone();
+    let created = post(
+        &instances.addrs[0],
+        &admin,
+        "/v1/tenants",
+        &json!({ "name": "holder", "opening_deposit_atomic": "1000" }),
+        None,
+    )
+    .expect("a create");
+    let tenant = created.json();
+    let (tid, bid) = (
+        tenant["id"].as_str().unwrap().to_owned(),
+        tenant["budget"]["id"].as_str().unwrap().to_owned(),
+    );
+    // Holds taken through every instance, then the instance that took the first ones is
+    // killed: the others must record those expiries too.
+    for i in 0..30 {
+        let body = json!({ "budget_id": bid, "amount_atomic": "10", "ttl_seconds": 1 });
+        let resp = post(
+            &instances.addrs[i % INSTANCES],
+            &admin,
+            &reservations_path(&tid),
+            &body,
+            None,
+        )
+        .expect("a reserve");
+        assert_eq!(resp.status, 201, "{}", resp.describe());
+    }
+    instances.kill(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let expired = loop {
+        let n: usize = psql(
+            &db.url,
+            "SELECT count(*) FROM ledger_entries WHERE kind = 'expire'",
+        )
+        .parse()
+        .expect("a count");
+        if n >= 30 || Instant::now() >= deadline {
+            break n;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        expired, 30,
+        "every hold's expiry is recorded, by the instances left"
+    );
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM ledger_entries WHERE kind = 'expire'"
+        ),
+        "30",
+        "and recorded once"
+    );
+    let budget = get(&instances.addrs[1], &admin, &budget_path(&tid, &bid, "")).json();
+    assert_eq!(budget["reserved_atomic"], "0", "{budget}");
+    assert_verifies(&db.url, "after expiries by many instances");
+}
