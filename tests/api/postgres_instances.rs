@@ -341,11 +341,10 @@ fn killing_an_instance_under_load_loses_nothing_acknowledged() {
                     let name = format!("load-{t}-{n}");
                     n += 1;
                     let body = json!({ "name": name, "opening_deposit_atomic": "5" });
-                    if let Some(resp) = post(&addr, &admin, "/v1/tenants", &body, None) {
-                        if resp.status == 201 {
-                            let id = resp.json()["id"].as_str().unwrap().to_owned();
-                            acknowledged.lock().unwrap().push((name, id));
-                        }
+                    let resp = post(&addr, &admin, "/v1/tenants", &body, None);
+                    if let Some(resp) = resp.filter(|r| r.status == 201) {
+                        let id = resp.json()["id"].as_str().unwrap().to_owned();
+                        acknowledged.lock().unwrap().push((name, id));
                     }
                 }
             })
