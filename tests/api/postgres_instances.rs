@@ -441,3 +441,174 @@ fn every_instance_records_expiries_and_each_is_recorded_once() {
     assert_eq!(budget["reserved_atomic"], "0", "{budget}");
     assert_verifies(&db.url, "after expiries by many instances");
 }
+
+/// A primary and its synchronous standby of their own (scripts/postgres.sh), under the
+/// build directory; both stopped and removed at the end.
+struct Pair {
+    dir: std::path::PathBuf,
+}
+
+impl Pair {
+    fn start() -> Self {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/postgres")
+            .join(format!("failover-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let pair = Self { dir };
+        pair.script(&["start", pair.path("primary").as_str()]);
+        pair.script(&[
+            "start",
+            pair.path("standby").as_str(),
+            "--standby-of",
+            pair.path("primary").as_str(),
+        ]);
+        pair
+    }
+
+    fn path(&self, which: &str) -> String {
+        self.dir
+            .join(which)
+            .to_str()
+            .expect("a UTF-8 path")
+            .to_owned()
+    }
+
+    fn file(&self, which: &str, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(which).join(name))
+            .unwrap_or_else(|e| panic!("{which}/{name}: {e}"))
+            .trim()
+            .to_owned()
+    }
+
+    fn script(&self, args: &[&str]) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres.sh");
+        let out = Command::new("bash")
+            .arg(script)
+            .args(args)
+            .output()
+            .expect("scripts/postgres.sh runs");
+        assert!(
+            out.status.success(),
+            "postgres.sh {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The URL of both servers, the writable one chosen: what a deployment gives tenantd.
+    fn url(&self) -> String {
+        let single = self.file("primary", "url");
+        let (auth, _) = single
+            .strip_prefix("postgres://")
+            .and_then(|rest| rest.split_once('@'))
+            .expect("a URL with credentials");
+        format!(
+            "postgres://{auth}@127.0.0.1:{},127.0.0.1:{}/tenantd?target_session_attrs=read-write",
+            self.file("primary", "port"),
+            self.file("standby", "port"),
+        )
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres.sh");
+        for which in ["standby", "primary"] {
+            let _ = Command::new("bash")
+                .arg(&script)
+                .args(["kill", &self.path(which)])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_failover_to_the_synchronous_standby_loses_nothing_acknowledged() {
+    let pair = Pair::start();
+    let url = pair.url();
+    let instances = Instances::start(&url, 2);
+    let admin = instances.admin.clone();
+    let stop_at = Arc::new(Mutex::new(None::<Instant>));
+    let outcome = Arc::new(Mutex::new((Vec::<(String, String)>::new(), 0usize, 0usize)));
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = instances.addrs[t % 2].clone();
+            let (admin, stop_at, outcome) =
+                (admin.clone(), Arc::clone(&stop_at), Arc::clone(&outcome));
+            thread::spawn(move || {
+                let give_up = Instant::now() + Duration::from_secs(60);
+                for n in 0.. {
+                    if stop_at
+                        .lock()
+                        .unwrap()
+                        .is_some_and(|at| Instant::now() >= at)
+                    {
+                        break;
+                    }
+                    // One name, one key: retried until answered, so a create whose COMMIT's
+                    // outcome was unknown is settled by its key.
+                    let name = format!("failover-{t}-{n}");
+                    let body = json!({ "name": name, "opening_deposit_atomic": "3" });
+                    loop {
+                        assert!(Instant::now() < give_up, "{name}: never answered");
+                        match post(&addr, &admin, "/v1/tenants", &body, Some(&name)) {
+                            Some(resp) if resp.status == 201 => {
+                                let id = resp.json()["id"].as_str().unwrap().to_owned();
+                                outcome.lock().unwrap().0.push((name, id));
+                                break;
+                            }
+                            Some(resp) if resp.status == 503 => outcome.lock().unwrap().1 += 1,
+                            Some(resp) => panic!("{name}: {}", resp.describe()),
+                            None => outcome.lock().unwrap().2 += 1,
+                        }
+                        thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    let before = outcome.lock().unwrap().0.len();
+    pair.script(&["kill", pair.path("primary").as_str()]);
+    thread::sleep(Duration::from_millis(500));
+    pair.script(&["promote", pair.path("standby").as_str()]);
+    let promoted = outcome.lock().unwrap().0.len();
+    *stop_at.lock().unwrap() = Some(Instant::now() + Duration::from_secs(3));
+    workers
+        .into_iter()
+        .for_each(|w| w.join().expect("a load worker"));
+    let (acknowledged, unavailable, transport) = outcome.lock().unwrap().clone();
+    assert!(
+        before > 20,
+        "writes went through before the fail-over: {before}"
+    );
+    assert!(
+        acknowledged.len() > promoted + 20,
+        "writes go through the promoted standby: {} after, {promoted} at the promotion; log:\n{}",
+        acknowledged.len(),
+        instances.log_text()
+    );
+    assert!(unavailable > 0, "the fail-over was seen as 503s");
+    assert_eq!(transport, 0, "no connection to tenantd failed");
+    let standby = pair.file("standby", "url");
+    for (name, id) in &acknowledged {
+        let resp = get(&instances.addrs[0], &admin, &format!("/v1/tenants/{id}"));
+        assert_eq!(
+            resp.status,
+            200,
+            "{name} was acknowledged: {}",
+            resp.describe()
+        );
+    }
+    assert_eq!(
+        psql(&standby, "SELECT count(*) FROM tenants"),
+        acknowledged.len().to_string(),
+        "one tenant for every acknowledged key, and none besides"
+    );
+    assert_verifies(&standby, "after the fail-over");
+    eprintln!(
+        "fail-over: {} creates acknowledged ({before} before the primary was killed, {promoted} \
+         by its promotion), {unavailable} answers 503 meanwhile, none lost",
+        acknowledged.len()
+    );
+}

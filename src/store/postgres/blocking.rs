@@ -105,6 +105,24 @@ impl Blocking {
             .map_err(|e| store_error(&e))
     }
 
+    /// Runs `op`, and once more on a new connection when a reader's connection turns out
+    /// closed as it runs (the server restarted, or failed over, while it was idle). Only
+    /// outside a snapshot: a statement of a snapshot never moves to another connection.
+    fn retried<T>(
+        &mut self,
+        mut op: impl FnMut(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match op(self) {
+            Err(StoreError::Unavailable(_))
+                if self.reconnect.is_some() && !self.in_snapshot && self.client.is_closed() =>
+            {
+                self.reconnect_if_closed()?;
+                op(self)
+            }
+            result => result,
+        }
+    }
+
     /// Replaces a reader's connection that is found closed.
     fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
         match self.reconnect.clone() {
@@ -152,11 +170,12 @@ impl Sql for Blocking {
         params: &[Param<'_>],
         mut read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
     ) -> Result<Vec<T>, StoreError> {
-        let statement = self.statement(sql)?;
-        let rows = self
-            .runtime
-            .block_on(self.client.query(&statement, &bound(params)))
-            .map_err(|e| store_error(&e))?;
+        let rows = self.retried(|db| {
+            let statement = db.statement(sql)?;
+            db.runtime
+                .block_on(db.client.query(&statement, &bound(params)))
+                .map_err(|e| store_error(&e))
+        })?;
         rows.iter()
             .map(|row| read(row).map_err(StoreError::from))
             .collect()
@@ -175,8 +194,7 @@ impl Sql for Blocking {
         if self.in_snapshot {
             return read(self);
         }
-        self.reconnect_if_closed()?;
-        self.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        self.retried(|db| db.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"))?;
         self.in_snapshot = true;
         let result = panic::catch_unwind(AssertUnwindSafe(|| read(self)));
         self.in_snapshot = false;
