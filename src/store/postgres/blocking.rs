@@ -30,6 +30,13 @@ use crate::store::sql::{Param, Row, RowError, Sql};
 /// A parameter's encoding error, as `tokio_postgres` takes it.
 type BindError = Box<dyn std::error::Error + Sync + Send>;
 
+/// The bounds of every store connection's session: a transaction left idle (its instance hung
+/// or cut off mid-batch) is ended by the server after 10 s, so no instance holds the chain's
+/// lock longer; a batch waits 5 s at most for that lock, then fails `Unavailable` (a `503`);
+/// no statement runs longer than 30 s.
+const SESSION_BOUNDS: &str = "SET idle_in_transaction_session_timeout = '10s'; \
+     SET lock_timeout = '5s'; SET statement_timeout = '30s'";
+
 /// A PostgreSQL connection used synchronously, from one thread, with its prepared statements.
 pub(crate) struct Blocking {
     /// The client; its connection's task runs on `runtime`.
@@ -54,13 +61,16 @@ impl Blocking {
             .build()
             .map_err(|e| format!("cannot start a runtime for PostgreSQL: {e}"))?;
         let client = runtime.block_on(super::connect(url))?;
-        Ok(Self {
+        let mut db = Self {
             client,
             statements: HashMap::new(),
             runtime,
             reconnect: None,
             in_snapshot: false,
-        })
+        };
+        db.batch(SESSION_BOUNDS)
+            .map_err(|e| format!("cannot set the session's bounds: {e:?}"))?;
+        Ok(db)
     }
 
     /// Connects to the database at `url` for reads: a connection found closed before a
@@ -87,7 +97,7 @@ impl Blocking {
             .map_err(StoreError::Unavailable)?;
         self.client = client;
         self.statements.clear();
-        Ok(())
+        self.batch(SESSION_BOUNDS)
     }
 
     /// Whether the connection is gone, so that the thread connects anew. A connection the

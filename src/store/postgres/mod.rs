@@ -34,6 +34,14 @@ const SCHEMA_LOCK: i64 = 0x0074_656e_616e_7464;
 /// How long a connection attempt may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection may be silent before TCP probes it, when the URL does not say
+/// (`keepalives_idle`; the driver's default is two hours): a server whose machine vanished is
+/// noticed within about a minute.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(30);
+
+/// The driver's own `keepalives_idle`, which the URL did not change when it is still this.
+const KEEPALIVES_IDLE_DEFAULT: Duration = Duration::from_secs(2 * 60 * 60);
+
 /// Whether `db` names a PostgreSQL database rather than a SQLite file.
 pub(crate) fn is_url(db: &str) -> bool {
     let scheme = db
@@ -88,6 +96,9 @@ pub(crate) async fn connect(url: &str) -> Result<Client, String> {
     config.ssl_mode(tls.mode);
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_keepalives_idle() == KEEPALIVES_IDLE_DEFAULT {
+        config.keepalives_idle(KEEPALIVES_IDLE);
     }
     if config.get_application_name().is_none() {
         config.application_name("tenantd");
