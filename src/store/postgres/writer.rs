@@ -16,6 +16,7 @@
 //! keyed retry settles it.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::blocking::Blocking;
@@ -211,6 +212,8 @@ impl Writer {
             if head != self.cmds.head {
                 let latest = queries::latest_ulid(&mut self.cmds.db)?;
                 self.cmds.catch_up(at, latest);
+                let events = u64::try_from(head.seq).unwrap_or(0);
+                self.stats.audit_events.store(events, Ordering::Relaxed);
                 self.cmds.head = head;
                 // Another instance may have taken or settled holds.
                 self.cmds.next_expiry = Timestamp::from_unix_ms(0);
