@@ -612,3 +612,47 @@ fn a_failover_to_the_synchronous_standby_loses_nothing_acknowledged() {
         acknowledged.len()
     );
 }
+
+#[test]
+fn connections_the_server_ended_while_idle_are_replaced_unseen() {
+    let db = Database::new("terminated");
+    let instances = Instances::start(&db.url, 1);
+    let (addr, admin) = (&instances.addrs[0], &instances.admin);
+    let create = |name: &str| {
+        let body = json!({ "name": name, "opening_deposit_atomic": "1" });
+        post(addr, admin, "/v1/tenants", &body, None).expect("a create is answered")
+    };
+    let first = create("before");
+    assert_eq!(first.status, 201, "{}", first.describe());
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    // Every connection of the instance is ended by the server (as a restart would).
+    let ended = psql(
+        &db.admin,
+        &format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}'",
+            db.name
+        ),
+    );
+    assert!(
+        ended.parse::<usize>().expect("a count") >= 3,
+        "writer, readers: {ended}"
+    );
+    thread::sleep(Duration::from_millis(200));
+    let after = create("after");
+    assert_eq!(
+        after.status,
+        201,
+        "the writer connects again: {}",
+        after.describe()
+    );
+    let read = get(addr, admin, &format!("/v1/tenants/{id}"));
+    assert_eq!(
+        read.status,
+        200,
+        "a reader connects again: {}",
+        read.describe()
+    );
+    let listed = get(addr, admin, "/v1/tenants");
+    assert_eq!(listed.status, 200, "{}", listed.describe());
+    assert_eq!(listed.json()["data"].as_array().map(Vec::len), Some(2));
+}

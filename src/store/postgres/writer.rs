@@ -183,7 +183,17 @@ impl Writer {
     /// Begins the batch's transaction under the chain's lock, and catches up with what other
     /// instances appended since this writer's last batch.
     fn begin(&mut self) -> Result<(), StoreError> {
-        let begun = self.cmds.db.run("BEGIN").and_then(|()| {
+        // A connection the server closed while it was idle is found out here, before the
+        // batch has done anything: it is replaced, and the batch goes on.
+        let began = match self.cmds.db.run("BEGIN") {
+            Err(StoreError::Unavailable(_)) if self.cmds.db.is_closed() => self
+                .cmds
+                .db
+                .reconnect(&self.url)
+                .and_then(|()| self.cmds.db.run("BEGIN")),
+            began => began,
+        };
+        let begun = began.and_then(|()| {
             let db = &mut self.cmds.db;
             db.query(
                 "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE",
