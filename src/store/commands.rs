@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::sql::{Param, Sql, text};
 use super::{
     Clock, CreateBudget, CreateTenant, Created, Keyed, MoveBudget, Reserve, SettleReservation,
-    StoreConfig, StoreError, StoredResponse, Written,
+    StoreConfig, StoreError, StoredResponse, Written, run_guarded,
 };
 use crate::audit::{Actor, AuditEvent, Head, Linked};
 use crate::domain::{
@@ -200,19 +200,109 @@ impl Stats {
     }
 }
 
-/// A backend's writer, as the batch loop ([`run`]) drives it.
+/// A backend's writer, as the batch loop ([`run`]) and [`run_batch`] drive it: what differs
+/// between the backends is how a transaction begins, commits and fails.
 pub(crate) trait Batches {
     /// The writer's connection.
     type Db: Sql;
     /// The commands' state.
-    fn commands(&self) -> &Commands<Self::Db>;
+    fn commands(&mut self) -> &mut Commands<Self::Db>;
     /// Commands in one batch, at most.
     fn batch_max(&self) -> usize;
-    /// Runs `batch` (emptying it) in one transaction and answers every command once the
-    /// batch is settled; records the due expiries first, when [`Commands::expiry_due`].
-    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>);
+    /// Readies the connection for a batch, and begins its write transaction if `writes`,
+    /// with the chain's head known for sure.
+    fn begin(&mut self, writes: bool) -> Result<(), StoreError>;
+    /// After a command of a write transaction: the error, if the database itself ended the
+    /// transaction meanwhile.
+    fn lost_transaction(&mut self) -> Option<StoreError>;
+    /// Proves a write could begin (the readiness probe); `in_transaction` when one has.
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError>;
+    /// Ends a transaction that must not commit.
+    fn rollback(&mut self);
+    /// Commits the batch whose chain began at `head_before`; `Ok` when it is in the
+    /// database, whatever `COMMIT` itself reported.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError>;
+    /// After a batch that committed `commands` writes, which changed `delta`.
+    fn committed(&mut self, delta: &Delta, commands: usize);
+    /// After a batch that did not commit (its head and soonest expiry already reset).
+    fn failed(&mut self);
     /// Ends the writer once the last batch has run.
     fn close(self);
+}
+
+/// Runs a batch in one transaction and answers every command once it is settled. When the
+/// transaction cannot begin, is ended by the database itself, or a savepoint cannot be closed
+/// cleanly, no further command of the batch runs and every command is answered with the
+/// error: nothing runs outside the transaction.
+pub(crate) fn run_batch<W: Batches>(writer: &mut W, batch: &mut Vec<WriteCommand>) {
+    // Expiries that are due are recorded first, in the batch's transaction; a sweep that
+    // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
+    let sweep = writer.commands().expiry_due();
+    let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
+    let mut failed = writer.begin(writes > 0).err();
+    // Taken once the head is known for sure: `begin` may have read it again.
+    let head_before = writer.commands().head.clone();
+    let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+    if sweep && failed.is_none() {
+        failed = writer.commands().sweep_in_batch();
+    }
+    for command in batch.drain(..) {
+        if failed.is_some() {
+            finished.push(unanswered(command));
+            continue;
+        }
+        let done: Finish = match command {
+            WriteCommand::CheckWritable(reply) if reply.is_closed() => {
+                // A prober that has given up needs no lock taken for it.
+                Box::new(|_| {})
+            }
+            WriteCommand::CheckWritable(reply) => {
+                finish(reply, run_guarded(|| writer.check_writable(writes > 0)))
+            }
+            command => writer.commands().execute(command, writes > 0),
+        };
+        finished.push(done);
+        if let Some(error) = writer.commands().poisoned.take() {
+            failed = Some(error);
+        } else if writes > 0 {
+            failed = writer.lost_transaction();
+        }
+    }
+    let outcome = match failed {
+        Some(error) => {
+            writer.rollback();
+            Err(error)
+        }
+        None if writes > 0 => writer.commit(&head_before),
+        None => Ok(()),
+    };
+    let delta = std::mem::take(&mut writer.commands().delta);
+    match &outcome {
+        Ok(()) if writes > 0 => writer.committed(&delta, writes),
+        Ok(()) => {}
+        Err(e) => {
+            let cmds = writer.commands();
+            // A sweep alone that fails (a read-only or full database) is retried after a
+            // pause, not in a busy loop, and logged with it.
+            if sweep {
+                cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+            }
+            if !finished.is_empty() || sweep {
+                log::warn!(
+                    "a batch of {} commands{} did not commit: {e:?}",
+                    finished.len(),
+                    if sweep { " and the expiry sweep" } else { "" }
+                );
+            }
+            cmds.head = head_before;
+            // What the batch did to the soonest expiry is unknown: read it again.
+            cmds.next_expiry = Timestamp::from_unix_ms(0);
+            writer.failed();
+        }
+    }
+    for done in finished {
+        done(outcome.as_ref().err());
+    }
 }
 
 /// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender
@@ -246,7 +336,7 @@ pub(crate) fn run<W: Batches>(mut writer: W, queue: &flume::Receiver<WriteComman
         }
         // After the marker, what is still queued runs, and then the thread ends.
         stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
-        writer.run_batch(&mut batch);
+        run_batch(&mut writer, &mut batch);
     }
     writer.close();
 }
@@ -327,6 +417,22 @@ impl<D: Sql> Commands<D> {
             Err(flume::RecvTimeoutError::Timeout) => Ok(None),
             Err(flume::RecvTimeoutError::Disconnected) => Err(()),
         }
+    }
+
+    /// Records the due expiries inside the batch's transaction, in a savepoint; a sweep that
+    /// fails (or leaves some failed) is tried again after [`SWEEP_RETRY_AFTER`]. The error
+    /// that poisons the batch, if any.
+    fn sweep_in_batch(&mut self) -> Option<StoreError> {
+        let now = self.now();
+        match self.guarded(true, |w| w.sweep(now, super::EXPIRE_SWEEP_MAX)) {
+            Ok(swept) if swept.failed == 0 => self.sweep_retry_at = None,
+            Ok(_) => self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
+            Err(e) => {
+                log::warn!("expiries could not be recorded now: {e:?}");
+                self.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
+            }
+        }
+        self.poisoned.take()
     }
 
     /// Whether a reservation may have expired without its expiry recorded, and a sweep may

@@ -17,16 +17,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use super::blocking::Blocking;
 use crate::audit::Head;
 use crate::domain::Timestamp;
-use crate::store::commands::{
-    self, Batches, Commands, Finish, SWEEP_RETRY_AFTER, Stats, WriteCommand, finish, unanswered,
-};
+use crate::store::commands::{self, Batches, Commands, Delta, Stats};
 use crate::store::sql::{Param, Sql, text};
-use crate::store::{EXPIRE_SWEEP_MAX, StoreConfig, StoreError, queries, run_guarded};
+use crate::store::{StoreConfig, StoreError, queries};
 
 /// How often (in seconds) an idle writer looks for reservations due to expire, since another
 /// instance (one that stopped, say) may have taken them.
@@ -48,16 +45,102 @@ pub(super) struct Writer {
 impl Batches for Writer {
     type Db = Blocking;
 
-    fn commands(&self) -> &Commands<Blocking> {
-        &self.cmds
+    fn commands(&mut self) -> &mut Commands<Blocking> {
+        &mut self.cmds
     }
 
     fn batch_max(&self) -> usize {
         self.config.commit_batch_max
     }
 
-    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        Writer::run_batch(self, batch);
+    /// Replaces a connection that is closed or was left in doubt; for writes, begins the
+    /// transaction under the chain's lock and catches up with other instances.
+    fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
+        if self.broken || self.cmds.db.is_closed() {
+            self.cmds.db.reconnect(&self.url)?;
+            self.broken = false;
+        }
+        if writes {
+            self.begin_locked()?;
+        }
+        Ok(())
+    }
+
+    /// A statement that fails inside a savepoint is rolled back to it; a connection lost
+    /// mid-batch fails the savepoint's end, which poisons the batch.
+    fn lost_transaction(&mut self) -> Option<StoreError> {
+        None
+    }
+
+    /// Inside a write batch the chain's lock is held already; otherwise the server must be
+    /// one that takes writes (not a standby, not read-only).
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
+        if in_transaction {
+            return Ok(());
+        }
+        let read_only = self.cmds.db.query_opt(
+            "SELECT current_setting('transaction_read_only')",
+            &[],
+            |row| Ok(text(row, 0)? == "on"),
+        )?;
+        if read_only == Some(false) {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "the database takes no writes (a standby, or read-only)".into(),
+            ))
+        }
+    }
+
+    /// Rolls the batch back; a connection on which that fails is replaced before the next.
+    fn rollback(&mut self) {
+        if self.cmds.db.is_closed() {
+            self.broken = true;
+            return;
+        }
+        if let Err(e) = self.cmds.db.run("ROLLBACK") {
+            log::error!("ROLLBACK failed ({e:?}); connecting again before the next batch");
+            self.broken = true;
+        }
+    }
+
+    /// A `COMMIT` whose connection broke may have committed: the writer connects again and
+    /// looks for the batch's last event.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        let Err(error) = self.cmds.db.run("COMMIT") else {
+            return Ok(());
+        };
+        if !self.cmds.db.is_closed() {
+            // The server answered, and a failed COMMIT rolls back.
+            self.rollback();
+            return Err(error);
+        }
+        self.broken = true;
+        let head = self.cmds.head.clone();
+        if head == *head_before {
+            return Err(error);
+        }
+        match self.begin(false).and_then(|()| self.stored(&head)) {
+            Ok(true) => {
+                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
+                Ok(())
+            }
+            Ok(false) => Err(StoreError::Unavailable(format!(
+                "the batch did not commit: {error:?}"
+            ))),
+            Err(e) => Err(StoreError::Unavailable(format!(
+                "the outcome of COMMIT is unknown ({error:?}); it cannot be looked up: {e:?}"
+            ))),
+        }
+    }
+
+    fn committed(&mut self, delta: &Delta, commands: usize) {
+        self.stats.apply(delta, commands);
+        self.poll_expiries();
+    }
+
+    fn failed(&mut self) {
+        self.poll_expiries();
     }
 
     fn close(self) {
@@ -88,101 +171,16 @@ impl Writer {
         Arc::clone(&self.stats)
     }
 
-    /// Runs a batch in one transaction and answers every command once it is settled. When
-    /// the transaction cannot begin, or a savepoint cannot be closed cleanly, no further
-    /// command runs and every command is answered with the error.
-    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        let sweep = self.cmds.expiry_due();
-        let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
-        let mut failed = self.connect_if_broken().err();
-        if failed.is_none() && writes > 0 {
-            failed = self.begin().err();
-        }
-        let head_before = self.cmds.head.clone();
-        let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
-        if sweep && failed.is_none() {
-            let now = self.cmds.now();
-            match self.cmds.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
-                Ok(swept) if swept.failed == 0 => self.cmds.sweep_retry_at = None,
-                Ok(_) => self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER),
-                Err(e) => {
-                    log::warn!("expiries could not be recorded now: {e:?}");
-                    self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
-                }
-            }
-            failed = self.cmds.poisoned.take();
-        }
-        for command in batch.drain(..) {
-            if failed.is_some() {
-                finished.push(unanswered(command));
-                continue;
-            }
-            finished.push(self.execute(command, writes > 0));
-            failed = self.cmds.poisoned.take();
-        }
-        let outcome = match failed {
-            Some(error) => {
-                self.rollback();
-                Err(error)
-            }
-            None if writes > 0 => self.commit(&head_before),
-            None => Ok(()),
-        };
-        let delta = std::mem::take(&mut self.cmds.delta);
-        match &outcome {
-            Ok(()) if writes > 0 => self.stats.apply(&delta, writes),
-            Ok(()) => {}
-            Err(e) => {
-                if sweep {
-                    self.cmds.sweep_retry_at = Some(Instant::now() + SWEEP_RETRY_AFTER);
-                }
-                if !finished.is_empty() || sweep {
-                    log::warn!(
-                        "a batch of {} commands{} did not commit: {e:?}",
-                        finished.len(),
-                        if sweep { " and the expiry sweep" } else { "" }
-                    );
-                }
-                self.cmds.head = head_before;
-                // What the batch did to the soonest expiry is unknown: read it again.
-                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
-            }
-        }
-        // Another instance may take holds this one never hears of: look again soon.
+    /// Another instance may take holds this one never hears of: the soonest expiry is
+    /// looked for again within [`EXPIRY_POLL_SECONDS`].
+    fn poll_expiries(&mut self) {
         let poll = self.cmds.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
         self.cmds.next_expiry = self.cmds.next_expiry.min(poll);
-        for done in finished {
-            done(outcome.as_ref().err());
-        }
-    }
-
-    /// Runs one command of the batch; the writer answers the writability probe itself.
-    fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
-        match command {
-            WriteCommand::CheckWritable(reply) => {
-                if reply.is_closed() {
-                    return Box::new(|_| {});
-                }
-                let result = run_guarded(|| self.check_writable(in_transaction));
-                finish(reply, result)
-            }
-            command => self.cmds.execute(command, in_transaction),
-        }
-    }
-
-    /// Replaces a connection that is closed or was left in doubt.
-    fn connect_if_broken(&mut self) -> Result<(), StoreError> {
-        if !self.broken && !self.cmds.db.is_closed() {
-            return Ok(());
-        }
-        self.cmds.db.reconnect(&self.url)?;
-        self.broken = false;
-        Ok(())
     }
 
     /// Begins the batch's transaction under the chain's lock, and catches up with what other
     /// instances appended since this writer's last batch.
-    fn begin(&mut self) -> Result<(), StoreError> {
+    fn begin_locked(&mut self) -> Result<(), StoreError> {
         // A connection the server closed while it was idle is found out here, before the
         // batch has done anything: it is replaced, and the batch goes on.
         let began = match self.cmds.db.run("BEGIN") {
@@ -236,48 +234,6 @@ impl Writer {
         begun
     }
 
-    /// Rolls the batch back; a connection on which that fails is replaced before the next.
-    fn rollback(&mut self) {
-        if self.cmds.db.is_closed() {
-            self.broken = true;
-            return;
-        }
-        if let Err(e) = self.cmds.db.run("ROLLBACK") {
-            log::error!("ROLLBACK failed ({e:?}); connecting again before the next batch");
-            self.broken = true;
-        }
-    }
-
-    /// Commits the batch. A `COMMIT` whose connection broke may have committed: the writer
-    /// connects again and looks for the batch's last event.
-    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
-        let Err(error) = self.cmds.db.run("COMMIT") else {
-            return Ok(());
-        };
-        if !self.cmds.db.is_closed() {
-            // The server answered, and a failed COMMIT rolls back.
-            self.rollback();
-            return Err(error);
-        }
-        self.broken = true;
-        let head = self.cmds.head.clone();
-        if head == *head_before {
-            return Err(error);
-        }
-        match self.connect_if_broken().and_then(|()| self.stored(&head)) {
-            Ok(true) => {
-                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
-                Ok(())
-            }
-            Ok(false) => Err(StoreError::Unavailable(format!(
-                "the batch did not commit: {error:?}"
-            ))),
-            Err(e) => Err(StoreError::Unavailable(format!(
-                "the outcome of COMMIT is unknown ({error:?}); it cannot be looked up: {e:?}"
-            ))),
-        }
-    }
-
     /// Whether the chain holds `head`'s event.
     fn stored(&mut self, head: &Head) -> Result<bool, StoreError> {
         let hash = self.cmds.db.query_opt(
@@ -286,25 +242,5 @@ impl Writer {
             |row| Ok(text(row, 0)?.into_owned()),
         )?;
         Ok(hash.as_deref() == Some(head.hash.as_str()))
-    }
-
-    /// Proves a write could begin: inside a write batch the lock is held already; otherwise
-    /// the server must be one that takes writes (not a standby, not read-only).
-    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
-        if in_transaction {
-            return Ok(());
-        }
-        let read_only = self.cmds.db.query_opt(
-            "SELECT current_setting('transaction_read_only')",
-            &[],
-            |row| Ok(text(row, 0)? == "on"),
-        )?;
-        if read_only == Some(false) {
-            Ok(())
-        } else {
-            Err(StoreError::Unavailable(
-                "the database takes no writes (a standby, or read-only)".into(),
-            ))
-        }
     }
 }

@@ -11,19 +11,15 @@
 //! read or written.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use rusqlite::{Connection, ErrorCode};
 
 use super::checkpoint::{Checkpointer, WAL_RESTART_PAGES};
 use super::open;
 use crate::audit::Head;
-use crate::domain::Timestamp;
-use crate::store::commands::{
-    self, Batches, Commands, Delta, Finish, Stats, WriteCommand, finish, unanswered,
-};
+use crate::store::commands::{self, Batches, Commands, Delta, Stats};
 use crate::store::sql::Sql;
-use crate::store::{EXPIRE_SWEEP_MAX, StoreConfig, StoreError, queries, run_guarded};
+use crate::store::{StoreConfig, StoreError, queries};
 
 /// The state of the store thread.
 pub(super) struct Writer {
@@ -45,20 +41,107 @@ pub(super) struct Writer {
 impl Batches for Writer {
     type Db = Connection;
 
-    fn commands(&self) -> &Commands<Connection> {
-        &self.cmds
+    fn commands(&mut self) -> &mut Commands<Connection> {
+        &mut self.cmds
     }
 
     fn batch_max(&self) -> usize {
         self.config.commit_batch_max
     }
 
-    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        Writer::run_batch(self, batch);
+    /// Replaces a connection an earlier failure left in doubt; for writes, lets the WAL
+    /// start over if it is long, takes the write lock (`BEGIN IMMEDIATE`) and reads the
+    /// head again if a failure left it unknown.
+    fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
+        self.writable = None;
+        self.reopen_if_pending()?;
+        if writes {
+            self.restart_wal_if_long();
+            self.sql("BEGIN IMMEDIATE")?;
+            self.reload_stale_head()?;
+        }
+        Ok(())
     }
 
-    fn close(self) {
-        Writer::close(self);
+    /// SQLite rolls a transaction back by itself after some errors (a full disk, an I/O
+    /// error): nothing more may run in the batch then.
+    fn lost_transaction(&mut self) -> Option<StoreError> {
+        self.cmds
+            .db
+            .is_autocommit()
+            .then(|| StoreError::Unavailable("SQLite rolled the transaction back".into()))
+    }
+
+    /// Inside a write batch the lock is held already; otherwise `BEGIN IMMEDIATE` takes it
+    /// (waiting out the busy timeout) and lets it go. Every probe of one batch shares one
+    /// attempt.
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
+        if in_transaction {
+            return Ok(());
+        }
+        if let Some(known) = &self.writable {
+            return known.clone();
+        }
+        let began = self.sql("BEGIN IMMEDIATE");
+        if began.is_ok() && (self.sql_rollback().is_err() || !self.cmds.db.is_autocommit()) {
+            self.end_failed_transaction();
+        }
+        self.writable = Some(began.clone());
+        began
+    }
+
+    fn rollback(&mut self) {
+        self.end_failed_transaction();
+    }
+
+    /// A `COMMIT` that reports an error may still have made the batch durable; when the chain
+    /// in the database ends where the batch left it (and the batch appended to it), the batch
+    /// did commit, and its commands get their own answers.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        let Err(error) = self.sql("COMMIT") else {
+            return Ok(());
+        };
+        self.end_failed_transaction();
+        if !self.cmds.db.is_autocommit() || self.reopen_pending {
+            return Err(error);
+        }
+        let appended = self.cmds.head != *head_before;
+        match commands::load_head(&mut self.cmds.db) {
+            Ok(stored) if appended && stored == self.cmds.head => {
+                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
+                Ok(())
+            }
+            _ => Err(error),
+        }
+    }
+
+    /// Counts what the batch changed; erased idempotency records must leave the WAL too.
+    fn committed(&mut self, delta: &Delta, commands: usize) {
+        self.stats.apply(delta, commands);
+        if delta.purged > 0 {
+            self.checkpointer.request_truncate();
+        }
+    }
+
+    fn failed(&mut self) {
+        self.resync();
+    }
+
+    /// Checkpoints the WAL into the main file so the database is one self-contained file
+    /// after a clean stop.
+    fn close(mut self) {
+        self.checkpointer.stop();
+        let checkpoint = self
+            .cmds
+            .db
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        match checkpoint {
+            Ok(0) => log::info!("store closed; the WAL is checkpointed"),
+            Ok(_) => log::warn!("store closed; the checkpoint was blocked by a reader"),
+            Err(e) => log::warn!("store closed without a checkpoint: {e}"),
+        }
     }
 }
 
@@ -90,93 +173,6 @@ impl Writer {
         Arc::clone(&self.stats)
     }
 
-    /// Runs a batch in one transaction and answers every command once it is settled. When
-    /// the transaction cannot begin, is rolled back by SQLite itself (disk full, I/O error), or
-    /// a savepoint cannot be closed cleanly, no further command of the batch runs and every
-    /// command is answered with the error: nothing runs outside the transaction.
-    fn run_batch(&mut self, batch: &mut Vec<WriteCommand>) {
-        // Expiries that are due are recorded first, in the batch's transaction; a sweep that
-        // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
-        let sweep = self.cmds.expiry_due();
-        let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
-        self.writable = None;
-        let mut failed = self.reopen_if_pending().err();
-        if failed.is_none() && writes > 0 {
-            self.restart_wal_if_long();
-        }
-        if failed.is_none() && writes > 0 {
-            failed = self
-                .sql("BEGIN IMMEDIATE")
-                .and_then(|()| self.reload_stale_head())
-                .err();
-        }
-        // Taken once the head is known for sure: a reopen leaves it to be read again.
-        let head_before = self.cmds.head.clone();
-        let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
-        if sweep && failed.is_none() {
-            let now = self.cmds.now();
-            match self.cmds.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
-                Ok(swept) if swept.failed == 0 => self.cmds.sweep_retry_at = None,
-                Ok(_) => {
-                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER)
-                }
-                Err(e) => {
-                    log::warn!("expiries could not be recorded now: {e:?}");
-                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER);
-                }
-            }
-            failed = self.cmds.poisoned.take();
-        }
-        for command in batch.drain(..) {
-            if failed.is_some() {
-                finished.push(unanswered(command));
-                continue;
-            }
-            finished.push(self.execute(command, writes > 0));
-            if let Some(error) = self.cmds.poisoned.take() {
-                failed = Some(error);
-            } else if writes > 0 && self.cmds.db.is_autocommit() {
-                failed = Some(StoreError::Unavailable(
-                    "SQLite rolled the transaction back".into(),
-                ));
-            }
-        }
-        let outcome = match failed {
-            Some(error) => {
-                self.end_failed_transaction();
-                Err(error)
-            }
-            None if writes > 0 => self.commit(&head_before),
-            None => Ok(()),
-        };
-        let delta = std::mem::take(&mut self.cmds.delta);
-        match &outcome {
-            Ok(()) if writes > 0 => self.apply(&delta, writes),
-            Ok(()) => {}
-            Err(e) => {
-                // A sweep alone that fails (a read-only or full database) is retried after
-                // a pause, not in a busy loop, and logged with it.
-                if sweep {
-                    self.cmds.sweep_retry_at = Some(Instant::now() + commands::SWEEP_RETRY_AFTER);
-                }
-                if !finished.is_empty() || sweep {
-                    log::warn!(
-                        "a batch of {} commands{} did not commit: {e:?}",
-                        finished.len(),
-                        if sweep { " and the expiry sweep" } else { "" }
-                    );
-                }
-                self.cmds.head = head_before;
-                // What the batch did to the soonest expiry is unknown: read it again.
-                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
-                self.resync();
-            }
-        }
-        for done in finished {
-            done(outcome.as_ref().err());
-        }
-    }
-
     /// When the WAL is longer than [`WAL_RESTART_PAGES`], copies what the checkpointer has
     /// not copied yet (the last batch or two), so that the coming batch starts the WAL over.
     /// A checkpoint that cannot finish (a reader holds old frames) is no error: the WAL
@@ -201,7 +197,7 @@ impl Writer {
         self.cmds.db.run(statement)
     }
 
-    fn rollback(&mut self) -> Result<(), StoreError> {
+    fn sql_rollback(&mut self) -> Result<(), StoreError> {
         #[cfg(test)]
         if std::mem::take(&mut self.cmds.fail_next_rollback) {
             return Err(StoreError::Internal("an injected ROLLBACK failure".into()));
@@ -216,7 +212,7 @@ impl Writer {
         if self.cmds.db.is_autocommit() {
             return;
         }
-        match self.rollback() {
+        match self.sql_rollback() {
             Ok(()) if self.cmds.db.is_autocommit() => return,
             Ok(()) => log::error!("ROLLBACK left a transaction open; reopening the database"),
             Err(e) => log::error!("ROLLBACK failed ({e:?}); reopening the database"),
@@ -251,27 +247,6 @@ impl Writer {
         Ok(())
     }
 
-    /// Commits the batch. A `COMMIT` that reports an error may still have made the batch
-    /// durable; when the chain in the database ends where the batch left it (and the batch
-    /// appended to it), the batch did commit, and its commands get their own answers.
-    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
-        let Err(error) = self.sql("COMMIT") else {
-            return Ok(());
-        };
-        self.end_failed_transaction();
-        if !self.cmds.db.is_autocommit() || self.reopen_pending {
-            return Err(error);
-        }
-        let appended = self.cmds.head != *head_before;
-        match commands::load_head(&mut self.cmds.db) {
-            Ok(stored) if appended && stored == self.cmds.head => {
-                log::warn!("COMMIT reported {error:?}, but the batch is in the database");
-                Ok(())
-            }
-            _ => Err(error),
-        }
-    }
-
     /// Reads the head again if a failed batch left it unknown.
     fn reload_stale_head(&mut self) -> Result<(), StoreError> {
         if self.head_stale {
@@ -304,63 +279,6 @@ impl Writer {
             }
         }
     }
-
-    fn apply(&self, delta: &Delta, commands: usize) {
-        self.stats.apply(delta, commands);
-        if delta.purged > 0 {
-            self.checkpointer.request_truncate();
-        }
-    }
-
-    /// Runs one command of the batch; the writer answers the writability probe itself.
-    fn execute(&mut self, command: WriteCommand, in_transaction: bool) -> Finish {
-        match command {
-            WriteCommand::CheckWritable(reply) => {
-                // A prober that has given up needs no lock taken for it.
-                if reply.is_closed() {
-                    return Box::new(|_| {});
-                }
-                let result = run_guarded(|| self.check_writable(in_transaction));
-                finish(reply, result)
-            }
-            command => self.cmds.execute(command, in_transaction),
-        }
-    }
-
-    /// Proves a write could begin: inside a write batch the lock is held already; otherwise
-    /// `BEGIN IMMEDIATE` takes it (waiting out the busy timeout) and lets it go.
-    /// Every probe of one batch shares one attempt.
-    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
-        if in_transaction {
-            return Ok(());
-        }
-        if let Some(known) = &self.writable {
-            return known.clone();
-        }
-        let began = self.sql("BEGIN IMMEDIATE");
-        if began.is_ok() && (self.rollback().is_err() || !self.cmds.db.is_autocommit()) {
-            self.end_failed_transaction();
-        }
-        self.writable = Some(began.clone());
-        began
-    }
-
-    /// Checkpoints the WAL into the main file so the database is one self-contained file
-    /// after a clean stop.
-    fn close(mut self) {
-        self.checkpointer.stop();
-        let checkpoint = self
-            .cmds
-            .db
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-                row.get::<_, i64>(0)
-            });
-        match checkpoint {
-            Ok(0) => log::info!("store closed; the WAL is checkpointed"),
-            Ok(_) => log::warn!("store closed; the checkpoint was blocked by a reader"),
-            Err(e) => log::warn!("store closed without a checkpoint: {e}"),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -371,6 +289,7 @@ mod tests {
 
     use super::super::audit;
     use super::*;
+    use crate::store::commands::WriteCommand;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
     use crate::store::{
@@ -420,7 +339,7 @@ mod tests {
     /// Runs `commands` as one batch.
     fn run(writer: &mut Writer, commands: Vec<WriteCommand>) {
         let mut batch = commands;
-        writer.run_batch(&mut batch);
+        commands::run_batch(writer, &mut batch);
     }
 
     fn tenant_names(writer: &Writer) -> Vec<String> {
