@@ -378,16 +378,7 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
-/// A cheap, cloneable handle to the store.
-#[derive(Clone)]
-pub(crate) struct Store {
-    backend: threads::Handle,
-}
-
-/// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
-pub(crate) struct StoreThreads {
-    backend: threads::Threads,
-}
+pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.
 #[derive(Debug)]
@@ -400,166 +391,13 @@ impl std::fmt::Display for OpenError {
 }
 
 impl Store {
-    /// Opens the database on the calling thread, so that start-up fails early and loudly, then
-    /// starts the store's threads.
+    /// Opens the database (a SQLite file, or a PostgreSQL URL) on the calling thread, so that
+    /// start-up fails early and loudly, then starts the store's threads.
     pub(crate) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenError> {
-        let (backend, threads) = match postgres_url(&config.path) {
-            Some(url) => postgres::open(url, config.clone())?,
-            None => sqlite::open(config)?,
-        };
-        Ok((Store { backend }, StoreThreads { backend: threads }))
-    }
-
-    /// Figures for `/metrics`.
-    pub(crate) fn gauges(&self) -> StoreGauges {
-        self.backend.gauges()
-    }
-
-    /// Creates a tenant (bound to its key, if it has one).
-    pub(crate) async fn create_tenant(
-        &self,
-        create: CreateTenant,
-    ) -> Result<Written<Created>, StoreError> {
-        self.backend.create_tenant(create).await
-    }
-
-    /// Tombstones a tenant, releasing its reservations and closing its budgets; a
-    /// tombstoned one is answered as it is.
-    pub(crate) async fn tombstone_tenant(
-        &self,
-        id: TenantId,
-        actor: Actor,
-    ) -> Result<Tenant, StoreError> {
-        self.backend.tombstone_tenant(id, actor).await
-    }
-
-    /// Creates a budget.
-    pub(crate) async fn create_budget(
-        &self,
-        create: CreateBudget,
-    ) -> Result<Written<Budget>, StoreError> {
-        self.backend.create_budget(create).await
-    }
-
-    /// Closes a budget, releasing its reservations; a closed one is answered as it is.
-    pub(crate) async fn close_budget(
-        &self,
-        tenant: TenantId,
-        budget: Option<BudgetId>,
-        actor: Actor,
-    ) -> Result<Budget, StoreError> {
-        self.backend.close_budget(tenant, budget, actor).await
-    }
-
-    /// Credits or debits a budget.
-    pub(crate) async fn move_budget(
-        &self,
-        command: MoveBudget,
-    ) -> Result<Written<LedgerEntry>, StoreError> {
-        self.backend.move_budget(command).await
-    }
-
-    /// Takes a hold on a budget, if what it asks for is available.
-    pub(crate) async fn reserve(
-        &self,
-        command: Reserve,
-    ) -> Result<Written<Reservation>, StoreError> {
-        self.backend.reserve(command).await
-    }
-
-    /// Commits, releases or extends a reservation.
-    pub(crate) async fn settle(
-        &self,
-        command: SettleReservation,
-    ) -> Result<Written<Reservation>, StoreError> {
-        self.backend.settle(command).await
-    }
-
-    /// Records every expiry that is due now; returns how many. The writer does this by itself
-    /// within a second of each expiry; this is for the tests, whose clock does not move alone.
-    #[cfg(test)]
-    pub(crate) async fn expire_due(&self) -> Result<usize, StoreError> {
-        self.backend.expire_due().await
-    }
-
-    /// Reads a tenant.
-    pub(crate) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
-        self.backend.tenant(id).await
-    }
-
-    /// Reads a budget of a tenant.
-    pub(crate) async fn budget(
-        &self,
-        tenant: TenantId,
-        id: Option<BudgetId>,
-    ) -> Result<Budget, StoreError> {
-        self.backend.budget(tenant, id).await
-    }
-
-    /// Reads a reservation of a tenant.
-    pub(crate) async fn reservation(
-        &self,
-        tenant: TenantId,
-        id: Option<ReservationId>,
-    ) -> Result<Reservation, StoreError> {
-        self.backend.reservation(tenant, id).await
-    }
-
-    /// A page of tenants.
-    pub(crate) async fn list_tenants(&self, query: ListQuery) -> Result<Page<Tenant>, StoreError> {
-        self.backend.list_tenants(query).await
-    }
-
-    /// A page of a tenant's budgets.
-    pub(crate) async fn list_budgets(
-        &self,
-        tenant: TenantId,
-        query: ListQuery,
-    ) -> Result<Page<Budget>, StoreError> {
-        self.backend.list_budgets(tenant, query).await
-    }
-
-    /// A page of a budget's ledger entries.
-    pub(crate) async fn list_entries(
-        &self,
-        tenant: TenantId,
-        budget: Option<BudgetId>,
-        query: ListQuery,
-    ) -> Result<Page<LedgerEntry>, StoreError> {
-        self.backend.list_entries(tenant, budget, query).await
-    }
-
-    /// A page of a tenant's reservations.
-    pub(crate) async fn list_reservations(
-        &self,
-        tenant: TenantId,
-        query: ListQuery,
-    ) -> Result<Page<Reservation>, StoreError> {
-        self.backend.list_reservations(tenant, query).await
-    }
-
-    /// What a token of tenant `id` must match, on the credential path; `None` for no such
-    /// tenant. Nothing is cached: a tombstone through any instance revokes at once.
-    pub(crate) async fn credential(&self, id: TenantId) -> Result<Option<Credential>, StoreError> {
-        self.backend.credential(id).await
-    }
-
-    /// Succeeds when a write could begin now: the readiness probe.
-    pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
-        self.backend.check_writable().await
-    }
-
-    /// Erases idempotency records older than the replay window; returns how many.
-    pub(crate) async fn purge_expired(&self) -> Result<usize, StoreError> {
-        self.backend.purge_expired().await
-    }
-}
-
-impl StoreThreads {
-    /// Lets every queued command finish, then stops the threads and leaves the database
-    /// self-contained. Fails if a thread had died.
-    pub(crate) async fn shutdown(self) -> Result<(), String> {
-        self.backend.shutdown().await
+        match postgres_url(&config.path) {
+            Some(url) => postgres::open(url, config.clone()),
+            None => sqlite::open(config),
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 //! backend's error codes.
 
 use std::borrow::Cow;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::StoreError;
 use super::rows::TextRow;
@@ -136,4 +137,23 @@ pub(crate) trait Sql {
 pub(crate) fn text<'r>(row: &'r Row<'_>, i: usize) -> Result<Cow<'r, str>, RowError> {
     row.column(i)?
         .ok_or_else(|| row.corrupt(i, "a NULL where a value belongs".into()))
+}
+
+/// Runs `read` on `db`, then `end` whatever happens: a panic in `read` goes on once `end` has
+/// run. The error of `read` comes first, then that of `end`.
+pub(crate) fn ended<D, T>(
+    db: &mut D,
+    read: impl FnOnce(&mut D) -> Result<T, StoreError>,
+    end: impl FnOnce(&mut D) -> Result<(), StoreError>,
+) -> Result<T, StoreError> {
+    let result = panic::catch_unwind(AssertUnwindSafe(|| read(db)));
+    let ended = end(db);
+    match result {
+        Ok(result) => {
+            let value = result?;
+            ended?;
+            Ok(value)
+        }
+        Err(panic) => panic::resume_unwind(panic),
+    }
 }

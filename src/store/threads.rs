@@ -22,17 +22,18 @@ use super::{
 use crate::audit::Actor;
 use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
 
-/// A cheap, cloneable handle to the threads.
+/// A cheap, cloneable handle to the store: typed commands to its threads, answered on
+/// oneshot channels.
 #[derive(Clone)]
-pub(crate) struct Handle {
+pub(crate) struct Store {
     writes: flume::Sender<WriteCommand>,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
     stats: Arc<Stats>,
 }
 
-/// Owns the threads.
-pub(crate) struct Threads {
+/// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
+pub(crate) struct StoreThreads {
     writer: JoinHandle<()>,
     writes: flume::Sender<WriteCommand>,
     readers: Vec<JoinHandle<()>>,
@@ -47,7 +48,7 @@ pub(crate) fn start(
     stats: Arc<Stats>,
     writer: impl FnOnce(&flume::Receiver<WriteCommand>) + Send + 'static,
     readers: Vec<Box<dyn Reads>>,
-) -> Result<(Handle, Threads), OpenError> {
+) -> Result<(Store, StoreThreads), OpenError> {
     assert!(
         config.queue_depth > 0
             && config.credential_queue_depth > 0
@@ -79,14 +80,14 @@ pub(crate) fn start(
         .name("tenantd-write".into())
         .spawn(move || writer(&write_rx))
         .map_err(spawn_error)?;
-    let threads = Threads {
+    let threads = StoreThreads {
         writer: handle,
         writes: write_tx.clone(),
         readers: threads,
         reads: read_tx.clone(),
         credentials: credential_tx.clone(),
     };
-    let handle = Handle {
+    let handle = Store {
         writes: write_tx,
         reads: read_tx,
         credentials: credential_tx,
@@ -95,8 +96,8 @@ pub(crate) fn start(
     Ok((handle, threads))
 }
 
-impl Handle {
-    /// Figures for `/metrics`, read now.
+impl Store {
+    /// Figures for `/metrics`.
     pub(crate) fn gauges(&self) -> StoreGauges {
         let stats = &self.stats;
         let queued = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
@@ -133,7 +134,7 @@ impl Handle {
         ask(&self.reads, command).await
     }
 
-    /// See [`crate::store::Store::create_tenant`].
+    /// Creates a tenant (bound to its key, if it has one).
     pub(crate) async fn create_tenant(
         &self,
         create: CreateTenant,
@@ -142,7 +143,8 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::tombstone_tenant`].
+    /// Tombstones a tenant, releasing its reservations and closing its budgets; a
+    /// tombstoned one is answered as it is.
     pub(crate) async fn tombstone_tenant(
         &self,
         id: TenantId,
@@ -152,12 +154,12 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::check_writable`].
+    /// Succeeds when a write could begin now: the readiness probe.
     pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
         self.write(WriteCommand::CheckWritable).await
     }
 
-    /// See [`crate::store::Store::purge_expired`].
+    /// Erases idempotency records older than the replay window; returns how many.
     pub(crate) async fn purge_expired(&self) -> Result<usize, StoreError> {
         self.write(WriteCommand::PurgeExpired).await
     }
@@ -175,7 +177,7 @@ impl Handle {
         .await
     }
 
-    /// See [`crate::store::Store::create_budget`].
+    /// Creates a budget.
     pub(crate) async fn create_budget(
         &self,
         create: CreateBudget,
@@ -184,7 +186,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::close_budget`].
+    /// Closes a budget, releasing its reservations; a closed one is answered as it is.
     pub(crate) async fn close_budget(
         &self,
         tenant: TenantId,
@@ -195,7 +197,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::move_budget`].
+    /// Credits or debits a budget.
     pub(crate) async fn move_budget(
         &self,
         command: MoveBudget,
@@ -204,7 +206,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::reserve`].
+    /// Takes a hold on a budget, if what it asks for is available.
     pub(crate) async fn reserve(
         &self,
         command: Reserve,
@@ -213,7 +215,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::settle`].
+    /// Commits, releases or extends a reservation.
     pub(crate) async fn settle(
         &self,
         command: SettleReservation,
@@ -222,13 +224,14 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::expire_due`].
+    /// Records every expiry that is due now; returns how many. The writer does this by itself
+    /// within a second of each expiry; this is for the tests, whose clock does not move alone.
     #[cfg(test)]
     pub(crate) async fn expire_due(&self) -> Result<usize, StoreError> {
         self.write(WriteCommand::ExpireDue).await
     }
 
-    /// See [`crate::store::Store::budget`].
+    /// Reads a budget of a tenant.
     pub(crate) async fn budget(
         &self,
         tenant: TenantId,
@@ -238,7 +241,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::reservation`].
+    /// Reads a reservation of a tenant.
     pub(crate) async fn reservation(
         &self,
         tenant: TenantId,
@@ -248,12 +251,12 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::list_tenants`].
+    /// A page of tenants.
     pub(crate) async fn list_tenants(&self, query: ListQuery) -> Result<Page<Tenant>, StoreError> {
         self.query(move |conn| conn.list_tenants(&query)).await
     }
 
-    /// See [`crate::store::Store::list_budgets`].
+    /// A page of a tenant's budgets.
     pub(crate) async fn list_budgets(
         &self,
         tenant: TenantId,
@@ -263,7 +266,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::list_entries`].
+    /// A page of a budget's ledger entries.
     pub(crate) async fn list_entries(
         &self,
         tenant: TenantId,
@@ -274,7 +277,7 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::list_reservations`].
+    /// A page of a tenant's reservations.
     pub(crate) async fn list_reservations(
         &self,
         tenant: TenantId,
@@ -284,13 +287,13 @@ impl Handle {
             .await
     }
 
-    /// See [`crate::store::Store::tenant`].
+    /// Reads a tenant.
     pub(crate) async fn tenant(&self, id: TenantId) -> Result<Tenant, StoreError> {
         self.read(|reply| ReadCommand::Tenant(id, reply)).await
     }
 
-    /// Waits for room rather than refusing, up to [`CREDENTIAL_WAIT_MAX`]: the queue is the
-    /// credential thread's alone, so only a flood of token checks can fill it.
+    /// What a token of tenant `id` must match, on the credential path; `None` for no such
+    /// tenant. Nothing is cached: a tombstone through any instance revokes at once.
     pub(crate) async fn credential(&self, id: TenantId) -> Result<Option<Credential>, StoreError> {
         let (reply, answer) = oneshot::channel();
         let command = ReadCommand::Credential(id, reply);
@@ -327,11 +330,11 @@ fn dropped() -> StoreError {
     StoreError::Unavailable("the store stopped before answering".into())
 }
 
-impl Threads {
+impl StoreThreads {
     /// Stops the readers and the credential thread, then lets the writer finish every queued
     /// command, checkpoint the WAL (with no reader in its way) and exit.
     pub(crate) async fn shutdown(self) -> Result<(), String> {
-        let Threads {
+        let StoreThreads {
             writer,
             writes,
             readers,

@@ -152,6 +152,20 @@ fn post(addr: &str, auth: &str, path: &str, body: &Value, key: Option<&str>) -> 
     wire::try_request(addr, "POST", path, &headers, Some(text.as_bytes())).ok()
 }
 
+/// Creates a tenant through `addr`: the tenant, its id and its default budget's id.
+fn create_tenant(addr: &str, admin: &str, name: &str, deposit: &str) -> (Value, String, String) {
+    let body = json!({ "name": name, "opening_deposit_atomic": deposit });
+    let created = post(addr, admin, "/v1/tenants", &body, None).expect("a create is answered");
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let tenant = created.json();
+    let tid = tenant["id"].as_str().expect("an id").to_owned();
+    let bid = tenant["budget"]["id"]
+        .as_str()
+        .expect("a budget id")
+        .to_owned();
+    (tenant, tid, bid)
+}
+
 fn get(addr: &str, auth: &str, path: &str) -> Response {
     wire::request(addr, "GET", path, &[("Authorization", auth)], None)
 }
@@ -254,20 +268,7 @@ fn three_instances_keep_every_rule_on_one_database() {
 
     // Reservations: a budget that funds exactly 20 holds of 10, reserved from every
     // instance by many threads at once, grants exactly 20.
-    let created = post(
-        &instances.addrs[0],
-        &admin,
-        "/v1/tenants",
-        &json!({ "name": "spender", "opening_deposit_atomic": "200" }),
-        None,
-    )
-    .expect("a create");
-    assert_eq!(created.status, 201, "{}", created.describe());
-    let tenant = created.json();
-    let (tid, bid) = (
-        tenant["id"].as_str().unwrap().to_owned(),
-        tenant["budget"]["id"].as_str().unwrap().to_owned(),
-    );
+    let (tenant, tid, bid) = create_tenant(&instances.addrs[0], &admin, "spender", "200");
     let token = bearer(&tenant_token(&tenant));
     let workers: Vec<_> = (0..12)
         .map(|t| {
@@ -383,19 +384,7 @@ fn every_instance_records_expiries_and_each_is_recorded_once() {
     let db = Database::new("expiry");
     let mut instances = Instances::start(&db.url, INSTANCES);
     let admin = instances.admin.clone();
-    let created = post(
-        &instances.addrs[0],
-        &admin,
-        "/v1/tenants",
-        &json!({ "name": "holder", "opening_deposit_atomic": "1000" }),
-        None,
-    )
-    .expect("a create");
-    let tenant = created.json();
-    let (tid, bid) = (
-        tenant["id"].as_str().unwrap().to_owned(),
-        tenant["budget"]["id"].as_str().unwrap().to_owned(),
-    );
+    let (_, tid, bid) = create_tenant(&instances.addrs[0], &admin, "holder", "1000");
     // Holds taken through every instance, then the instance that took the first ones is
     // killed: the others must record those expiries too.
     for i in 0..30 {

@@ -16,7 +16,6 @@
 //! [`StoreError::Unavailable`]; anything else is [`StoreError::Internal`].
 
 use std::collections::HashMap;
-use std::panic::{self, AssertUnwindSafe};
 
 use bytes::BytesMut;
 use tokio_postgres::error::SqlState;
@@ -25,7 +24,7 @@ use tokio_postgres::{Client, Statement};
 
 use super::explain;
 use crate::store::StoreError;
-use crate::store::sql::{Param, Row, RowError, Sql};
+use crate::store::sql::{self, Param, Row, RowError, Sql};
 
 /// A parameter's encoding error, as `tokio_postgres` takes it.
 type BindError = Box<dyn std::error::Error + Sync + Send>;
@@ -206,17 +205,10 @@ impl Sql for Blocking {
         }
         self.retried(|db| db.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"))?;
         self.in_snapshot = true;
-        let result = panic::catch_unwind(AssertUnwindSafe(|| read(self)));
-        self.in_snapshot = false;
-        let ended = self.batch("ROLLBACK");
-        match result {
-            Ok(result) => {
-                let value = result?;
-                ended?;
-                Ok(value)
-            }
-            Err(panic) => panic::resume_unwind(panic),
-        }
+        sql::ended(self, read, |db| {
+            db.in_snapshot = false;
+            db.batch("ROLLBACK")
+        })
     }
 }
 

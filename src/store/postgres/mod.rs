@@ -206,7 +206,7 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
 pub(super) fn open(
     url: &str,
     config: StoreConfig,
-) -> Result<(threads::Handle, threads::Threads), super::OpenError> {
+) -> Result<(threads::Store, threads::StoreThreads), super::OpenError> {
     let url = url.to_owned();
     std::thread::Builder::new()
         .name("tenantd-open".into())

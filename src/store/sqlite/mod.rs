@@ -18,7 +18,7 @@ use rusqlite::ErrorCode;
 
 use super::commands;
 use super::queries::Reads;
-use super::threads::{self, Handle, Threads};
+use super::threads::{self, Store, StoreThreads};
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};
 use crate::audit::Head;
 use writer::Writer;
@@ -66,7 +66,7 @@ impl From<open::OpenError> for OpenError {
 }
 
 /// Opens the file, migrates it, and starts the writer, the readers and the credential thread.
-pub(super) fn open(config: StoreConfig) -> Result<(Handle, Threads), OpenError> {
+pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenError> {
     let conn = open::open_writer(&config.path)?;
     let writer = Writer::new(conn, config.clone())?;
     let stats = writer.stats();

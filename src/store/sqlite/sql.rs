@@ -2,14 +2,13 @@
 //! cached by the connection, amounts are bound as the text their columns hold.
 
 use std::borrow::Cow;
-use std::panic::{self, AssertUnwindSafe};
 
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, ToSql, params_from_iter};
 
 use crate::store::StoreError;
 use crate::store::rows::TextRow;
-use crate::store::sql::{Param, Row, RowError, Sql};
+use crate::store::sql::{self, Param, Row, RowError, Sql};
 
 impl ToSql for Param<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -97,15 +96,6 @@ impl Sql for Connection {
             return read(self);
         }
         self.run("BEGIN")?;
-        let result = panic::catch_unwind(AssertUnwindSafe(|| read(self)));
-        let ended = self.run("ROLLBACK");
-        match result {
-            Ok(result) => {
-                let value = result?;
-                ended?;
-                Ok(value)
-            }
-            Err(panic) => panic::resume_unwind(panic),
-        }
+        sql::ended(self, read, |db| db.run("ROLLBACK"))
     }
 }

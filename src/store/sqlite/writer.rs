@@ -289,9 +289,9 @@ mod tests {
 
     use super::super::audit;
     use super::*;
-    use crate::store::commands::WriteCommand;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
+    use crate::store::commands::WriteCommand;
     use crate::store::{
         CreateTenant, Created, FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX, Keyed, StoredResponse,
         Written,
