@@ -1,10 +1,10 @@
 //! A model-based property test of the store: random sequences of budget creates, credits,
 //! debits, reservations, commits, releases, extends, closes, tombstones and expiry sweeps,
-//! with the clock moved forward by hand, run against the real SQLite store and against a
-//! model written here from the contract. After every step the outcome must match the model's
-//! (the same success or the same refusal), every budget's figures must match and keep the
-//! invariant, and every reservation's recorded state must match; at the end the audit chain
-//! must replay to the stored rows.
+//! with the clock moved forward by hand, run against the real store (SQLite, and PostgreSQL)
+//! and against a model written here from the contract. After every step the outcome must
+//! match the model's (the same success or the same refusal), every budget's figures must
+//! match and keep the invariant, and every reservation's recorded state must match; at the
+//! end the audit chain must replay to the stored rows.
 //!
 //! The model expires every reservation whose time is up before each write: the writer
 //! records due expiries at the start of each batch, and each step here is a batch of one.
@@ -454,10 +454,29 @@ impl Harness {
     }
 }
 
+/// Sequences run on PostgreSQL, where each step costs a few round trips more.
+const POSTGRES_CASES: u32 = 24;
+
+/// Which backend a sequence runs on.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
 /// Runs `steps` on a fresh store with two tenants; the first error, if any.
-fn run_sequence(deposits: (u128, u128), steps: &[Step]) -> Result<(), String> {
+fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Result<(), String> {
+    static DATABASES: AtomicU64 = AtomicU64::new(0);
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("model.db");
+    let scratch;
+    let path = match backend {
+        Backend::Sqlite => dir.path().join("model.db"),
+        Backend::Postgres => {
+            let n = DATABASES.fetch_add(1, Ordering::Relaxed);
+            scratch = super::postgres::scratch::Scratch::new(&format!("model_{n}"));
+            std::path::PathBuf::from(&scratch.url)
+        }
+    };
     let clock = Arc::new(AtomicU64::new(START_MS));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -538,7 +557,27 @@ proptest! {
         deposits in (0u128..60, 0u128..60),
         steps in prop::collection::vec(step(), 1..STEPS_MAX),
     ) {
-        if let Err(e) = run_sequence(deposits, &steps) {
+        if let Err(e) = run_sequence(Backend::Sqlite, deposits, &steps) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: POSTGRES_CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The same on PostgreSQL: the commands are the same code, the SQL and the writer's
+    /// transactions are the backend's own.
+    #[test]
+    fn the_postgres_store_follows_the_model(
+        deposits in (0u128..60, 0u128..60),
+        steps in prop::collection::vec(step(), 1..STEPS_MAX),
+    ) {
+        if let Err(e) = run_sequence(Backend::Postgres, deposits, &steps) {
             return Err(TestCaseError::fail(e));
         }
     }

@@ -428,70 +428,8 @@ mod tests {
 
     use super::*;
     use crate::store::postgres::Decimal;
+    use crate::store::postgres::scratch::Scratch;
     use crate::store::sql::text;
-
-    /// The superuser's URL the test cluster gives.
-    const ADMIN_URL: &str = "TENANTD_TEST_POSTGRES_ADMIN_URL";
-    /// The unprivileged role's URL the test cluster gives.
-    const URL: &str = "TENANTD_TEST_POSTGRES_URL";
-
-    fn var(name: &str) -> String {
-        std::env::var(name).unwrap_or_else(|_| {
-            panic!(
-                "{name} is not set: the PostgreSQL tests run under `make test`, or \
-                 scripts/with-postgres.sh cargo test"
-            )
-        })
-    }
-
-    /// A database of its own on the test cluster, owned by the role `tenantd`, dropped at
-    /// the end.
-    struct Scratch {
-        name: String,
-        admin: String,
-        url: String,
-    }
-
-    impl Scratch {
-        fn new(tag: &str) -> Self {
-            let admin = var(ADMIN_URL);
-            let base = var(URL);
-            let name = format!("blocking_{tag}_{}", std::process::id());
-            let mut conn = Blocking::connect(&admin).expect("the superuser connects");
-            conn.batch(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .expect("an old database dropped");
-            conn.batch(&format!("CREATE DATABASE {name} OWNER tenantd"))
-                .expect("a database created");
-            let (base, query) = match base.split_once('?') {
-                Some((base, query)) => (base, format!("?{query}")),
-                None => (base.as_str(), String::new()),
-            };
-            let Some((server, _)) = base.rsplit_once('/') else {
-                panic!("{URL} names no database");
-            };
-            let url = format!("{server}/{name}{query}");
-            Self { name, admin, url }
-        }
-
-        fn connect(&self) -> Blocking {
-            Blocking::connect(&self.url).expect("the role tenantd connects")
-        }
-
-        fn admin(&self) -> Blocking {
-            Blocking::connect(&self.admin).expect("the superuser connects")
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            if let Ok(mut conn) = Blocking::connect(&self.admin) {
-                let _ = conn.batch(&format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    self.name
-                ));
-            }
-        }
-    }
 
     fn encode(param: Param<'_>, ty: &Type) -> Result<Vec<u8>, BindError> {
         let mut out = BytesMut::new();

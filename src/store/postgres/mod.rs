@@ -7,6 +7,8 @@
 
 pub(crate) mod blocking;
 pub(super) mod copy;
+#[cfg(test)]
+pub(crate) mod scratch;
 mod tls;
 pub(crate) mod verify;
 mod writer;
