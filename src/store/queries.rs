@@ -188,22 +188,40 @@ pub(crate) fn open_budgets(
 
 /// The greatest ULID of any id stored, so that new ids sort after every one of them.
 pub(crate) fn latest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
-    let mut latest = None;
-    for sql in [
-        "SELECT max(id) FROM tenants",
-        "SELECT max(id) FROM budgets",
-        "SELECT max(id) FROM reservations",
-        "SELECT max(id) FROM ledger_entries",
-    ] {
-        let max = db.query_opt(sql, &[], |row| Ok(row.column(0)?.map(|id| id.into_owned())))?;
-        let ulid = max
-            .flatten()
-            .as_deref()
-            .and_then(|id| id.get(4..))
-            .and_then(|text| ulid::Ulid::from_string(text).ok());
-        latest = latest.max(ulid);
-    }
-    Ok(latest)
+    Ok(latest_and_soonest(db)?.0)
+}
+
+/// In one statement: the greatest ULID of any id stored, and when the soonest active
+/// reservation expires (what a writer must know after another wrote).
+pub(crate) fn latest_and_soonest(
+    db: &mut impl Sql,
+) -> Result<(Option<ulid::Ulid>, Option<Timestamp>), StoreError> {
+    let found = db.query_opt(
+        "SELECT (SELECT max(id) FROM tenants), (SELECT max(id) FROM budgets), \
+         (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
+         (SELECT min(expires_at) FROM reservations WHERE state = 'active')",
+        &[],
+        |row| {
+            let mut latest = None;
+            for i in 0..4 {
+                let ulid = row
+                    .column(i)?
+                    .as_deref()
+                    .and_then(|id| id.get(4..))
+                    .and_then(|text| ulid::Ulid::from_string(text).ok());
+                latest = latest.max(ulid);
+            }
+            let soonest = row
+                .column(4)?
+                .map(|raw| {
+                    Timestamp::parse(&raw)
+                        .ok_or_else(|| row.corrupt(4, format!("a bad expires_at {raw:?}")))
+                })
+                .transpose()?;
+            Ok((latest, soonest))
+        },
+    )?;
+    Ok(found.unwrap_or((None, None)))
 }
 
 /// One page of a list: `WHERE <filters> AND id > after ORDER BY id LIMIT limit + 1`, in one

@@ -183,21 +183,17 @@ impl Writer {
     fn begin_locked(&mut self) -> Result<(), StoreError> {
         // A connection the server closed while it was idle is found out here, before the
         // batch has done anything: it is replaced, and the batch goes on.
-        let began = match self.cmds.db.run("BEGIN") {
+        const BEGIN: &str = "BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE";
+        let began = match self.cmds.db.run(BEGIN) {
             Err(StoreError::Unavailable(_)) if self.cmds.db.is_closed() => self
                 .cmds
                 .db
                 .reconnect(&self.url)
-                .and_then(|()| self.cmds.db.run("BEGIN")),
+                .and_then(|()| self.cmds.db.run(BEGIN)),
             began => began,
         };
         let begun = began.and_then(|()| {
             let db = &mut self.cmds.db;
-            db.query(
-                "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE",
-                &[],
-                |_| Ok(()),
-            )?;
             let last = db.query_opt(
                 "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
                  ORDER BY audit_events.seq DESC LIMIT 1",
@@ -218,13 +214,14 @@ impl Writer {
             )?;
             let (head, at) = last.unwrap_or((Head::genesis(), Timestamp::from_unix_ms(0)));
             if head != self.cmds.head {
-                let latest = queries::latest_ulid(&mut self.cmds.db)?;
+                let (latest, soonest) = queries::latest_and_soonest(&mut self.cmds.db)?;
                 self.cmds.catch_up(at, latest);
                 let events = u64::try_from(head.seq).unwrap_or(0);
                 self.stats.audit_events.store(events, Ordering::Relaxed);
                 self.cmds.head = head;
-                // Another instance may have taken or settled holds.
-                self.cmds.next_expiry = Timestamp::from_unix_ms(0);
+                // Another instance may have taken or settled holds: the soonest expiry as
+                // stored now, under the lock, is exact.
+                self.cmds.next_expiry = soonest.unwrap_or(Timestamp::MAX);
             }
             Ok(())
         });
