@@ -50,10 +50,42 @@ test:
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
 
+# The api suite runs twice: on SQLite files (with every other test), then on PostgreSQL,
+# each server on a fresh database of its own (TENANTD_TEST_BACKEND=postgres, see
+# tests/api/helpers/pg.rs), without the tests below, which need the SQLite file itself:
+# - backup::  `tenantd backup` is SQLite's (on PostgreSQL it exits 2 and names pg_dump:
+#   postgres_copy::backup_on_postgres_names_pg_dump).
+# - the file: its mode 0600 (config::the_database_file_is_private), and the revision-1 and
+#   revision-2 files of tests/fixtures migrated in place (upgrade::).
+# - SQLite's write lock held by the test's own connection: a keyed create answered 503 after
+#   the 1 s busy timeout, and /readyz 503 while it is held. On PostgreSQL every instance
+#   takes the chain's lock in turn and waits for it, and ready means a server that takes
+#   writes (not a standby).
+# - a purged token's bytes erased from the file, its free pages and its WAL (secure_delete
+#   and a truncating checkpoint, also across kill -9). PostgreSQL keeps dead row versions
+#   until VACUUM (schema-postgres.sql says so); that the records are purged is checked on
+#   both (idempotency::an_expired_key_creates_anew_and_its_stored_response_is_purged).
+# - tampering with copies of the file and its WAL, tables and triggers found through
+#   sqlite_master (the reservations:: one); PostgreSQL's edited balance
+#   is caught in postgres_copy::audit_verify_on_postgres_catches_an_edited_balance, and the
+#   audit:: tamper tests run on both.
+SQLITE_ONLY_TESTS := \
+	backup:: \
+	config::the_database_file_is_private \
+	upgrade:: \
+	faults::a_locked_database_gives_503_with_retry_after \
+	health::readyz_is_503_while_another_process_holds_the_write_lock \
+	idempotency::a_purged_token_leaves_the_files_while_serving_and_after_kill_9 \
+	idempotency::a_purged_token_leaves_the_wal_after_a_crash_restart \
+	idempotency::an_expired_stored_response_leaves_no_plaintext_token_in_the_files \
+	reservations::audit_verify_passes_after_a_mixed_workload_and_fails_after_tampering
+
 test-with-postgres:
 	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
 		{ echo "test-with-postgres: run by make test (through scripts/with-postgres.sh)"; exit 2; }
 	$(CARGO) test --release --locked
+	TENANTD_TEST_BACKEND=postgres $(CARGO) test --release --locked --test api -- \
+		$(addprefix --skip ,$(SQLITE_ONLY_TESTS))
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 	scripts/postgres-schema-check.sh

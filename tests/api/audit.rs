@@ -1,4 +1,4 @@
-//! The audit chain, recomputed from the SQLite file without trusting the service, and
+//! The audit chain, recomputed from the database without trusting the service, and
 //! `tenantd audit verify`.
 
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ fn the_chain_recomputes_from_the_file_alone() {
     assert_eq!(app.create("audit-a", "1").status, 409, "a refused create");
     assert_eq!(app.post_tenants("{}", &[]).status, 422, "an invalid create");
 
-    let rows = audit_rows(&app.db());
+    let rows = app.audit_rows();
     assert_eq!(rows.len(), 4, "three creates and one tombstone: {rows:#?}");
     let head = assert_chain_valid(&rows, "the live chain");
     assert_eq!(
@@ -109,7 +109,7 @@ fn the_chain_recomputes_from_the_file_alone() {
         }
     }
 
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(0),
@@ -125,7 +125,7 @@ fn the_chain_recomputes_from_the_file_alone() {
 #[test]
 fn audit_verify_on_an_empty_and_a_missing_database() {
     let app = spawn_app();
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(verify.code, Some(0), "an empty chain verifies: {verify:?}");
     assert_eq!(
         verify.stdout.trim(),
@@ -149,7 +149,6 @@ fn the_schema_refuses_updates_and_deletes() {
     let id = tenant_id(&app.create_ok("immutable", "1"));
     assert_eq!(app.terminate().code(), Some(0), "graceful stop");
 
-    let db = open_rw(&app.db_path);
     let attempts = [
         (
             "UPDATE of an audit event",
@@ -165,18 +164,10 @@ fn the_schema_refuses_updates_and_deletes() {
         ),
     ];
     for (msg, sql) in attempts {
-        assert!(db.execute(&sql, []).is_err(), "a trigger aborts the {msg}");
+        assert!(app.execute(&sql).is_err(), "a trigger aborts the {msg}");
     }
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM audit_events"),
-        1,
-        "the event is still there"
-    );
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM tenants"),
-        1,
-        "the tenant is still there"
-    );
+    assert_eq!(app.audit_count(), 1, "the event is still there");
+    assert_eq!(app.tenant_count(), 1, "the tenant is still there");
 }
 
 #[test]
@@ -185,7 +176,7 @@ fn audit_verify_names_the_first_tampered_seq() {
     for i in 0..4 {
         app.create_ok(&format!("tamper-{i}"), "1");
     }
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(0),
@@ -193,19 +184,15 @@ fn audit_verify_names_the_first_tampered_seq() {
     );
     assert_eq!(app.terminate().code(), Some(0), "graceful stop");
 
-    let db = open_rw(&app.db_path);
-    db.execute_batch("DROP TRIGGER audit_events_no_update")
-        .expect("dropping the update trigger");
-    let changed = db
+    app.drop_trigger("audit_events_no_update", "audit_events");
+    let changed = app
         .execute(
             "UPDATE audit_events SET payload = replace(payload, 'tamper-2', 'tamper-X') WHERE seq = 3",
-            [],
         )
         .expect("tampering with seq 3");
     assert_eq!(changed, 1, "one row tampered");
-    drop(db);
 
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(1),
@@ -234,24 +221,22 @@ fn audit_verify_notices_a_cut_tail() {
     assert_eq!(app.delete(&buried_id).status, 200, "tombstoning");
     let last = app.create_ok("tail-last", "1");
     assert_eq!(app.terminate().code(), Some(0), "graceful stop");
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(0),
         "the untouched chain verifies: {verify:?}"
     );
 
-    let db = open_rw(&app.db_path);
-    db.execute_batch("DROP TRIGGER audit_events_no_delete")
-        .expect("dropping the delete trigger");
+    app.drop_trigger("audit_events_no_delete", "audit_events");
     let cut = |seq: i64| {
-        let deleted = db
-            .execute("DELETE FROM audit_events WHERE seq = ?1", [seq])
+        let deleted = app
+            .execute(&format!("DELETE FROM audit_events WHERE seq = {seq}"))
             .expect("cutting the tail");
         assert_eq!(deleted, 1, "one event cut");
     };
     cut(4);
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(1),
@@ -263,7 +248,7 @@ fn audit_verify_notices_a_cut_tail() {
         verify.stderr
     );
     cut(3);
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(1),

@@ -58,25 +58,17 @@ fn racing_creates_of_one_name_make_exactly_one_tenant() {
     for resp in responses.iter().filter(|r| r.status != 201) {
         assert_problem(resp, 409, "tenant_name_taken", "a losing racer");
     }
-    let db = app.db();
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM tenants WHERE name = 'contested' AND state = 'active'"
-        ),
+        app.count("SELECT count(*) FROM tenants WHERE name = 'contested' AND state = 'active'"),
         1,
         "exactly one active row holds the name"
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM tenants WHERE name = 'contested'"),
+        app.count("SELECT count(*) FROM tenants WHERE name = 'contested'"),
         1,
         "no other row was written"
     );
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM audit_events"),
-        1,
-        "exactly one audit event"
-    );
+    assert_eq!(app.audit_count(), 1, "exactly one audit event");
 }
 
 #[test]

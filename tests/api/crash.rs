@@ -125,16 +125,10 @@ fn spender(
 
 /// Checks every acknowledged reservation and every budget's invariant.
 fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
-    let db = app.db();
     let mut stored: HashMap<String, (String, Option<String>)> = HashMap::new();
-    let mut stmt = db
-        .prepare("SELECT id, state, committed_atomic FROM reservations")
-        .expect("a query");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
-        .expect("reservations");
-    for row in rows {
-        let (id, state, committed) = row.expect("a reservation row");
+    for row in app.rows("SELECT id, state, committed_atomic FROM reservations") {
+        let [id, state, committed] = <[Option<String>; 3]>::try_from(row).expect("three columns");
+        let (id, state) = id.zip(state).expect("a reservation has an id and a state");
         stored.insert(id, (state, committed));
     }
     for (id, (_, _, settled)) in spent {
@@ -157,22 +151,11 @@ fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
             }
         }
     }
-    let mut stmt = db
-        .prepare(
-            "SELECT id, credited_atomic, debited_atomic, spent_atomic, reserved_atomic \
-             FROM budgets",
-        )
-        .expect("a query");
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                [r.get::<_, String>(1)?, r.get(2)?, r.get(3)?, r.get(4)?],
-            ))
-        })
-        .expect("budgets");
+    let rows = app.text_rows(
+        "SELECT id, credited_atomic, debited_atomic, spent_atomic, reserved_atomic FROM budgets",
+    );
     for row in rows {
-        let (id, figures) = row.expect("a budget row");
+        let [id, figures @ ..] = <[String; 5]>::try_from(row).expect("five columns");
         let [credited, debited, spent, reserved] =
             figures.map(|f| f.parse::<u128>().expect("an amount"));
         assert!(
@@ -236,27 +219,15 @@ fn client(
 
 /// Checks the database against what was acknowledged, reading every row once.
 fn check(app: &TestApp, acked: &Acknowledged, context: &str) -> (usize, usize) {
-    let db = app.db();
     let mut tenants: HashMap<String, (String, String)> = HashMap::new();
-    let mut stmt = db
-        .prepare("SELECT id, name, state FROM tenants")
-        .expect("a query");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
-        .expect("tenants");
-    for row in rows {
-        let (id, name, state) = row.expect("a tenant row");
+    for row in app.text_rows("SELECT id, name, state FROM tenants") {
+        let [id, name, state] = <[String; 3]>::try_from(row).expect("three columns");
         tenants.insert(id, (name, state));
     }
     let mut events: HashMap<(String, String), usize> = HashMap::new();
-    let mut stmt = db
-        .prepare("SELECT tenant_id, action FROM audit_events")
-        .expect("a query");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .expect("events");
-    for row in rows {
-        *events.entry(row.expect("an event row")).or_default() += 1;
+    for row in app.text_rows("SELECT tenant_id, action FROM audit_events") {
+        let [tenant, action] = <[String; 2]>::try_from(row).expect("two columns");
+        *events.entry((tenant, action)).or_default() += 1;
     }
 
     for (id, name) in &acked.created {
@@ -311,7 +282,7 @@ fn check(app: &TestApp, acked: &Acknowledged, context: &str) -> (usize, usize) {
         tenants.len() + tombstoned,
         "{context}: no tenant event without its change"
     );
-    let verify = audit_verify(&app.db_path);
+    let verify = app.audit_verify();
     assert_eq!(
         verify.code,
         Some(0),

@@ -10,63 +10,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-/// A database of its own on the test cluster, owned by the unprivileged role, dropped at the
-/// end.
-struct Database {
-    name: String,
-    admin: String,
-    /// The URL tenantd is given: the role `tenantd`, which owns nothing else.
-    url: String,
-}
-
-impl Database {
-    fn new(tag: &str) -> Self {
-        let admin = std::env::var("TENANTD_TEST_POSTGRES_ADMIN_URL").expect(
-            "TENANTD_TEST_POSTGRES_ADMIN_URL: the PostgreSQL tests run under `make test`, or \
-             scripts/with-postgres.sh cargo test",
-        );
-        let base = std::env::var("TENANTD_TEST_POSTGRES_URL").expect("TENANTD_TEST_POSTGRES_URL");
-        let name = format!("copy_{tag}_{}", std::process::id());
-        psql(&admin, &format!("DROP DATABASE IF EXISTS {name}"));
-        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
-        let url = match base.rsplit_once('/') {
-            Some((server, _)) => format!("{server}/{name}"),
-            None => panic!("a URL without a database: {base}"),
-        };
-        Self { name, admin, url }
-    }
-
-    /// Runs `sql` as the role tenantd runs as, and returns what it printed (unaligned).
-    fn psql(&self, sql: &str) -> String {
-        psql(&self.url, sql)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([self.admin.as_str(), "-qc"])
-            .arg(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .output();
-    }
-}
-
-fn psql(url: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {sql:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn copy(from: &str, to: &str) -> CliOutput {
     run_cli(&["copy", "--from", from, "--to", to])
 }
@@ -116,9 +59,10 @@ fn dump(path: &Path) -> Vec<String> {
 
 /// A database with every kind of row: tenants (one tombstoned), budgets (one closed), credits
 /// and debits with memos, reservations committed, released and active, keyed writes, the
-/// largest amount there is. The server is stopped; its file is returned with its directory.
+/// largest amount there is. The server (on SQLite whatever `TENANTD_TEST_BACKEND` says) is
+/// stopped; its file is returned with its directory.
 fn busy_sqlite() -> (tempfile::TempDir, std::path::PathBuf) {
-    let mut app = spawn_app();
+    let mut app = AppBuilder::new().sqlite().spawn();
     let max = u128::MAX.to_string();
     let rich = Scene::new(&app, "rich", &max);
     let plain = Scene::new(&app, "plain ünïcode", "1000");
@@ -182,7 +126,7 @@ fn busy_sqlite() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn a_round_trip_through_postgres_keeps_every_row() {
     let (dir, original) = busy_sqlite();
-    let db = Database::new("round_trip");
+    let db = TestDb::new();
     let before = std::fs::read(&original).expect("the file");
     let there = copy(original.to_str().expect("UTF-8"), &db.url);
     let there_digest = digest(&there);
@@ -235,13 +179,13 @@ fn a_round_trip_through_postgres_keeps_every_row() {
 /// both ways.
 #[test]
 fn tables_larger_than_a_chunk_are_copied_whole() {
-    let mut app = spawn_app();
+    let mut app = AppBuilder::new().sqlite().spawn();
     for i in 0..1001 {
         let created = app.create(&format!("tenant-{i:04}"), "1");
         assert_eq!(created.status, 201, "{}", created.describe());
     }
     app.terminate();
-    let db = Database::new("chunks");
+    let db = TestDb::new();
     let there = copy(app.db_path.to_str().expect("UTF-8"), &db.url);
     let digest_there = digest(&there);
     assert!(
@@ -263,7 +207,7 @@ fn tables_larger_than_a_chunk_are_copied_whole() {
 #[test]
 fn concurrent_copies_into_one_database_fill_it_once() {
     let (_dir, original) = busy_sqlite();
-    let db = Database::new("concurrent");
+    let db = TestDb::new();
     let source = original.to_str().expect("UTF-8").to_owned();
     let copies: Vec<_> = (0..4)
         .map(|_| {
@@ -313,7 +257,7 @@ fn a_source_that_does_not_verify_is_never_copied() {
         "no working file left"
     );
 
-    let db = Database::new("unverified");
+    let db = TestDb::new();
     let out = copy(original.to_str().expect("UTF-8"), &db.url);
     assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("nothing was kept"), "{}", out.stderr);
@@ -335,7 +279,7 @@ fn a_copy_logs_no_tenant_token_at_any_level() {
             |row| row.get(0),
         )
         .expect("the keyed create's stored answer");
-    let db = Database::new("quiet");
+    let db = TestDb::new();
     let out = run_cli_in(
         dir.path(),
         &[
@@ -367,7 +311,7 @@ fn a_copy_logs_no_tenant_token_at_any_level() {
 #[test]
 fn copy_writes_only_into_an_empty_target() {
     let (dir, original) = busy_sqlite();
-    let db = Database::new("non_empty");
+    let db = TestDb::new();
     digest(&copy(original.to_str().expect("UTF-8"), &db.url));
     let events = db.psql("SELECT count(*) FROM audit_events");
     let again = copy(original.to_str().expect("UTF-8"), &db.url);
@@ -385,7 +329,7 @@ fn copy_writes_only_into_an_empty_target() {
         b"something else"
     );
 
-    let empty = Database::new("no_schema");
+    let empty = TestDb::new();
     let from_nothing = copy(&empty.url, dir.path().join("x.db").to_str().expect("UTF-8"));
     assert_eq!(from_nothing.code, Some(1));
     assert!(
@@ -401,7 +345,7 @@ fn copy_writes_only_into_an_empty_target() {
 #[test]
 fn audit_verify_on_postgres_catches_an_edited_balance() {
     let (_dir, original) = busy_sqlite();
-    let db = Database::new("tampered");
+    let db = TestDb::new();
     digest(&copy(original.to_str().expect("UTF-8"), &db.url));
     let bid = db.psql("SELECT id FROM budgets WHERE name = 'gpu-hours'");
     db.psql(&format!(
@@ -426,7 +370,7 @@ fn audit_verify_on_postgres_catches_an_edited_balance() {
 /// `backup` is SQLite's: on PostgreSQL it exits 2, names pg_dump, and creates nothing.
 #[test]
 fn backup_on_postgres_names_pg_dump() {
-    let db = Database::new("backup");
+    let db = TestDb::new();
     let out = run_cli(&["backup", "--db", &db.url, "--to", "x.db"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("pg_dump"), "{}", out.stderr);
@@ -439,7 +383,7 @@ fn backup_on_postgres_names_pg_dump() {
 #[test]
 fn tls_is_checked_as_sslmode_says() {
     let (dir, original) = busy_sqlite();
-    let db = Database::new("tls");
+    let db = TestDb::new();
     let ca = std::env::var("TENANTD_TEST_POSTGRES_CA").expect("TENANTD_TEST_POSTGRES_CA");
     let with = |query: &str| format!("{}?{query}", db.url);
     let full = with(&format!("sslmode=verify-full&sslrootcert={ca}"));

@@ -361,7 +361,8 @@ fn the_expiry_is_recorded_within_a_second() {
         ("reservation_id", json!(rid)),
     ];
     assert_fields(&s.last_entry(), &expected, "the expire entry");
-    let rows: Vec<(String, String, String)> = audit_rows(&app.db())
+    let rows: Vec<(String, String, String)> = app
+        .audit_rows()
         .into_iter()
         .filter(|row| row.action == "reservation.expired")
         .map(|row| (row.actor, row.tenant_id, row.payload))

@@ -160,10 +160,7 @@ fn the_body_read_timeout_bounds_the_whole_body_not_each_pause() {
         "the 408 comes within {ANSWER_WITHIN:?}, soon after the limit (took {took:?})"
     );
     assert_eq!(
-        count(
-            &app.db(),
-            "SELECT count(*) FROM tenants WHERE name = 'too-slow-overall'"
-        ),
+        app.count("SELECT count(*) FROM tenants WHERE name = 'too-slow-overall'"),
         0,
         "the timed-out body created nothing"
     );

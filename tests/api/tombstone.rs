@@ -66,17 +66,15 @@ fn create_read_tombstone_round_trip() {
     );
     assert_eq!(read.json(), gone, "the read equals the DELETE body");
 
-    let db = app.db();
-    let (state, stored_at): (String, Option<String>) = db
-        .query_row(
-            "SELECT state, tombstoned_at FROM tenants WHERE id = ?1",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .expect("the row is kept, never erased");
-    assert_eq!(state, "tombstoned", "the stored state");
+    let rows = app.rows(&format!(
+        "SELECT state, tombstoned_at FROM tenants WHERE id = '{id}'"
+    ));
+    let [row] = rows.as_slice() else {
+        panic!("the row is kept, never erased: {rows:?}");
+    };
+    assert_eq!(row[0].as_deref(), Some("tombstoned"), "the stored state");
     assert_eq!(
-        stored_at.as_deref(),
+        row[1].as_deref(),
         Some(tombstoned_at),
         "the stored tombstoned_at"
     );

@@ -1,5 +1,6 @@
-//! A server under test: started on port 0 with a fresh database in its own temporary
-//! directory, its log captured, stopped by signal or killed, and requests to it.
+//! A server under test: started on port 0 with a fresh database (a SQLite file in its own
+//! temporary directory, or a PostgreSQL database of its own when `TENANTD_TEST_BACKEND` says
+//! `postgres`), its log captured, stopped by signal or killed, and requests to it.
 
 use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
@@ -12,9 +13,10 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use super::cli::{EXIT_TIMEOUT, tenantd_command, wait_exit};
-use super::db::{count, open_ro};
+use super::cli::{CliOutput, EXIT_TIMEOUT, run_cli, tenantd_command, wait_exit};
+use super::db::{AuditRow, count, db_bytes, open_ro, open_rw};
 use super::files::write_private;
+use super::pg::{Backend, TestDb, pg_dump, psql_execute, psql_rows};
 use super::rand::random_admin_token;
 use crate::wire::{self, Conn, Response};
 
@@ -143,6 +145,8 @@ pub fn start_server(mut cmd: Command, log: &LogBuffer) -> Server {
 pub struct AppBuilder {
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    /// Set by [`AppBuilder::sqlite`]; otherwise `TENANTD_TEST_BACKEND` decides.
+    backend: Option<Backend>,
 }
 
 impl AppBuilder {
@@ -157,25 +161,41 @@ impl AppBuilder {
         self
     }
 
+    /// Runs on a SQLite file whatever `TENANTD_TEST_BACKEND` says: for tests whose subject is
+    /// a SQLite file made by the server (the source of a copy to PostgreSQL).
+    pub fn sqlite(mut self) -> Self {
+        self.backend = Some(Backend::Sqlite);
+        self
+    }
+
     /// Sets an environment variable of the server.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.envs.push((name.to_owned(), value.to_owned()));
         self
     }
 
-    /// Starts the server on a fresh database.
+    /// Starts the server on a fresh database: a SQLite file in a new temporary directory, or
+    /// a new PostgreSQL database when `TENANTD_TEST_BACKEND=postgres`.
     pub fn spawn(self) -> TestApp {
         let dir = TempDir::new().expect("a temporary directory");
         let admin_token = random_admin_token();
         let token_path = dir.path().join("admin-token");
         write_private(&token_path, &format!("{admin_token}\n"));
         let db_path = dir.path().join("tenantd.db");
+        let pg = match self.backend.unwrap_or_else(Backend::from_env) {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(TestDb::new()),
+        };
+        let db_arg = match &pg {
+            Some(db) => db.url.clone(),
+            None => db_path.to_str().expect("a UTF-8 path").to_owned(),
+        };
         let mut args = vec![
             "serve".to_owned(),
             "--listen".to_owned(),
             "127.0.0.1:0".to_owned(),
             "--db".to_owned(),
-            db_path.to_str().expect("a UTF-8 path").to_owned(),
+            db_arg,
             "--admin-token-file".to_owned(),
             token_path.to_str().expect("a UTF-8 path").to_owned(),
         ];
@@ -188,6 +208,7 @@ impl AppBuilder {
             child: None,
             args,
             envs: self.envs,
+            pg,
             dir,
         };
         app.start();
@@ -200,13 +221,14 @@ pub fn spawn_app() -> TestApp {
     AppBuilder::new().spawn()
 }
 
-/// A running (or stopped) `tenantd serve` on its own temporary directory.
+/// A running (or stopped) `tenantd serve` on its own temporary directory and database.
 pub struct TestApp {
     /// `IP:PORT` the server listens on, as its log line said.
     pub addr: String,
     /// The admin token, as written to the token file.
     pub admin_token: String,
-    /// The server's SQLite file.
+    /// The server's SQLite file; on PostgreSQL, where it would be (nothing is there): see
+    /// [`TestApp::db_arg`].
     pub db_path: PathBuf,
     /// Every stderr line of every run of this app.
     pub log: LogBuffer,
@@ -214,6 +236,8 @@ pub struct TestApp {
     pub child: Option<Child>,
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    /// The PostgreSQL database, on that backend; dropped after the child is killed.
+    pg: Option<TestDb>,
     /// The temporary directory of the database and the token file. Declared last: dropped
     /// after the child is killed.
     pub dir: TempDir,
@@ -412,19 +436,155 @@ impl TestApp {
         )
     }
 
-    /// A read-only connection to the server's database.
+    /// The backend the server runs on.
+    pub fn backend(&self) -> Backend {
+        if self.pg.is_some() {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        }
+    }
+
+    /// What the server was given as `--db`: the SQLite file's path, or the PostgreSQL URL
+    /// (which holds a password: never put it in a message).
+    pub fn db_arg(&self) -> String {
+        match &self.pg {
+            Some(db) => db.url.clone(),
+            None => self.db_path.to_str().expect("a UTF-8 path").to_owned(),
+        }
+    }
+
+    /// `tenantd audit verify --db <the server's database>`.
+    pub fn audit_verify(&self) -> CliOutput {
+        run_cli(&["audit", "verify", "--db", &self.db_arg()])
+    }
+
+    /// A read-only connection to the server's SQLite file. SQLite only: a test that reads
+    /// the store on either backend uses [`TestApp::rows`] or [`TestApp::count`].
     pub fn db(&self) -> Connection {
+        self.assert_sqlite("TestApp::db");
         open_ro(&self.db_path)
+    }
+
+    /// Panics unless the server runs on SQLite: `what` needs the file itself.
+    pub fn assert_sqlite(&self, what: &str) {
+        assert!(
+            self.pg.is_none(),
+            "{what} reads the SQLite file, and this server runs on PostgreSQL: such a test \
+             belongs in SQLITE_ONLY_TESTS (Makefile)"
+        );
+    }
+
+    /// The rows of a query on the server's database, read on its own (not through the
+    /// service): each column as text, `None` for NULL. Integers and amounts come out in
+    /// decimal on both backends; write SQL both understand, and select no BLOB (`bytea`).
+    pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        match &self.pg {
+            Some(db) => psql_rows(&db.url, sql),
+            None => sqlite_rows(&self.db(), sql),
+        }
+    }
+
+    /// The rows of a query whose columns are never NULL, each column as text.
+    pub fn text_rows(&self, sql: &str) -> Vec<Vec<String>> {
+        self.rows(sql)
+            .into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .map(|v| v.unwrap_or_else(|| panic!("a NULL in {sql}")))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `SELECT count(*) ...` or any query with one integer result, on either backend.
+    pub fn count(&self, sql: &str) -> i64 {
+        match &self.pg {
+            Some(_) => {
+                let rows = self.text_rows(sql);
+                let [row] = rows.as_slice() else {
+                    panic!("{sql}: one row expected, got {rows:?}");
+                };
+                row[0]
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{sql}: an integer expected ({e}): {row:?}"))
+            }
+            None => count(&self.db(), sql),
+        }
+    }
+
+    /// Runs a statement behind the service's back (for tampering tests) on either backend
+    /// and returns how many rows it changed; `Err` with the database's refusal.
+    pub fn execute(&self, sql: &str) -> Result<usize, String> {
+        match &self.pg {
+            Some(db) => psql_execute(&db.url, sql),
+            None => open_rw(&self.db_path)
+                .execute(sql, [])
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Drops a trigger of `table` (so a test can tamper with what it guards) on either
+    /// backend.
+    pub fn drop_trigger(&self, trigger: &str, table: &str) {
+        let sql = match &self.pg {
+            Some(_) => format!("DROP TRIGGER {trigger} ON {table}"),
+            None => format!("DROP TRIGGER {trigger}"),
+        };
+        self.execute(&sql)
+            .unwrap_or_else(|e| panic!("dropping trigger {trigger}: {e}"));
+    }
+
+    /// Every audit row, in `seq` order, on either backend.
+    pub fn audit_rows(&self) -> Vec<AuditRow> {
+        self.text_rows(
+            "SELECT seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash \
+             FROM audit_events ORDER BY seq",
+        )
+        .into_iter()
+        .map(|row| {
+            let [
+                seq,
+                occurred_at,
+                actor,
+                action,
+                tenant_id,
+                payload,
+                prev_hash,
+                hash,
+            ] = <[String; 8]>::try_from(row).expect("eight columns");
+            AuditRow {
+                seq: seq.parse().expect("seq is an integer"),
+                occurred_at,
+                actor,
+                action,
+                tenant_id,
+                payload,
+                prev_hash,
+                hash,
+            }
+        })
+        .collect()
+    }
+
+    /// Everything the database holds, for searching secrets in it: on SQLite the bytes of
+    /// the file and its `-wal` (free pages included), on PostgreSQL the text of every row of
+    /// every table (`pg_dump --data-only`; dead row versions are not in it).
+    pub fn db_contents(&self) -> Vec<u8> {
+        match &self.pg {
+            Some(db) => pg_dump(&db.url),
+            None => db_bytes(&self.db_path),
+        }
     }
 
     /// Rows in `tenants`.
     pub fn tenant_count(&self) -> i64 {
-        count(&self.db(), "SELECT count(*) FROM tenants")
+        self.count("SELECT count(*) FROM tenants")
     }
 
     /// Rows in `audit_events`.
     pub fn audit_count(&self) -> i64 {
-        count(&self.db(), "SELECT count(*) FROM audit_events")
+        self.count("SELECT count(*) FROM audit_events")
     }
 
     /// `GET /metrics` text.
@@ -433,6 +593,28 @@ impl TestApp {
         assert_eq!(resp.status, 200, "GET /metrics: {}", resp.describe());
         resp.text()
     }
+}
+
+/// The rows of a query on a SQLite connection, as [`TestApp::rows`] gives them.
+fn sqlite_rows(conn: &Connection, sql: &str) -> Vec<Vec<Option<String>>> {
+    use rusqlite::types::ValueRef;
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let columns = stmt.column_count();
+    stmt.query_map([], |row| {
+        (0..columns)
+            .map(|i| {
+                Ok(match row.get_ref(i)? {
+                    ValueRef::Null => None,
+                    ValueRef::Integer(n) => Some(n.to_string()),
+                    ValueRef::Real(x) => Some(x.to_string()),
+                    ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => Some(super::shapes::hex(b)),
+                })
+            })
+            .collect()
+    })
+    .and_then(|rows| rows.collect())
+    .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// The sidecar token of a create response.

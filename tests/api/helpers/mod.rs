@@ -2,14 +2,19 @@
 //!
 //! Every test starts the real `tenantd` binary on port 0 with a fresh database in its own
 //! temporary directory, talks HTTP/1.1 to it through the wire-level client of `tests/wire/`
-//! (so a test sees the exact bytes the server sends), and checks the SQLite file on its own,
-//! without trusting the service.
+//! (so a test sees the exact bytes the server sends), and checks the database on its own,
+//! without trusting the service. The database is a SQLite file, or with
+//! `TENANTD_TEST_BACKEND=postgres` a PostgreSQL database of the app's own on the cluster of
+//! scripts/with-postgres.sh; tests that need the SQLite file itself are listed in the
+//! Makefile's `SQLITE_ONLY_TESTS`.
 //!
 //! - `app`: a server under test ([`spawn_app`], [`AppBuilder`], [`TestApp`]) and requests
 //!   to it;
 //! - `cli`: the binary run as a command, with a clean environment and bounded waits;
 //! - `db`: the database read independently: counts, audit rows, the hash chain;
 //! - `files`: private files, permission bits, secrets searched in a directory;
+//! - `pg`: the backend of the servers under test (`TENANTD_TEST_BACKEND`), a PostgreSQL
+//!   database of a test's own, and `psql`;
 //! - `problem`: RFC 9457 problem bodies checked against the contract;
 //! - `rand`: random tokens and names, and a seeded generator for timing;
 //! - `shapes`: the shapes and bounds the contract fixes: ids, timestamps, names, limits;
@@ -19,6 +24,7 @@ mod app;
 mod cli;
 mod db;
 mod files;
+mod pg;
 mod problem;
 mod rand;
 mod shapes;
@@ -28,6 +34,7 @@ pub use app::*;
 pub use cli::*;
 pub use db::*;
 pub use files::*;
+pub use pg::*;
 pub use problem::*;
 pub use rand::*;
 pub use shapes::*;

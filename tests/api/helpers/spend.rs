@@ -698,18 +698,18 @@ pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T>
 
 /// `(actor, payload)` of every audit event of `action`, in chain order.
 pub fn audit_of(app: &TestApp, action: &str) -> Vec<(String, Value)> {
-    let db = app.db();
-    let sql = "SELECT actor, payload FROM audit_events WHERE action = ?1 ORDER BY seq";
-    let mut stmt = db.prepare(sql).expect("preparing the audit query");
-    let rows = stmt.query_map([action], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    });
-    let rows: Vec<(String, String)> = rows
-        .and_then(Iterator::collect)
-        .expect("reading audit_events");
+    assert!(
+        action
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '.' || c == '_'),
+        "an action name: {action:?}"
+    );
+    let sql =
+        format!("SELECT actor, payload FROM audit_events WHERE action = '{action}' ORDER BY seq");
     let parse = |p: &str| serde_json::from_str(p).unwrap_or_else(|e| panic!("JSON ({e}): {p}"));
-    rows.into_iter()
-        .map(|(actor, p)| (actor, parse(&p)))
+    app.text_rows(&sql)
+        .into_iter()
+        .map(|row| (row[0].clone(), parse(&row[1])))
         .collect()
 }
 

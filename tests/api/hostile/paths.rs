@@ -74,10 +74,7 @@ fn other_spellings_of_an_id_never_reach_the_tenant() {
         "active",
         "no spelling tombstoned the tenant"
     );
-    let tombstoned: i64 = count(
-        &app.db(),
-        "SELECT count(*) FROM tenants WHERE state <> 'active'",
-    );
+    let tombstoned: i64 = app.count("SELECT count(*) FROM tenants WHERE state <> 'active'");
     assert_eq!(tombstoned, 0, "no tenant tombstoned");
     assert_still_serves(&app, "other spellings of an id");
     println!(

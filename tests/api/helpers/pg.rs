@@ -1,0 +1,216 @@
+//! PostgreSQL for the tests: which backend a [`TestApp`](super::TestApp) runs on, a database
+//! of its own on the private test cluster (scripts/with-postgres.sh), and `psql`.
+//!
+//! URLs hold the cluster's passwords: they go to `psql` and `tenantd` as arguments, never
+//! into a panic or an assertion message.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable that chooses the backend of every [`TestApp`](super::TestApp).
+pub const BACKEND_VAR: &str = "TENANTD_TEST_BACKEND";
+
+/// The superuser's URL on the test cluster (database `postgres`).
+pub const ADMIN_URL_VAR: &str = "TENANTD_TEST_POSTGRES_ADMIN_URL";
+
+/// The URL of the unprivileged role tenantd runs as (database `tenantd`).
+pub const URL_VAR: &str = "TENANTD_TEST_POSTGRES_URL";
+
+/// Which store the servers under test run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in the app's temporary directory (the default).
+    Sqlite,
+    /// A fresh database of its own on the test cluster.
+    Postgres,
+}
+
+impl Backend {
+    /// `TENANTD_TEST_BACKEND`: unset (or empty) or `sqlite`, or `postgres`; anything else
+    /// panics, so a typo never runs the suite on the wrong backend.
+    pub fn from_env() -> Self {
+        match std::env::var(BACKEND_VAR) {
+            Err(std::env::VarError::NotPresent) => Self::Sqlite,
+            Ok(value) => match value.as_str() {
+                "" | "sqlite" => Self::Sqlite,
+                "postgres" => Self::Postgres,
+                other => panic!("{BACKEND_VAR}={other:?}: expected `sqlite` or `postgres`"),
+            },
+            Err(e) => panic!("{BACKEND_VAR}: {e}"),
+        }
+    }
+}
+
+/// Tells databases of one test process apart; with the process id, tells them apart from
+/// those of other runs.
+static NEXT_DB: AtomicU64 = AtomicU64::new(0);
+
+/// A database of its own on the test cluster, owned by the unprivileged role `tenantd`,
+/// empty, dropped (`WITH (FORCE)`) when this value is dropped.
+pub struct TestDb {
+    /// `tenantd_t_<pid>_<n>`: unique among parallel tests and successive runs.
+    pub name: String,
+    /// The superuser's URL, which creates and drops the database.
+    admin: String,
+    /// The URL tenantd is given: the role `tenantd`, which owns nothing else.
+    pub url: String,
+}
+
+impl TestDb {
+    /// Creates the database; panics with what to do when the cluster's URLs are not set.
+    pub fn new() -> Self {
+        let var =
+            |name: &str| {
+                std::env::var(name).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| {
+                panic!(
+                    "{name} is not set: the PostgreSQL tests (and {BACKEND_VAR}=postgres) run \
+                     beside the private cluster of scripts/with-postgres.sh, as in \
+                     `scripts/with-postgres.sh cargo test` or `make test`"
+                )
+            })
+            };
+        let admin = var(ADMIN_URL_VAR);
+        let base = var(URL_VAR);
+        let name = format!(
+            "tenantd_t_{}_{}",
+            std::process::id(),
+            NEXT_DB.fetch_add(1, Ordering::Relaxed)
+        );
+        // A run killed before its drops ran may have left one of this name (a reused pid).
+        psql(
+            &admin,
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        );
+        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
+        let url = with_database(&base, &name);
+        Self { name, admin, url }
+    }
+
+    /// Runs `sql` as the role tenantd runs as, and returns what it printed (unaligned).
+    pub fn psql(&self, sql: &str) -> String {
+        psql(&self.url, sql)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([self.admin.as_str(), "-Xqc"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .output();
+    }
+}
+
+/// `url` with its database replaced by `name`; the query (`?sslmode=…`) is kept.
+fn with_database(url: &str, name: &str) -> String {
+    let (path, query) = match url.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (url, None),
+    };
+    let server = match path.split_once("://") {
+        Some((_, rest)) if rest.contains('/') => path
+            .rsplit_once('/')
+            .map(|(server, _)| server)
+            .unwrap_or(path),
+        _ => panic!("{URL_VAR} names no database (postgres://USER:PASS@HOST:PORT/DB)"),
+    };
+    match query {
+        Some(query) => format!("{server}/{name}?{query}"),
+        None => format!("{server}/{name}"),
+    }
+}
+
+/// Runs `sql` on the database at `url` and returns what it printed (unaligned, tuples only,
+/// trimmed); panics with psql's error.
+pub fn psql(url: &str, sql: &str) -> String {
+    String::from_utf8_lossy(&psql_raw(url, &["-qAt", "-c", sql], sql))
+        .trim()
+        .to_owned()
+}
+
+/// Runs a statement that changes rows and returns how many it changed (its command tag);
+/// `Err` with psql's error when the server refuses it.
+pub fn psql_execute(url: &str, sql: &str) -> Result<usize, String> {
+    let out = psql_command(url, &["-c", sql]).output().expect("psql runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+    }
+    let tag = String::from_utf8_lossy(&out.stdout);
+    Ok(tag
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0))
+}
+
+/// The rows of a query, each column as text (as `COPY … TO STDOUT` writes it: numbers in
+/// decimal, `bytea` as `\x` and hex), `None` for NULL.
+pub fn psql_rows(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let copy = format!("COPY ({sql}) TO STDOUT");
+    let out = psql_raw(url, &["-q", "-c", &copy], sql);
+    let text = String::from_utf8(out).expect("psql prints UTF-8");
+    text.lines()
+        .map(|line| line.split('\t').map(copy_field).collect())
+        .collect()
+}
+
+/// One field of `COPY`'s text format: `\N` is NULL; backslash escapes are undone.
+fn copy_field(field: &str) -> Option<String> {
+    if field == "\\N" {
+        return None;
+    }
+    let mut text = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            text.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => text.push('\n'),
+            Some('r') => text.push('\r'),
+            Some('t') => text.push('\t'),
+            Some('b') => text.push('\u{8}'),
+            Some('f') => text.push('\u{c}'),
+            Some('v') => text.push('\u{b}'),
+            Some(other) => text.push(other),
+            None => text.push('\\'),
+        }
+    }
+    Some(text)
+}
+
+/// The rows of every table of the database at `url` as `pg_dump --data-only` writes them.
+pub fn pg_dump(url: &str) -> Vec<u8> {
+    let out = Command::new("pg_dump")
+        .args(["--data-only", "--no-owner", "--dbname", url])
+        .output()
+        .expect("pg_dump runs");
+    assert!(
+        out.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// psql on `url` with the caller's arguments: no `.psqlrc`, stop at the first error.
+fn psql_command(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("psql");
+    cmd.args([url, "-X", "-v", "ON_ERROR_STOP=1"]).args(args);
+    cmd
+}
+
+/// Runs psql and returns its stdout; panics with `sql` and psql's error.
+fn psql_raw(url: &str, args: &[&str], sql: &str) -> Vec<u8> {
+    let out = psql_command(url, args).output().expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
