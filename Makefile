@@ -6,9 +6,10 @@ DB         ?= ./tenantd.db
 TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 PG_DIR     ?= target/postgres/primary
+BACKEND    ?= sqlite
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test test-with-postgres check bench bench-ab crash-test static clean help fuzz \
+.PHONY: run build test test-with-postgres check bench bench-with-postgres bench-ab crash-test static clean help fuzz \
 	api-fuzz postgres-up postgres-down
 
 help:
@@ -17,6 +18,7 @@ help:
 	@echo "make check   the quick loop: formatting, lints and cargo test (no root, no network)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
+	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
 	@echo "make bench-ab  the benchmark against BASE=<git revision> in alternating runs (ROUNDS=3)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
 	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
@@ -113,8 +115,28 @@ crash-test:
 	CRASH_CYCLES=$(CRASH_CYCLES) $(CARGO) test --release --locked --test api crash -- --nocapture
 
 # The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
+# BACKEND=postgres runs it beside a private PostgreSQL cluster in PG_DIR (started afresh and
+# stopped at the end, see scripts/with-postgres.sh), every server on a database of its own
+# there: with one tenantd instance, then with three on the one database; then, the cluster
+# stopped, the same BENCH_ARGS on SQLite, so the three tables come from one run.
 bench:
+ifeq ($(BACKEND),postgres)
+	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory bench-with-postgres
 	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS)
+else ifeq ($(BACKEND),sqlite)
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS)
+else
+	@echo "make bench: BACKEND is sqlite (the default) or postgres, not $(BACKEND)"; exit 2
+endif
+
+# The URLs stay in the environment: make prints the variables' names, not the passwords.
+bench-with-postgres:
+	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
+		{ echo "bench-with-postgres: run by make bench BACKEND=postgres"; exit 2; }
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 1 \
+		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 \
+		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
 
 # The benchmark against another build, in alternating runs on this machine: BASE=<revision>
 # (default the previous commit), ROUNDS=3, BENCH_ARGS=--quick. See the script's header.

@@ -10,6 +10,14 @@
 //! `--smoke` is a run of a few seconds that fails on any error; CI runs it so the generator
 //! cannot rot.
 //!
+//! With `--postgres ADMIN_URL --postgres-url URL` every server serves from a fresh database of
+//! its own on that PostgreSQL cluster (made with `CREATE DATABASE … OWNER tenantd` through
+//! `psql ADMIN_URL`, dropped `WITH (FORCE)` when the server stops), and `--instances N` starts
+//! N tenantd processes on it, the load's connections dealt out to them round-robin. The server
+//! CPU and peak RSS are then sums over the instances; the table adds the cluster's own CPU
+//! (the postmaster and its children, from `/proc`, when the cluster runs on this machine) and
+//! the commands per batch the writers committed (from `/metrics`), in place of WAL frames.
+//!
 //! Requests are written and responses parsed by the black-box tests' wire-level client
 //! (`tests/wire/`), into buffers each connection reuses, so the client allocates nothing per
 //! request.
@@ -46,7 +54,15 @@ usage: cargo bench --bench load -- [OPTIONS]
     --server PATH     the tenantd binary (default: the one cargo built)
     --server-log FILE keep the server's log (default: discarded)
     --only GROUP      run one group of rows: base (health, reads, mix), create, create1,
-                      spend (reserve+commit cycles over 1,000 budgets and on one), scale";
+                      spend (reserve+commit cycles over 1,000 budgets and on one), scale
+    --postgres ADMIN_URL  serve from PostgreSQL: a fresh database per server on the cluster
+                      of this superuser URL (psql runs CREATE DATABASE … OWNER tenantd and,
+                      when the server stops, DROP DATABASE … WITH (FORCE)); needs
+    --postgres-url URL    tenantd's URL on that cluster (role tenantd); its database name
+                      is replaced by each server's own (make bench BACKEND=postgres passes
+                      scripts/with-postgres.sh's TENANTD_TEST_POSTGRES_ADMIN_URL and _URL)
+    --instances N     tenantd processes on the one database, connections dealt out to them
+                      round-robin (default 1; more only with --postgres)";
 
 /// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux ABI we run on).
 const CLOCK_TICKS_PER_S: u64 = 100;
@@ -60,8 +76,26 @@ const LATENCY_US_MAX: u64 = 60_000_000;
 /// How long a started server may take to answer `GET /healthz`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a server may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Bytes a connection reads from its socket at a time.
 const READ_CHUNK_BYTES: usize = 8192;
+
+/// Most tenantd instances `--instances` starts on one database.
+const INSTANCES_MAX: usize = 64;
+
+/// How long `psql` may take to create or drop a database.
+const PSQL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The PostgreSQL cluster every server gets a database of its own on.
+#[derive(Debug, Clone)]
+struct Postgres {
+    /// A superuser's URL, for `psql`: creates and drops the databases.
+    admin: String,
+    /// tenantd's URL (role `tenantd`), whose database name each server replaces by its own.
+    url: String,
+}
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -74,6 +108,8 @@ struct Args {
     server: PathBuf,
     server_log: Option<PathBuf>,
     only: Option<String>,
+    postgres: Option<Postgres>,
+    instances: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -87,7 +123,10 @@ fn parse_args() -> Result<Args, String> {
         server: PathBuf::from(env!("CARGO_BIN_EXE_tenantd")),
         server_log: None,
         only: None,
+        postgres: None,
+        instances: 1,
     };
+    let (mut admin_url, mut url) = (None, None);
     let mut it = std::env::args().skip(1);
     let seconds = |v: String| -> Result<Duration, String> {
         v.parse::<f64>()
@@ -135,12 +174,37 @@ fn parse_args() -> Result<Args, String> {
                 }
                 args.only = Some(group);
             }
+            "--postgres" => admin_url = Some(value()?),
+            "--postgres-url" => url = Some(value()?),
+            "--instances" => {
+                args.instances = value()?
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=INSTANCES_MAX).contains(n))
+                    .ok_or(format!("--instances takes 1 to {INSTANCES_MAX}"))?;
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
     }
     if args.base > args.scale {
         return Err("--base must not exceed --scale".into());
+    }
+    args.postgres = match (admin_url, url) {
+        (Some(admin), Some(url)) => {
+            database_url(&url, "x")
+                .ok_or("--postgres-url must name a database: postgres://…/NAME")?;
+            Some(Postgres { admin, url })
+        }
+        (None, None) => None,
+        (Some(_), None) => return Err("--postgres needs --postgres-url (tenantd's URL)".into()),
+        (None, Some(_)) => return Err("--postgres-url needs --postgres (a superuser's URL)".into()),
+    };
+    if args.instances > 1 && args.postgres.is_none() {
+        return Err("--instances above 1 needs --postgres: a SQLite file has one server".into());
+    }
+    if args.connections < args.instances {
+        return Err("--connections must be at least --instances, so every instance has one".into());
     }
     Ok(args)
 }
@@ -173,20 +237,51 @@ fn main() {
     }
 }
 
-/// A tenantd process on a fresh database in a temporary directory.
+/// tenantd on a fresh database: one process on a SQLite file in a temporary directory, or
+/// `--instances` processes on a PostgreSQL database of its own.
 struct Server {
-    child: Child,
-    addr: SocketAddr,
+    instances: Vec<Instance>,
     token: String,
     dir: tempfile::TempDir,
+    /// Dropped (`WITH (FORCE)`) after the instances have stopped: fields drop after
+    /// `Drop::drop` has killed them.
+    database: Option<Database>,
+    /// The PostgreSQL cluster's postmaster, when it runs on this machine.
+    postmaster: Option<u32>,
+}
+
+/// One tenantd process.
+struct Instance {
+    child: Child,
+    addr: SocketAddr,
 }
 
 impl Server {
     fn start(args: &Args, extra: &[&str]) -> Result<Server, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let token = format!("bench-{:032x}", seed_from_clock());
-        let token_file = dir.path().join("admin.token");
-        std::fs::write(&token_file, &token).map_err(|e| e.to_string())?;
+        std::fs::write(dir.path().join("admin.token"), &token).map_err(|e| e.to_string())?;
+        let database = args.postgres.as_ref().map(Database::create).transpose()?;
+        let postmaster = args.postgres.as_ref().and_then(|p| postmaster(&p.admin));
+        let mut server = Server {
+            instances: Vec::with_capacity(args.instances),
+            token,
+            dir,
+            database,
+            postmaster,
+        };
+        // One after another: the first applies the schema.
+        for _ in 0..args.instances {
+            let instance = server.spawn(args, extra)?;
+            let addr = instance.addr;
+            server.instances.push(instance);
+            wait_ready(addr)?;
+        }
+        Ok(server)
+    }
+
+    /// Starts one more tenantd process on the server's database.
+    fn spawn(&self, args: &Args, extra: &[&str]) -> Result<Instance, String> {
         // The port is picked here and handed over: the log can then go to /dev/null and still
         // cost the server what it costs in production.
         let addr = StdListener::bind("127.0.0.1:0")
@@ -202,121 +297,339 @@ impl Server {
             ),
             None => Stdio::null(),
         };
-        let child = Command::new(&args.server)
-            .arg("serve")
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--db")
-            .arg(dir.path().join("tenantd.db"))
+        let mut command = Command::new(&args.server);
+        command.arg("serve").arg("--listen").arg(addr.to_string());
+        match &self.database {
+            Some(database) => command.arg("--db").arg(&database.url),
+            None => command.arg("--db").arg(self.dir.path().join("tenantd.db")),
+        };
+        let child = command
             .arg("--admin-token-file")
-            .arg(&token_file)
+            .arg(self.dir.path().join("admin.token"))
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", args.server.display()))?;
-        let server = Server {
-            child,
-            addr,
-            token,
-            dir,
-        };
-        server.wait_ready()?;
-        Ok(server)
+        Ok(Instance { child, addr })
     }
 
-    /// Waits until `GET /healthz` answers `200`.
-    fn wait_ready(&self) -> Result<(), String> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let addr = self.addr.to_string();
-        while Instant::now() < deadline {
-            let health = wire::try_request(&addr, "GET", "/healthz", &[], None);
-            if health.is_ok_and(|response| response.status == 200) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!(
-            "the server did not answer GET /healthz on {addr} within {READY_TIMEOUT:?}"
-        ))
+    /// The instance connection `i` talks to: round-robin.
+    fn addr(&self, i: usize) -> SocketAddr {
+        self.instances[i % self.instances.len()].addr
     }
 
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// User plus system CPU time, in microseconds.
+    /// User plus system CPU time of the instances together, in microseconds.
     fn cpu_us(&self) -> u64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        // The command name may hold spaces; fields are counted after its closing parenthesis.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-        (ticks(11) + ticks(12)) * 1_000_000 / CLOCK_TICKS_PER_S
+        self.instances
+            .iter()
+            .map(|instance| {
+                let fields = proc_stat(instance.child.id());
+                // utime and stime.
+                (ticks(&fields, 11) + ticks(&fields, 12)) * 1_000_000 / CLOCK_TICKS_PER_S
+            })
+            .sum()
     }
 
-    /// WAL frames (database pages) the server's commits have written, from `/metrics`: the
-    /// I/O a write costs, steady whatever else the host is doing.
-    fn wal_frames(&self) -> u64 {
-        let resp = wire::request(&self.addr.to_string(), "GET", "/metrics", &[], None);
-        String::from_utf8_lossy(&resp.body)
-            .lines()
-            .find_map(|l| l.strip_prefix("tenantd_store_wal_frames_total "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+    /// The PostgreSQL cluster's CPU time, in microseconds: the postmaster's own and that of
+    /// the children it has reaped, and the CPU time of its children alive now (backends,
+    /// the WAL writer, the checkpointer…). `None` on SQLite or a cluster on another machine.
+    fn db_cpu_us(&self) -> Option<u64> {
+        let postmaster = self.postmaster?;
+        let own = proc_stat(postmaster);
+        // utime, stime, cutime and cstime.
+        let mut ticks_sum = (11..=14).map(|i| ticks(&own, i)).sum::<u64>();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let fields = proc_stat(pid);
+            if ticks(&fields, 1) == u64::from(postmaster) {
+                ticks_sum += ticks(&fields, 11) + ticks(&fields, 12);
+            }
+        }
+        Some(ticks_sum * 1_000_000 / CLOCK_TICKS_PER_S)
     }
 
-    /// Peak resident set size, in KiB.
+    /// The writers' counters from `/metrics`, summed over the instances.
+    fn metrics(&self) -> Sample {
+        let mut sample = Sample::default();
+        for instance in &self.instances {
+            let resp = wire::request(&instance.addr.to_string(), "GET", "/metrics", &[], None);
+            let body = String::from_utf8_lossy(&resp.body);
+            let counter = |name: &str| -> u64 {
+                body.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            sample.wal_frames += counter("tenantd_store_wal_frames_total");
+            sample.batches += counter("tenantd_store_batches_total");
+            sample.commands += counter("tenantd_store_commands_total");
+        }
+        sample
+    }
+
+    /// The counters before a phase (`/metrics` first, so its requests are not charged).
+    fn sample_before(&self) -> Sample {
+        let metrics = self.metrics();
+        Sample {
+            cpu_us: self.cpu_us(),
+            db_cpu_us: self.db_cpu_us(),
+            ..metrics
+        }
+    }
+
+    /// The counters after a phase (`/metrics` last).
+    fn sample_after(&self) -> Sample {
+        let (cpu_us, db_cpu_us) = (self.cpu_us(), self.db_cpu_us());
+        Sample {
+            cpu_us,
+            db_cpu_us,
+            ..self.metrics()
+        }
+    }
+
+    /// Peak resident set size, in KiB, summed over the instances.
     fn peak_rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        self.instances
+            .iter()
+            .map(|instance| {
+                std::fs::read_to_string(format!("/proc/{}/status", instance.child.id()))
+                    .unwrap_or_default()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
     }
 
     fn file_bytes(&self, name: &str) -> u64 {
         std::fs::metadata(self.dir.path().join(name)).map_or(0, |m| m.len())
     }
 
-    /// The database's size: the main file and its WAL.
+    /// The database's size: the main file and its WAL, or the PostgreSQL database's.
     fn db_bytes(&self) -> u64 {
-        self.file_bytes("tenantd.db") + self.file_bytes("tenantd.db-wal")
+        match &self.database {
+            Some(database) => database.bytes(),
+            None => self.file_bytes("tenantd.db") + self.file_bytes("tenantd.db-wal"),
+        }
     }
 
+    /// SIGTERM to every instance, then waits for them (SIGKILL after a while), then drops
+    /// the PostgreSQL database.
     fn stop(mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        for instance in &self.instances {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(instance.child.id().to_string())
+                .status();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        for instance in &mut self.instances {
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = instance.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = instance.child.kill();
+            let _ = instance.child.wait();
+        }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for instance in &mut self.instances {
+            let _ = instance.child.kill();
+            let _ = instance.child.wait();
+        }
     }
+}
+
+/// Waits until `GET /healthz` on `addr` answers `200`.
+fn wait_ready(addr: SocketAddr) -> Result<(), String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let addr = addr.to_string();
+    while Instant::now() < deadline {
+        let health = wire::try_request(&addr, "GET", "/healthz", &[], None);
+        if health.is_ok_and(|response| response.status == 200) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "the server did not answer GET /healthz on {addr} within {READY_TIMEOUT:?}"
+    ))
+}
+
+/// The fields of `/proc/PID/stat` after the command name (which may hold spaces): field `i`
+/// here is field `i + 3` of the line (1 the parent's pid, 11 and 12 utime and stime, 13 and
+/// 14 the reaped children's). Empty when there is no such process.
+fn proc_stat(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_default()
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Field `i` of [`proc_stat`]'s as a number, 0 when it is missing.
+fn ticks(fields: &[String], i: usize) -> u64 {
+    fields
+        .get(i)
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// A server's counters at one instant; [`Sample::since`] makes a phase's cost of them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    /// tenantd's CPU time (all instances), in microseconds.
+    cpu_us: u64,
+    /// The PostgreSQL cluster's CPU time, in microseconds, when it runs on this machine.
+    db_cpu_us: Option<u64>,
+    wal_frames: u64,
+    /// Write transactions committed, and the commands in them.
+    batches: u64,
+    commands: u64,
+}
+
+impl Sample {
+    fn since(self, before: Sample) -> Sample {
+        Sample {
+            cpu_us: self.cpu_us.saturating_sub(before.cpu_us),
+            db_cpu_us: self
+                .db_cpu_us
+                .zip(before.db_cpu_us)
+                .map(|(after, before)| after.saturating_sub(before)),
+            wal_frames: self.wal_frames.saturating_sub(before.wal_frames),
+            batches: self.batches.saturating_sub(before.batches),
+            commands: self.commands.saturating_sub(before.commands),
+        }
+    }
+}
+
+/// A database of its own on the PostgreSQL cluster, owned by role `tenantd`; dropped (`WITH
+/// (FORCE)`) when this is.
+struct Database {
+    /// The superuser's URL.
+    admin: String,
+    name: String,
+    /// tenantd's URL for it.
+    url: String,
+}
+
+/// Databases this process has made: each gets the next number in its name.
+static DATABASES: AtomicU64 = AtomicU64::new(0);
+
+impl Database {
+    fn create(postgres: &Postgres) -> Result<Database, String> {
+        let name = format!(
+            "tenantd_bench_{}_{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, Ordering::Relaxed)
+        );
+        let url = database_url(&postgres.url, &name).ok_or("--postgres-url names no database")?;
+        psql(
+            &postgres.admin,
+            &format!("CREATE DATABASE {name} OWNER tenantd"),
+        )?;
+        Ok(Database {
+            admin: postgres.admin.clone(),
+            name,
+            url,
+        })
+    }
+
+    /// `pg_database_size`, 0 if it cannot be read.
+    fn bytes(&self) -> u64 {
+        psql(
+            &self.admin,
+            &format!("SELECT pg_database_size('{}')", self.name),
+        )
+        .ok()
+        .and_then(|size| size.parse().ok())
+        .unwrap_or(0)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        if let Err(e) = psql(&self.admin, &drop) {
+            eprintln!("the benchmark's database {} is left over: {e}", self.name);
+        }
+    }
+}
+
+/// `url` naming database `name` instead of its own (a `?query` after it is kept); `None`
+/// when `url` names none (`postgres://user:password@host:port/database`).
+fn database_url(url: &str, name: &str) -> Option<String> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority = base.find("://")? + 3;
+    let slash = authority + base[authority..].find('/')?;
+    Some(format!("{}/{name}{query}", &base[..slash]))
+}
+
+/// Runs one statement through `psql` on `url` and returns what it printed (unaligned, tuples
+/// only), within [`PSQL_TIMEOUT`]. The URL is an argument, never printed: an error carries the
+/// statement and psql's message.
+fn psql(url: &str, sql: &str) -> Result<String, String> {
+    let mut child = Command::new("psql")
+        .args([url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .env("PGCONNECT_TIMEOUT", PSQL_TIMEOUT.as_secs().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run psql: {e}"))?;
+    let deadline = Instant::now() + PSQL_TIMEOUT;
+    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("psql {sql:?}: no answer within {PSQL_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // What psql prints here fits in a pipe's buffer, so it could finish without a reader.
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The cluster's postmaster, when it runs on this machine: the parent of the checkpointer
+/// that `pg_stat_activity` shows, both named `postgres` here.
+fn postmaster(admin: &str) -> Option<u32> {
+    let checkpointer: u32 = psql(
+        admin,
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'",
+    )
+    .ok()?
+    .parse()
+    .ok()?;
+    let parent = u32::try_from(ticks(&proc_stat(checkpointer), 1)).ok()?;
+    let named_postgres = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim() == "postgres")
+    };
+    (named_postgres(checkpointer) && named_postgres(parent)).then_some(parent)
 }
 
 fn seed_from_clock() -> u128 {
@@ -596,7 +909,7 @@ async fn phase(
     for i in 0..connections {
         let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
         tasks.push(tokio::spawn(connection(
-            server.addr,
+            server.addr(i),
             Arc::clone(&workload),
             stop.clone(),
             seed,
@@ -618,9 +931,17 @@ struct Row {
     requests_per_s: f64,
     hist: Histogram<u64>,
     tally: Tally,
-    cpu_us_per_request: f64,
-    wal_frames_per_request: f64,
+    /// What the server's counters moved by over the phase, and the requests charged for it.
+    cost: Sample,
+    charged: u64,
     peak_rss_kib: u64,
+}
+
+impl Row {
+    /// `value` per request charged.
+    fn per_request(&self, value: u64) -> f64 {
+        value as f64 / self.charged.max(1) as f64
+    }
 }
 
 /// Budgets the spread reserve+commit cycles pick from (each its tenant's default budget).
@@ -648,8 +969,7 @@ async fn measure(
     )
     .await?;
     let workload = Arc::new(Workload::new(kind, server, Arc::clone(paths), false));
-    let frames_before = server.wal_frames();
-    let cpu_before = server.cpu_us();
+    let before = server.sample_before();
     let started = Instant::now();
     let (hist, tally) = phase(
         server,
@@ -659,13 +979,12 @@ async fn measure(
     )
     .await?;
     let elapsed = started.elapsed().as_secs_f64();
-    let cpu = server.cpu_us().saturating_sub(cpu_before);
-    let frames = server.wal_frames().saturating_sub(frames_before);
+    let cost = server.sample_after().since(before);
     Ok(Row {
         name: name.to_owned(),
         requests_per_s: tally.requests as f64 / elapsed,
-        cpu_us_per_request: cpu as f64 / tally.requests.max(1) as f64,
-        wal_frames_per_request: frames as f64 / tally.requests.max(1) as f64,
+        cost,
+        charged: tally.requests,
         peak_rss_kib: server.peak_rss_kib(),
         hist,
         tally,
@@ -859,7 +1178,7 @@ async fn spend_phase(
     for (i, plan) in plans.into_iter().enumerate() {
         let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
         tasks.push(tokio::spawn(spend_connection(
-            server.addr,
+            server.addr(i),
             Arc::clone(targets),
             stop.clone(),
             seed,
@@ -899,9 +1218,9 @@ fn plans(connections: usize, make: impl Fn() -> Plan, holds: Option<Vec<Hold>>) 
     }
 }
 
-/// A phase of spending, with the server's CPU time and WAL frames over it, made into rows:
-/// one for the reserves and one for the commits it sent (each counted on its own, and each
-/// request charged the phase's CPU and frames alike).
+/// A phase of spending, with the server's counters over it, made into rows: one for the
+/// reserves and one for the commits it sent (each counted on its own, and each request
+/// charged the phase's CPU and frames alike).
 async fn spend_rows(
     server: &Server,
     targets: &Arc<Vec<Seeded>>,
@@ -909,14 +1228,12 @@ async fn spend_rows(
     stop: Stop,
     name: &str,
 ) -> Result<(Spent, Vec<Row>), String> {
-    let frames_before = server.wal_frames();
-    let cpu_before = server.cpu_us();
+    let before = server.sample_before();
     let started = Instant::now();
     let mut spent = spend_phase(server, targets, plans, stop).await?;
     let elapsed = started.elapsed().as_secs_f64();
-    let cpu = server.cpu_us().saturating_sub(cpu_before) as f64;
-    let frames = server.wal_frames().saturating_sub(frames_before) as f64;
-    let requests = (spent.reserve.1.requests + spent.commit.1.requests).max(1) as f64;
+    let cost = server.sample_after().since(before);
+    let requests = spent.reserve.1.requests + spent.commit.1.requests;
     let mut rows = Vec::new();
     for (what, counted) in [
         ("POST reserve", &mut spent.reserve),
@@ -929,8 +1246,8 @@ async fn spend_rows(
         rows.push(Row {
             name: format!("{what} ({name})"),
             requests_per_s: tally.requests as f64 / elapsed,
-            cpu_us_per_request: cpu / requests,
-            wal_frames_per_request: frames / requests,
+            cost,
+            charged: requests,
             peak_rss_kib: server.peak_rss_kib(),
             hist,
             tally,
@@ -1010,7 +1327,7 @@ fn check_budget(
 ) -> Result<String, String> {
     let auth = format!("Bearer {}", server.token);
     let headers = [("Authorization", auth.as_str())];
-    let addr = server.addr.to_string();
+    let addr = server.addr(0).to_string();
     let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
     let budget: serde_json::Value =
         serde_json::from_slice(&resp.body).map_err(|e| format!("the budget is not JSON: {e}"))?;
@@ -1100,7 +1417,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             ("Content-Type", "application/json"),
         ];
         let created = wire::request(
-            &server.addr.to_string(),
+            &server.addr(0).to_string(),
             "POST",
             "/v1/tenants",
             &headers,
@@ -1126,11 +1443,15 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let paths = Arc::new(seed(&server, args, 0, args.scale).await?);
         db_bytes = server.db_bytes();
-        eprintln!(
-            "  database {:.1} MiB, of which WAL {:.1} MiB",
-            db_bytes as f64 / 1048576.0,
-            server.file_bytes("tenantd.db-wal") as f64 / 1048576.0
-        );
+        if server.database.is_some() {
+            eprintln!("  database {:.1} MiB", db_bytes as f64 / 1048576.0);
+        } else {
+            eprintln!(
+                "  database {:.1} MiB, of which WAL {:.1} MiB",
+                db_bytes as f64 / 1048576.0,
+                server.file_bytes("tenantd.db-wal") as f64 / 1048576.0
+            );
+        }
         let name = format!("GET tenant ({} tenants)", args.scale);
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         server.stop();
@@ -1168,8 +1489,22 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
         args.duration.as_secs_f64(),
         args.warmup.as_secs_f64()
     );
-    out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | WAL frames/req | peak server RSS |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    if let Some(postgres) = &args.postgres {
+        let version = psql(&postgres.admin, "SHOW server_version").unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "tenantd on PostgreSQL {version}: {} instance{} on one database, the connections \
+             dealt out to them round-robin; server CPU and RSS are summed over the instances, \
+             PostgreSQL CPU is the cluster's (every process of it).\n",
+            args.instances,
+            if args.instances == 1 { "" } else { "s" }
+        );
+        out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | PostgreSQL CPU µs/req | commands/batch | peak server RSS |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    } else {
+        out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | WAL frames/req | peak server RSS |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
     for row in rows {
         let errors = if row.tally.statuses.is_empty() {
@@ -1183,17 +1518,30 @@ fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
                 .collect();
             format!("{} ({})", row.tally.errors, detail.join(", "))
         };
+        // On PostgreSQL: the cluster's CPU, and how many commands a write transaction held.
+        let costs = if args.postgres.is_some() {
+            let db_cpu = row
+                .cost
+                .db_cpu_us
+                .map_or("–".to_owned(), |us| format!("{:.1}", row.per_request(us)));
+            let per_batch = match row.cost.batches {
+                0 => "–".to_owned(),
+                batches => format!("{:.2}", row.cost.commands as f64 / batches as f64),
+            };
+            format!("{db_cpu} | {per_batch}")
+        } else {
+            format!("{:.2}", row.per_request(row.cost.wal_frames))
+        };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.2} | {:.1} MiB |",
+            "| {} | {:.0} | {} | {} | {} | {} | {:.1} | {costs} | {:.1} MiB |",
             row.name,
             row.requests_per_s,
             ms(row.hist.value_at_quantile(0.50)),
             ms(row.hist.value_at_quantile(0.99)),
             ms(row.hist.value_at_quantile(0.999)),
             errors,
-            row.cpu_us_per_request,
-            row.wal_frames_per_request,
+            row.per_request(row.cost.cpu_us),
             row.peak_rss_kib as f64 / 1024.0,
         );
     }
