@@ -82,12 +82,16 @@ SQLITE_ONLY_TESTS := \
 	idempotency::an_expired_stored_response_leaves_no_plaintext_token_in_the_files \
 	reservations::audit_verify_passes_after_a_mixed_workload_and_fails_after_tampering
 
+# Tests that choose their databases themselves, whatever the backend: they ran in the first
+# pass.
+BACKEND_FREE_TESTS := postgres_copy:: postgres_instances::
+
 test-with-postgres:
 	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
 		{ echo "test-with-postgres: run by make test (through scripts/with-postgres.sh)"; exit 2; }
 	$(CARGO) test --release --locked
 	TENANTD_TEST_BACKEND=postgres $(CARGO) test --release --locked --test api -- \
-		$(addprefix --skip ,$(SQLITE_ONLY_TESTS))
+		$(addprefix --skip ,$(SQLITE_ONLY_TESTS) $(BACKEND_FREE_TESTS))
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 	scripts/postgres-schema-check.sh

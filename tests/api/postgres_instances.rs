@@ -24,57 +24,6 @@ use crate::wire::{self, Response};
 /// Instances started on one database.
 const INSTANCES: usize = 3;
 
-/// A database of its own on the test cluster, dropped at the end.
-struct Database {
-    name: String,
-    admin: String,
-    url: String,
-}
-
-impl Database {
-    fn new(tag: &str) -> Self {
-        let admin = std::env::var("TENANTD_TEST_POSTGRES_ADMIN_URL").expect(
-            "TENANTD_TEST_POSTGRES_ADMIN_URL: the PostgreSQL tests run under `make test`, or \
-             scripts/with-postgres.sh cargo test",
-        );
-        let base = std::env::var("TENANTD_TEST_POSTGRES_URL").expect("TENANTD_TEST_POSTGRES_URL");
-        let name = format!("instances_{tag}_{}", std::process::id());
-        psql(&admin, &format!("DROP DATABASE IF EXISTS {name}"));
-        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
-        let url = match base.rsplit_once('/') {
-            Some((server, _)) => format!("{server}/{name}"),
-            None => panic!("the test URL names no database"),
-        };
-        Self { name, admin, url }
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([self.admin.as_str(), "-qc"])
-            .arg(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .output();
-    }
-}
-
-/// Runs `sql` through psql and returns what it printed (unaligned, tuples only).
-fn psql(url: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {sql:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// tenantd processes serving one database, with one admin token.
 struct Instances {
     dir: TempDir,
@@ -184,7 +133,7 @@ fn assert_verifies(db: &str, ctx: &str) -> String {
 
 #[test]
 fn three_instances_keep_every_rule_on_one_database() {
-    let db = Database::new("rules");
+    let db = TestDb::new();
     let instances = Instances::start(&db.url, INSTANCES);
     let admin = instances.admin.clone();
 
@@ -327,7 +276,7 @@ fn three_instances_keep_every_rule_on_one_database() {
 
 #[test]
 fn killing_an_instance_under_load_loses_nothing_acknowledged() {
-    let db = Database::new("kill");
+    let db = TestDb::new();
     let mut instances = Instances::start(&db.url, INSTANCES);
     let admin = instances.admin.clone();
     let stop_at = Instant::now() + Duration::from_secs(3);
@@ -381,7 +330,7 @@ fn killing_an_instance_under_load_loses_nothing_acknowledged() {
 
 #[test]
 fn every_instance_records_expiries_and_each_is_recorded_once() {
-    let db = Database::new("expiry");
+    let db = TestDb::new();
     let mut instances = Instances::start(&db.url, INSTANCES);
     let admin = instances.admin.clone();
     let (_, tid, bid) = create_tenant(&instances.addrs[0], &admin, "holder", "1000");
@@ -604,7 +553,7 @@ fn a_failover_to_the_synchronous_standby_loses_nothing_acknowledged() {
 
 #[test]
 fn connections_the_server_ended_while_idle_are_replaced_unseen() {
-    let db = Database::new("terminated");
+    let db = TestDb::new();
     let instances = Instances::start(&db.url, 1);
     let (addr, admin) = (&instances.addrs[0], &instances.admin);
     let create = |name: &str| {
@@ -615,8 +564,9 @@ fn connections_the_server_ended_while_idle_are_replaced_unseen() {
     assert_eq!(first.status, 201, "{}", first.describe());
     let id = first.json()["id"].as_str().unwrap().to_owned();
     // Every connection of the instance is ended by the server (as a restart would).
+    let admin_url = std::env::var(ADMIN_URL_VAR).expect("the superuser's URL");
     let ended = psql(
-        &db.admin,
+        &admin_url,
         &format!(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}'",
             db.name
