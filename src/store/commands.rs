@@ -540,11 +540,17 @@ impl<D: Sql> Commands<D> {
         op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if savepoint {
-            self.db.run("SAVEPOINT command")?;
+            // Sent with the command's first statements, where the backend can.
+            self.db.send("SAVEPOINT command", &[])?;
         }
         let (head, delta, next_expiry) = (self.head.clone(), self.delta.clone(), self.next_expiry);
-        let result = super::run_guarded(|| op(self));
+        // The command's writes may still be on their way: their errors are its own.
+        let result =
+            super::run_guarded(|| op(self).and_then(|value| self.db.flush().map(|()| value)));
         if result.is_err() {
+            // A command that failed before it waited for its writes: they run now, and are
+            // rolled back with it below (their errors are the command's, already failed).
+            let _ = self.db.flush();
             // What the command appended, counted or expired is rolled back with it.
             self.head = head.clone();
             self.delta = delta.clone();
@@ -600,7 +606,7 @@ impl<D: Sql> Commands<D> {
         let response = render(&value);
         // An expired record of the same key may still be waiting for the purge: replaced.
         let location = response.location.as_deref();
-        self.db.execute(
+        self.db.send(
             "INSERT INTO idempotency_keys (principal, key, method, path, fingerprint, status, \
              location, response_body, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
              ON CONFLICT (principal, key) DO UPDATE SET method = excluded.method, \
@@ -734,7 +740,7 @@ pub(crate) fn load_head(db: &mut impl Sql) -> Result<Head, StoreError> {
 /// that does not continue the chain.
 fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> {
     let e = &row.entry;
-    db.execute(
+    db.send(
         "INSERT INTO audit_events \
          (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

@@ -111,6 +111,18 @@ pub(crate) trait Sql {
         read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
     ) -> Result<Vec<T>, StoreError>;
 
+    /// Sends one statement whose outcome is known at the next [`Sql::flush`], query or run,
+    /// whichever comes first; its error, if any, comes back there. A backend may send several
+    /// in one round trip; one without that runs it at once.
+    fn send(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
+        self.execute(sql, params).map(drop)
+    }
+
+    /// Waits for every statement sent: the first error among them.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Runs a statement that takes no parameters and returns no rows (`BEGIN`, `SAVEPOINT`).
     fn run(&mut self, sql: &str) -> Result<(), StoreError>;
 

@@ -89,7 +89,7 @@ impl<D: Sql> Commands<D> {
         let id = TenantId::from_ulid(self.next_ulid(now));
         let token = TenantToken::mint(&id);
         // A clash on the active tenants' names comes back as `TenantNameTaken`.
-        self.db.execute(
+        self.db.send(
             "INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, \
              created_at, tombstoned_at) VALUES (?1, ?2, 'active', ?3, ?4, ?5, NULL)",
             &[
@@ -148,7 +148,7 @@ impl<D: Sql> Commands<D> {
             self.release_all(&mut budget, now)?;
             self.mark_closed(&budget, now)?;
         }
-        self.db.execute(
+        self.db.send(
             "UPDATE tenants SET state = 'tombstoned', tombstoned_at = ?2 WHERE id = ?1",
             &[id.as_str().into(), Param::Text(&now.to_string())],
         )?;
@@ -260,7 +260,7 @@ impl<D: Sql> Commands<D> {
             created_at: now,
             expires_at: now.plus_seconds(new.ttl.seconds()),
         };
-        self.db.execute(
+        self.db.send(
             "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
              committed_atomic, memo, created_at, expires_at, settled_at) \
              VALUES (?1, ?2, ?3, 'active', ?4, NULL, ?5, ?6, ?7, NULL)",
@@ -491,7 +491,7 @@ impl<D: Sql> Commands<D> {
 
     /// Marks `budget` closed at `now` (its figures already written).
     fn mark_closed(&mut self, budget: &Budget, now: Timestamp) -> Result<(), StoreError> {
-        self.db.execute(
+        self.db.send(
             "UPDATE budgets SET state = 'closed', closed_at = ?2 WHERE id = ?1",
             &[budget.id.as_str().into(), Param::Text(&now.to_string())],
         )?;
@@ -504,7 +504,7 @@ impl<D: Sql> Commands<D> {
     fn insert_budget(&mut self, budget: &Budget) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
         // A clash on an open budget's name comes back as `BudgetNameTaken`.
-        self.db.execute(
+        self.db.send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
              opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
              reserved_atomic) \
@@ -529,7 +529,7 @@ impl<D: Sql> Commands<D> {
     /// Writes the budget's figures.
     fn write_figures(&mut self, budget: &Budget) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
-        self.db.execute(
+        self.db.send(
             "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
              spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
             &[
@@ -546,7 +546,7 @@ impl<D: Sql> Commands<D> {
     /// Writes the reservation's state and expiry (only an active reservation is written), and
     /// counts a settlement.
     fn write_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.db.execute(
+        self.db.send(
             "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
              settled_at = ?5 WHERE id = ?1",
             &[
@@ -600,7 +600,7 @@ impl<D: Sql> Commands<D> {
     }
 
     fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
-        self.db.execute(
+        self.db.send(
             "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
              memo, occurred_at, balance_atomic, available_atomic) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
