@@ -115,6 +115,19 @@ fn create_tenant(addr: &str, admin: &str, name: &str, deposit: &str) -> (Value, 
     (tenant, tid, bid)
 }
 
+/// Every acknowledged create (name, id) reads back through `addr`.
+fn assert_found(addr: &str, admin: &str, acknowledged: &[(String, String)]) {
+    for (name, id) in acknowledged {
+        let resp = get(addr, admin, &format!("/v1/tenants/{id}"));
+        assert_eq!(
+            resp.status,
+            200,
+            "{name} was acknowledged: {}",
+            resp.describe()
+        );
+    }
+}
+
 fn get(addr: &str, auth: &str, path: &str) -> Response {
     wire::request(addr, "GET", path, &[("Authorization", auth)], None)
 }
@@ -311,15 +324,7 @@ fn killing_an_instance_under_load_loses_nothing_acknowledged() {
         "the load was real: {} creates",
         acknowledged.len()
     );
-    for (name, id) in &acknowledged {
-        let resp = get(&instances.addrs[0], &admin, &format!("/v1/tenants/{id}"));
-        assert_eq!(
-            resp.status,
-            200,
-            "{name} was acknowledged: {}",
-            resp.describe()
-        );
-    }
+    assert_found(&instances.addrs[0], &admin, &acknowledged);
     assert_verifies(&db.url, "after kill -9 of an instance");
     assert!(
         !instances.log_text().contains("panicked"),
@@ -529,15 +534,7 @@ fn a_failover_to_the_synchronous_standby_loses_nothing_acknowledged() {
     assert!(unavailable > 0, "the fail-over was seen as 503s");
     assert_eq!(transport, 0, "no connection to tenantd failed");
     let standby = pair.file("standby", "url");
-    for (name, id) in &acknowledged {
-        let resp = get(&instances.addrs[0], &admin, &format!("/v1/tenants/{id}"));
-        assert_eq!(
-            resp.status,
-            200,
-            "{name} was acknowledged: {}",
-            resp.describe()
-        );
-    }
+    assert_found(&instances.addrs[0], &admin, &acknowledged);
     assert_eq!(
         psql(&standby, "SELECT count(*) FROM tenants"),
         acknowledged.len().to_string(),
