@@ -716,24 +716,34 @@ impl<D: Sql> Commands<D> {
     }
 }
 
-/// Reads the chain's head from the database (the genesis head for an empty chain). The
-/// `ORDER BY` names the table's column: PostgreSQL would take a bare `seq` for the output
-/// column of that name, the text, and sort `9` after `10`.
+/// Reads the chain's head from the database (the genesis head for an empty chain).
 pub(crate) fn load_head(db: &mut impl Sql) -> Result<Head, StoreError> {
-    let head = db.query_opt(
-        "SELECT CAST(seq AS TEXT), hash FROM audit_events ORDER BY audit_events.seq DESC LIMIT 1",
+    last_event(db).map(|(head, _)| head)
+}
+
+/// The chain's head and when its last event occurred (the genesis head and the epoch for an
+/// empty chain). The `ORDER BY` names the table's column: PostgreSQL would take a bare `seq`
+/// for the output column of that name, the text, and sort `9` after `10`.
+pub(crate) fn last_event(db: &mut impl Sql) -> Result<(Head, Timestamp), StoreError> {
+    let last = db.query_opt(
+        "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
+         ORDER BY audit_events.seq DESC LIMIT 1",
         &[],
         |row| {
             let seq = text(row, 0)?;
-            Ok(Head {
+            let head = Head {
                 seq: seq
                     .parse()
                     .map_err(|_| row.corrupt(0, format!("a bad seq {seq:?}")))?,
                 hash: text(row, 1)?.into_owned(),
-            })
+            };
+            let at = text(row, 2)?;
+            let at = Timestamp::parse(&at)
+                .ok_or_else(|| row.corrupt(2, format!("a bad occurred_at {at:?}")))?;
+            Ok((head, at))
         },
     )?;
-    Ok(head.unwrap_or_else(Head::genesis))
+    Ok(last.unwrap_or_else(|| (Head::genesis(), Timestamp::from_unix_ms(0))))
 }
 
 /// Appends one row inside the caller's transaction. The schema's insert trigger refuses a row

@@ -193,26 +193,7 @@ impl Writer {
             began => began,
         };
         let begun = began.and_then(|()| {
-            let db = &mut self.cmds.db;
-            let last = db.query_opt(
-                "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
-                 ORDER BY audit_events.seq DESC LIMIT 1",
-                &[],
-                |row| {
-                    let seq = text(row, 0)?;
-                    let head = Head {
-                        seq: seq
-                            .parse()
-                            .map_err(|_| row.corrupt(0, format!("a bad seq {seq:?}")))?,
-                        hash: text(row, 1)?.into_owned(),
-                    };
-                    let at = text(row, 2)?;
-                    let at = Timestamp::parse(&at)
-                        .ok_or_else(|| row.corrupt(2, format!("a bad occurred_at {at:?}")))?;
-                    Ok((head, at))
-                },
-            )?;
-            let (head, at) = last.unwrap_or((Head::genesis(), Timestamp::from_unix_ms(0)));
+            let (head, at) = commands::last_event(&mut self.cmds.db)?;
             if head != self.cmds.head {
                 let (latest, soonest) = queries::latest_and_soonest(&mut self.cmds.db)?;
                 self.cmds.catch_up(at, latest);
