@@ -64,13 +64,17 @@ out, rounds, base_name, new_name = sys.argv[1], int(sys.argv[2]), sys.argv[3], s
 
 def rows(path):
     """The benchmark table's rows: workload -> (requests/s, p50 ms, p99 ms, CPU µs/req)."""
-    found = {}
+    found, cpu = {}, None
     for line in open(path):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 8 or not re.match(r"^\d+$", cells[1]):
+        if cells[0] == "workload":
+            # The CPU column is found by its name: columns have been added after it before.
+            cpu = next(i for i, c in enumerate(cells) if c.startswith("server CPU"))
+            continue
+        if cpu is None or len(cells) <= cpu or not re.match(r"^\d+$", cells[1]):
             continue
         ms = lambda c: float(c.split()[0])
-        found[cells[0]] = (float(cells[1]), ms(cells[2]), ms(cells[3]), float(cells[6]))
+        found[cells[0]] = (float(cells[1]), ms(cells[2]), ms(cells[3]), float(cells[cpu]))
     return found
 
 sides = {s: [rows(f"{out}/{s}-{r}.md") for r in range(1, rounds + 1)] for s in ("base", "new")}

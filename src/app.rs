@@ -1,8 +1,9 @@
 //! What every request handler shares.
 
-use crate::auth::AdminTokenHash;
+use crate::auth::{AdminTokenHash, Credentials};
 use crate::ids::RequestIds;
 use crate::metrics::Metrics;
+use crate::oidc::Oidc;
 use crate::server::Limits;
 use crate::store::Store;
 
@@ -13,8 +14,10 @@ pub(crate) struct App {
     pub(crate) store: Store,
     /// The HTTP layer's bounds; handlers need the body read timeout.
     pub(crate) limits: Limits,
-    /// The admin token's hash.
-    pub(crate) admin_token: AdminTokenHash,
+    /// The admin token's hash; `None` when the identity provider alone makes admins.
+    pub(crate) admin_token: Option<AdminTokenHash>,
+    /// The identity provider whose access tokens are taken, when one is configured.
+    pub(crate) oidc: Option<Oidc>,
     /// The URL handed to sidecars as `TENANTD_URL`; shared, since every keyed create's
     /// rendering holds it.
     pub(crate) public_url: std::sync::Arc<str>,
@@ -22,4 +25,15 @@ pub(crate) struct App {
     pub(crate) metrics: std::sync::Arc<Metrics>,
     /// The ids of requests that came without a valid one.
     pub(crate) request_ids: RequestIds,
+}
+
+impl App {
+    /// What a request's bearer token is checked against.
+    pub(crate) fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            admin: self.admin_token.as_ref(),
+            oidc: self.oidc.as_ref(),
+            store: &self.store,
+        }
+    }
 }

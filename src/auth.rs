@@ -1,5 +1,5 @@
 //! Bearer tokens: extraction, the constant-time admin check, tenant tokens checked against
-//! their stored hash, and what each principal may do.
+//! their stored hash, the identity provider's access tokens, and what each principal may do.
 
 use hyper::header::{AUTHORIZATION, HeaderMap};
 use subtle::ConstantTimeEq;
@@ -8,19 +8,26 @@ use crate::audit::Actor;
 use crate::crypto::sha256;
 use crate::domain::{TenantId, is_visible_ascii};
 use crate::ids::TenantToken;
+use crate::oidc::{Identity, Oidc, Permission, Rejection, looks_like_jwt};
 use crate::problem::ApiError;
 use crate::store::Store;
 
-/// The longest bearer token looked at; anything longer is refused unread.
-pub const TOKEN_BYTES_MAX: usize = 4096;
+/// The longest bearer token looked at; anything longer is refused unread. An access token
+/// with many per-tenant permissions is the longest kind.
+pub const TOKEN_BYTES_MAX: usize = 16_384;
+
+/// The longest admin token taken at start-up.
+pub const ADMIN_TOKEN_BYTES_MAX: usize = 4096;
 
 /// Who a request acts as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Principal {
     /// The holder of the admin token: everything.
     Admin,
-    /// A tenant token's holder, who may read that tenant only.
+    /// A tenant token's holder, who may read that tenant and spend from it.
     Tenant(TenantId),
+    /// An identity of the identity provider, with its admin scope and permissions.
+    Identity(Identity),
 }
 
 impl Principal {
@@ -29,6 +36,7 @@ impl Principal {
         match self {
             Self::Admin => Actor::Admin,
             Self::Tenant(_) => Actor::Tenant,
+            Self::Identity(identity) => Actor::identity(&identity.sub),
         }
     }
 
@@ -37,6 +45,7 @@ impl Principal {
         match self {
             Self::Admin => "admin".into(),
             Self::Tenant(id) => format!("tenant:{id}"),
+            Self::Identity(identity) => format!("oidc:{}", identity.sub),
         }
     }
 }
@@ -73,40 +82,74 @@ impl std::fmt::Debug for AdminTokenHash {
 /// What a request needs of its principal, as the router reads it from the method and path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Needs<'a> {
-    /// The admin only (also every path the router does not know).
+    /// The admin only (the tenants collection, and every path outside a tenant's).
     Admin,
-    /// The admin, or the token of the tenant with this id (as written in the path).
-    AdminOrTenant(&'a str),
+    /// The admin, or what `Permission` allows under the tenant with this id (as written in
+    /// the path). A tenant token has `Spend` on its own tenant.
+    Tenant(&'a str, Permission),
 }
 
-/// Resolves the request's bearer token to a principal, or `401`. A tenant token costs one
+/// How a request proves who it is.
+pub(crate) struct Credentials<'a> {
+    /// The admin token's hash; `None` when only the identity provider makes admins.
+    pub(crate) admin: Option<&'a AdminTokenHash>,
+    /// The identity provider, when one is configured.
+    pub(crate) oidc: Option<&'a Oidc>,
+    /// Where tenant tokens are checked.
+    pub(crate) store: &'a Store,
+}
+
+/// Resolves the request's bearer token to a principal, or `401` (`503` when the identity
+/// provider's keys cannot be had to check an access token). A tenant token costs one
 /// primary-key lookup on the store's credential path, never a read-queue slot.
 pub(crate) async fn authenticate(
     headers: &HeaderMap,
-    admin: &AdminTokenHash,
-    store: &Store,
+    credentials: &Credentials<'_>,
 ) -> Result<Principal, ApiError> {
     let token = bearer_token(headers).ok_or(ApiError::Unauthorized)?;
     let hash = sha256(token.as_bytes());
-    if admin.matches(&hash) {
+    if credentials.admin.is_some_and(|admin| admin.matches(&hash)) {
         return Ok(Principal::Admin);
     }
-    let id = TenantToken::tenant_of(token).ok_or(ApiError::Unauthorized)?;
-    let credential = store.credential(id.clone()).await?;
-    let valid = credential.is_some_and(|c| bool::from(c.token_hash.ct_eq(&hash)) & c.active);
-    if valid {
-        Ok(Principal::Tenant(id))
-    } else {
-        Err(ApiError::Unauthorized)
+    if let Some(id) = TenantToken::tenant_of(token) {
+        let credential = credentials.store.credential(id.clone()).await?;
+        let valid = credential.is_some_and(|c| bool::from(c.token_hash.ct_eq(&hash)) & c.active);
+        return if valid {
+            Ok(Principal::Tenant(id))
+        } else {
+            Err(ApiError::Unauthorized)
+        };
+    }
+    match credentials.oidc {
+        Some(oidc) if looks_like_jwt(token) => match oidc.verify(token).await {
+            Ok(identity) => Ok(Principal::Identity(identity)),
+            Err(Rejection::Invalid(why)) => {
+                log::debug!("an access token was refused: {why}");
+                Err(ApiError::InvalidToken(why))
+            }
+            Err(Rejection::Unavailable(cause)) => Err(ApiError::IdentityProviderUnavailable(cause)),
+        },
+        _ => Err(ApiError::Unauthorized),
     }
 }
 
 /// `403` unless `principal` has what the request `needs`.
 pub(crate) fn authorize(principal: &Principal, needs: Needs<'_>) -> Result<(), ApiError> {
-    match (principal, needs) {
-        (Principal::Admin, _) => Ok(()),
-        (Principal::Tenant(own), Needs::AdminOrTenant(id)) if own.as_str() == id => Ok(()),
-        (Principal::Tenant(_), _) => Err(ApiError::Forbidden),
+    let allowed = match (principal, needs) {
+        (Principal::Admin, _) => true,
+        (Principal::Tenant(own), Needs::Tenant(id, permission)) => {
+            own.as_str() == id && permission <= Permission::Spend
+        }
+        (Principal::Tenant(_), Needs::Admin) => false,
+        (Principal::Identity(identity), Needs::Admin) => identity.admin,
+        (Principal::Identity(identity), Needs::Tenant(id, permission)) => {
+            identity.may(id, permission)
+        }
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden)
     }
 }
 
@@ -164,38 +207,80 @@ mod tests {
         }
     }
 
+    const OWN: &str = "ten_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    const OTHER: &str = "ten_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+
+    fn identity(admin: bool, grants: &[(&str, Permission)]) -> Principal {
+        Principal::Identity(Identity {
+            sub: "someone".into(),
+            admin,
+            grants: grants
+                .iter()
+                .map(|(t, p)| crate::oidc::Grant {
+                    tenant: TenantId::parse(t).expect("id"),
+                    permission: *p,
+                })
+                .collect(),
+        })
+    }
+
     #[test]
-    fn a_tenant_token_reaches_only_its_own_tenant() {
-        let own = TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id");
-        let tenant = Principal::Tenant(own.clone());
-        let cases = [
-            (Needs::AdminOrTenant(own.as_str()), true),
-            (
-                Needs::AdminOrTenant("ten_01ARZ3NDEKTSV4RRFFQ69G5FAW"),
-                false,
-            ),
-            (Needs::AdminOrTenant("ten_garbage"), false),
-            (Needs::Admin, false),
+    fn each_principal_reaches_what_its_credential_allows() {
+        use Permission::{Manage, Read, Spend};
+        let tenant = Principal::Tenant(TenantId::parse(OWN).expect("id"));
+        let reader = identity(false, &[(OWN, Read)]);
+        let spender = identity(false, &[(OWN, Spend)]);
+        let manager = identity(false, &[(OWN, Manage)]);
+        let admin = identity(true, &[]);
+        let nobody = identity(false, &[]);
+        let needs = [
+            Needs::Admin,
+            Needs::Tenant(OWN, Read),
+            Needs::Tenant(OWN, Spend),
+            Needs::Tenant(OWN, Manage),
+            Needs::Tenant(OTHER, Read),
+            Needs::Tenant("ten_garbage", Read),
         ];
-        for (needs, allowed) in cases {
-            assert_eq!(authorize(&tenant, needs).is_ok(), allowed, "{needs:?}");
-            assert!(authorize(&Principal::Admin, needs).is_ok(), "{needs:?}");
+        // One row per principal: whether it may do each of `needs`, in order.
+        let table: [(&Principal, [bool; 6]); 7] = [
+            (&Principal::Admin, [true; 6]),
+            (&admin, [true; 6]),
+            (&tenant, [false, true, true, false, false, false]),
+            (&reader, [false, true, false, false, false, false]),
+            (&spender, [false, true, true, false, false, false]),
+            (&manager, [false, true, true, true, false, false]),
+            (&nobody, [false; 6]),
+        ];
+        for (principal, allowed) in table {
+            for (need, allowed) in needs.iter().zip(allowed) {
+                assert_eq!(
+                    authorize(principal, *need).is_ok(),
+                    allowed,
+                    "{principal:?} {need:?}"
+                );
+            }
         }
     }
 
     #[test]
     fn principals_keep_their_keys_apart() {
-        let a = Principal::Tenant(TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id"));
-        let b = Principal::Tenant(TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAW").expect("id"));
+        let a = Principal::Tenant(TenantId::parse(OWN).expect("id"));
+        let b = Principal::Tenant(TenantId::parse(OTHER).expect("id"));
+        let someone = identity(true, &[]);
         let scopes = [
             Principal::Admin.idempotency_scope(),
             a.idempotency_scope(),
             b.idempotency_scope(),
+            someone.idempotency_scope(),
         ];
-        assert_ne!(scopes[0], scopes[1]);
-        assert_ne!(scopes[1], scopes[2]);
+        for (i, x) in scopes.iter().enumerate() {
+            for y in &scopes[i + 1..] {
+                assert_ne!(x, y);
+            }
+        }
         assert_eq!(a.actor(), Actor::Tenant);
         assert_eq!(Principal::Admin.actor(), Actor::Admin);
+        assert_eq!(someone.actor().text(), "oidc:someone");
     }
 
     #[test]

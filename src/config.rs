@@ -19,8 +19,9 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::auth::{AdminTokenHash, TOKEN_BYTES_MAX};
+use crate::auth::{ADMIN_TOKEN_BYTES_MAX, AdminTokenHash};
 use crate::domain::is_visible_ascii;
+use crate::oidc::{self, ADMIN_SCOPE_DEFAULT, OidcConfig, PERMISSIONS_CLAIM_DEFAULT};
 use crate::server::{self, Limits};
 use crate::store;
 
@@ -38,7 +39,9 @@ pub const MAKE_A_TOKEN: &str = "make one with:\n\
     \x20   umask 077; head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \\n' > admin.token\n\
     then start with:\n\
     \x20   tenantd serve --admin-token-file admin.token\n\
-    (or set TENANTD_ADMIN_TOKEN_FILE=admin.token, or ADMIN_TOKEN to the token itself)";
+    (or set TENANTD_ADMIN_TOKEN_FILE=admin.token, or ADMIN_TOKEN to the token itself;\n\
+    with --oidc-issuer and --oidc-audience, the identity provider's admin scope can stand in \
+    for it)";
 
 /// The forms of the command line, shown first in `--help` and under every usage error.
 const USAGE: &str = "\
@@ -88,7 +91,10 @@ pub struct ServeConfig {
     /// bound, which is right unless a proxy or another name stands in front.
     pub public_url: Option<String>,
     /// Only the token's hash is kept, so the token cannot leak from memory dumps or logs.
-    pub admin_token: AdminTokenHash,
+    /// `None` only with an identity provider, whose admin scope then makes admins.
+    pub admin_token: Option<AdminTokenHash>,
+    /// The identity provider whose access tokens are taken, if any.
+    pub oidc: Option<OidcConfig>,
     /// Connection bound and timeouts of the accept loop.
     pub limits: Limits,
     /// Writes committed in one transaction at most: more amortises the fsync, fewer bounds
@@ -198,6 +204,10 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; the serve flags are the command line's bulk"
+)]
 enum Sub {
     /// Serve the HTTP API (the default: `tenantd --listen ADDR` serves too)
     ///
@@ -324,6 +334,57 @@ struct ServeArgs {
         hide_env_values = true
     )]
     admin_token_file: Option<PathBuf>,
+
+    /// OpenID Connect issuer whose access tokens are taken
+    ///
+    /// Its keys are found through URL/.well-known/openid-configuration. https:// unless the
+    /// host is a loopback address. Needs --oidc-audience.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "URL",
+        env = "TENANTD_OIDC_ISSUER",
+        hide_env_values = true,
+        requires = "oidc_audience",
+        value_parser = oidc_issuer
+    )]
+    oidc_issuer: Option<String>,
+
+    /// The aud an access token must hold (needed with --oidc-issuer)
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "AUD",
+        env = "TENANTD_OIDC_AUDIENCE",
+        hide_env_values = true,
+        requires = "oidc_issuer",
+        value_parser = non_empty
+    )]
+    oidc_audience: Option<String>,
+
+    /// The scope (in scope or scp) that makes a token's holder the admin
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "SCOPE",
+        env = "TENANTD_OIDC_ADMIN_SCOPE",
+        hide_env_values = true,
+        default_value = ADMIN_SCOPE_DEFAULT,
+        value_parser = scope
+    )]
+    oidc_admin_scope: String,
+
+    /// The claim listing "<tenant id>:read|spend|manage" permissions
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "CLAIM",
+        env = "TENANTD_OIDC_PERMISSIONS_CLAIM",
+        hide_env_values = true,
+        default_value = PERMISSIONS_CLAIM_DEFAULT,
+        value_parser = non_empty
+    )]
+    oidc_permissions_claim: String,
 
     /// Connections served at once (1 to 65536)
     ///
@@ -457,11 +518,22 @@ fn serve(
         (Some(path), _) => TokenFile::Flag(path),
         (None, _) => TokenFile::Absent,
     };
+    let oidc = match (args.oidc_issuer, args.oidc_audience) {
+        (Some(issuer), Some(audience)) => Some(OidcConfig {
+            issuer,
+            audience,
+            admin_scope: args.oidc_admin_scope,
+            permissions_claim: args.oidc_permissions_claim,
+        }),
+        // clap's `requires` has refused one without the other.
+        _ => None,
+    };
     Ok(Command::Serve(Box::new(ServeConfig {
         listen: args.listen,
         db: args.db.db,
         public_url: args.public_url,
-        admin_token: admin_token(token_file, env)?,
+        admin_token: admin_token(token_file, env, oidc.is_some())?,
+        oidc,
         limits: Limits {
             max_connections: args.max_connections,
             header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
@@ -506,6 +578,26 @@ fn public_url(url: &str) -> Result<String, String> {
     }
 }
 
+/// The issuer: a URL of the provider's (see [`oidc::check_provider_url`]), compared with
+/// each token's `iss` exactly as given.
+fn oidc_issuer(url: &str) -> Result<String, String> {
+    oidc::check_provider_url(url).map(|()| url.to_owned())
+}
+
+/// A setting that is compared with token contents: visible ASCII, not empty.
+fn non_empty(text: &str) -> Result<String, String> {
+    if !text.is_empty() && text.bytes().all(is_visible_ascii) {
+        Ok(text.to_owned())
+    } else {
+        Err("must be visible ASCII characters, not empty".to_owned())
+    }
+}
+
+/// A scope: one word of a space-separated `scope`, so without spaces.
+fn scope(text: &str) -> Result<String, String> {
+    non_empty(text)
+}
+
 /// Where `--admin-token-file` came from, which decides how it ranks against `ADMIN_TOKEN`.
 #[derive(Debug)]
 enum TokenFile {
@@ -517,11 +609,13 @@ enum TokenFile {
     Absent,
 }
 
-/// Finds the admin token and keeps only its hash.
+/// Finds the admin token and keeps only its hash. Without one, serve refuses to start unless
+/// an identity provider (`with_oidc`) makes admins.
 fn admin_token(
     file: TokenFile,
     env: &dyn Fn(&str) -> Option<OsString>,
-) -> Result<AdminTokenHash, ConfigError> {
+    with_oidc: bool,
+) -> Result<Option<AdminTokenHash>, ConfigError> {
     let from_env = env("ADMIN_TOKEN")
         .map(|v| {
             v.into_string()
@@ -537,12 +631,13 @@ fn admin_token(
         }
         (TokenFile::Variable(path), None) => read_token_file(&path)?,
         (TokenFile::Absent, Some(token)) => token,
+        (TokenFile::Absent, None) if with_oidc => return Ok(None),
         (TokenFile::Absent, None) => {
             return Err(invalid(format!("no admin token was given; {MAKE_A_TOKEN}")));
         }
     };
     check_admin_token(&token)?;
-    Ok(AdminTokenHash::of(&token))
+    Ok(Some(AdminTokenHash::of(&token)))
 }
 
 /// Reads a token file; editors add a final newline, so trailing white space is trimmed.
@@ -564,9 +659,9 @@ fn check_admin_token(token: &str) -> Result<(), ConfigError> {
             "the admin token has {chars} characters; it needs at least {ADMIN_TOKEN_CHARS_MIN}; {MAKE_A_TOKEN}"
         )));
     }
-    if token.len() > TOKEN_BYTES_MAX || !token.bytes().all(is_visible_ascii) {
+    if token.len() > ADMIN_TOKEN_BYTES_MAX || !token.bytes().all(is_visible_ascii) {
         return Err(invalid(format!(
-            "the admin token must be at most {TOKEN_BYTES_MAX} visible ASCII characters, \
+            "the admin token must be at most {ADMIN_TOKEN_BYTES_MAX} visible ASCII characters, \
              without spaces; {MAKE_A_TOKEN}"
         )));
     }
@@ -586,6 +681,10 @@ mod tests {
         "TENANTD_DB",
         "TENANTD_PUBLIC_URL",
         "TENANTD_ADMIN_TOKEN_FILE",
+        "TENANTD_OIDC_ISSUER",
+        "TENANTD_OIDC_AUDIENCE",
+        "TENANTD_OIDC_ADMIN_SCOPE",
+        "TENANTD_OIDC_PERMISSIONS_CLAIM",
     ];
 
     /// Parses `args` with `ADMIN_TOKEN` (the only injected variable) set to `admin_token`.
@@ -638,7 +737,16 @@ mod tests {
             ("public URL: the bound address", config.public_url.is_none()),
             (
                 "admin token from ADMIN_TOKEN",
-                config.admin_token.same_as(&AdminTokenHash::of(TOKEN)),
+                config
+                    .admin_token
+                    .is_some_and(|h| h.same_as(&AdminTokenHash::of(TOKEN))),
+            ),
+            ("no identity provider", config.oidc.is_none()),
+            (
+                "admin scope",
+                matches!(Cli::command().try_get_matches_from(["tenantd"]).ok()
+                    .and_then(|m| m.get_one::<String>("oidc_admin_scope").cloned()),
+                    Some(scope) if scope == ADMIN_SCOPE_DEFAULT),
             ),
             (
                 "max connections",
@@ -845,6 +953,46 @@ mod tests {
                 &["--readers", "2", "serve"],
                 "serve",
             ),
+            (
+                "an issuer without an audience",
+                &["--oidc-issuer", "https://id.example.com"],
+                "--oidc-audience",
+            ),
+            (
+                "an audience without an issuer",
+                &["--oidc-audience", "tenantd"],
+                "--oidc-issuer",
+            ),
+            (
+                "a plain-http issuer off loopback",
+                &[
+                    "--oidc-issuer",
+                    "http://id.example.com",
+                    "--oidc-audience",
+                    "a",
+                ],
+                "https:// unless its host is a loopback address",
+            ),
+            (
+                "an issuer that is no URL",
+                &["--oidc-issuer", "id.example.com", "--oidc-audience", "a"],
+                "--oidc-issuer",
+            ),
+            (
+                "an empty audience",
+                &[
+                    "--oidc-issuer",
+                    "https://id.example.com",
+                    "--oidc-audience",
+                    "",
+                ],
+                "--oidc-audience",
+            ),
+            (
+                "an admin scope with a space",
+                &["--oidc-admin-scope", "a b"],
+                "--oidc-admin-scope",
+            ),
         ];
         for (what, args, want) in rows {
             let text = error_text(args, Some(TOKEN));
@@ -854,6 +1002,40 @@ mod tests {
             );
             assert!(!text.contains(TOKEN), "{what}: the token is in {text:?}");
         }
+    }
+
+    #[test]
+    fn an_identity_provider_makes_the_admin_token_optional() {
+        let args = [
+            "--oidc-issuer",
+            "http://127.0.0.1:9000/realms/x",
+            "--oidc-audience",
+            "tenantd",
+            "--oidc-permissions-claim",
+            "https://tenantd.example.com/permissions",
+        ];
+        let config = match parse_with(&args, None) {
+            Ok(Command::Serve(config)) => config,
+            other => panic!("serve with an issuer and no admin token: {other:?}"),
+        };
+        assert!(config.admin_token.is_none());
+        assert_eq!(
+            config.oidc,
+            Some(OidcConfig {
+                issuer: "http://127.0.0.1:9000/realms/x".into(),
+                audience: "tenantd".into(),
+                admin_scope: ADMIN_SCOPE_DEFAULT.into(),
+                permissions_claim: "https://tenantd.example.com/permissions".into(),
+            })
+        );
+        let with_token = match parse_with(&args, Some(TOKEN)) {
+            Ok(Command::Serve(config)) => config,
+            other => panic!("serve with an issuer and an admin token: {other:?}"),
+        };
+        assert!(
+            with_token.admin_token.is_some(),
+            "a given token keeps working"
+        );
     }
 
     #[test]
@@ -876,7 +1058,7 @@ mod tests {
         let short_file = write("short", &format!("{short}\n"));
         let blank = write("blank", "\n  \n");
         let spaced = "ab cd".repeat(8);
-        let long = "x".repeat(TOKEN_BYTES_MAX + 1);
+        let long = "x".repeat(ADMIN_TOKEN_BYTES_MAX + 1);
         let missing = dir.path().join("missing");
         let secrets = [TOKEN, &file_token, &short, &spaced, &long];
 
@@ -961,10 +1143,10 @@ mod tests {
                     .then(|| env_token.map(OsString::from))
                     .flatten()
             };
-            match (admin_token(file, &env), want) {
+            match (admin_token(file, &env, false), want) {
                 (Ok(hash), Ok(token)) => {
                     assert!(
-                        hash.same_as(&AdminTokenHash::of(token)),
+                        hash.is_some_and(|h| h.same_as(&AdminTokenHash::of(token))),
                         "{what}: the right token"
                     )
                 }
@@ -1000,7 +1182,7 @@ mod tests {
         assert!(
             config
                 .admin_token
-                .same_as(&AdminTokenHash::of(&"t".repeat(ADMIN_TOKEN_CHARS_MIN))),
+                .is_some_and(|h| h.same_as(&AdminTokenHash::of(&"t".repeat(ADMIN_TOKEN_CHARS_MIN)))),
             "--admin-token-file beats ADMIN_TOKEN"
         );
     }

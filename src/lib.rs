@@ -12,6 +12,7 @@
 //! | `router` | the route table; request id, authentication, dispatch, access log |
 //! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
 //! | `auth` | bearer extraction, constant-time admin check, tenant tokens, `Principal` |
+//! | `oidc` | the identity provider's access tokens: discovery, cached keys, claim checks |
 //! | `domain` | newtypes and entities parsed at the edge: names, amounts, ids, keys, `Tenant` |
 //! | `views` | the JSON a client sees; only handlers use it |
 //! | `problem` | the one HTTP error type, rendered as RFC 9457 problem details |
@@ -35,6 +36,7 @@ mod domain;
 mod handlers;
 mod ids;
 mod metrics;
+mod oidc;
 mod problem;
 mod router;
 mod server;
@@ -57,6 +59,7 @@ use crate::app::App;
 use crate::config::ServeConfig;
 use crate::ids::RequestIds;
 use crate::metrics::Metrics;
+use crate::oidc::Oidc;
 use crate::store::{Store, StoreConfig};
 
 /// How often expired idempotency records are erased.
@@ -91,11 +94,13 @@ pub async fn run(
             store::describe(&config.db)
         )
     })?;
+    let oidc = config.oidc.clone().map(Oidc::start).transpose()?;
     let metrics = Arc::new(Metrics::new(router::route_labels()));
     let app = Arc::new(App {
         store,
         limits: config.limits,
         admin_token: config.admin_token,
+        oidc,
         public_url: public_url.into(),
         metrics: Arc::clone(&metrics),
         request_ids: RequestIds::new(),
@@ -269,7 +274,8 @@ mod tests {
             listen: addr,
             db: db.clone(),
             public_url: None,
-            admin_token: AdminTokenHash::of(TOKEN),
+            admin_token: Some(AdminTokenHash::of(TOKEN)),
+            oidc: None,
             limits: server::Limits {
                 max_connections: 16,
                 header_read_timeout: Duration::from_secs(5),

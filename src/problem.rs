@@ -33,6 +33,9 @@ pub enum ApiError {
     InvalidHeader(&'static str),
     /// No valid token.
     Unauthorized,
+    /// An access token of the identity provider that fails a check; the phrase names the
+    /// check, never a value.
+    InvalidToken(&'static str),
     /// A valid token outside its scope.
     Forbidden,
     /// No such route.
@@ -83,6 +86,9 @@ pub enum ApiError {
     Internal(String),
     /// The database cannot take the request now. The string is for the log only.
     Unavailable(String),
+    /// The identity provider's keys cannot be had to check an access token. The string is
+    /// for the log only.
+    IdentityProviderUnavailable(String),
 }
 
 impl ApiError {
@@ -92,7 +98,7 @@ impl ApiError {
             Self::MalformedJson(_) | Self::InvalidHeader(_) | Self::InvalidQuery(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::RouteNotFound
             | Self::TenantNotFound
@@ -114,7 +120,9 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::IdentityProviderUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -123,7 +131,7 @@ impl ApiError {
         match self {
             Self::MalformedJson(_) => "malformed_json",
             Self::InvalidHeader(_) => "invalid_header",
-            Self::Unauthorized => "unauthorized",
+            Self::Unauthorized | Self::InvalidToken(_) => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::RouteNotFound => "not_found",
             Self::TenantNotFound => "tenant_not_found",
@@ -145,7 +153,7 @@ impl ApiError {
             Self::ValidationFailed(_) => "validation_failed",
             Self::IdempotencyKeyMismatch => "idempotency_key_mismatch",
             Self::Internal(_) => "internal",
-            Self::Unavailable(_) => "unavailable",
+            Self::Unavailable(_) | Self::IdentityProviderUnavailable(_) => "unavailable",
         }
     }
 
@@ -157,6 +165,7 @@ impl ApiError {
             Self::Unauthorized => {
                 "a valid bearer token is required in the Authorization header".into()
             }
+            Self::InvalidToken(why) => format!("the access token was refused: {why}"),
             Self::Forbidden => "this credential may not do this".into(),
             Self::RouteNotFound => "there is no such resource".into(),
             Self::TenantNotFound => "there is no tenant with this id".into(),
@@ -201,13 +210,18 @@ impl ApiError {
             }
             Self::Internal(_) => "the server failed to handle this request".into(),
             Self::Unavailable(_) => "the database cannot take this request now; retry".into(),
+            Self::IdentityProviderUnavailable(_) => {
+                "the identity provider's keys cannot be had to check this token now; retry".into()
+            }
         }
     }
 
     /// The cause to log, for errors whose cause is not the client's to see.
     pub(crate) fn log_cause(&self) -> Option<&str> {
         match self {
-            Self::Internal(cause) | Self::Unavailable(cause) => Some(cause),
+            Self::Internal(cause)
+            | Self::Unavailable(cause)
+            | Self::IdentityProviderUnavailable(cause) => Some(cause),
             _ => None,
         }
     }
@@ -269,10 +283,16 @@ impl ApiError {
                     HeaderValue::from_static("Bearer realm=\"tenantd\""),
                 );
             }
+            Self::InvalidToken(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"tenantd\", error=\"invalid_token\""),
+                );
+            }
             Self::MethodNotAllowed { allow } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            Self::Unavailable(_) => {
+            Self::Unavailable(_) | Self::IdentityProviderUnavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
             }
             // The rest of an oversized body was not read, so the connection cannot carry

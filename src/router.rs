@@ -15,6 +15,7 @@ use crate::domain::Direction;
 use crate::domain::valid_request_id;
 use crate::handlers::reservations::Action;
 use crate::handlers::{HttpResponse, budgets, health, reservations, tenants};
+use crate::oidc::Permission;
 use crate::problem::ApiError;
 
 /// A routed path and the methods it answers.
@@ -223,26 +224,42 @@ impl<'a> Target<'a> {
         }
     }
 
-    /// What the principal must be for `method` here. A tenant token may read its own tenant,
-    /// its budgets and their entries, and reserve, read and settle its reservations; nothing
-    /// else, whether or not a route exists.
+    /// What the principal must have for `method` here. Under a tenant's path, the reads of
+    /// the endpoint table need `Read`; reserving and settling need `Spend` (what a tenant
+    /// token may do); the rest (budgets, credits, debits, closing, tombstoning, and methods
+    /// the table does not list) needs `Manage`, so a tenant token gets `403` for them. The tenants collection and paths outside the endpoint table need the admin.
     fn needs(&self, method: &Method) -> Needs<'a> {
         let read = is_read(method);
         let post = *method == Method::POST;
-        match *self {
+        let (id, permission) = match *self {
             Self::Tenant(id)
+            | Self::Budgets(id)
             | Self::Budget(id, _)
             | Self::Entries(id, _)
+            | Self::Reservations(id)
             | Self::Reservation(id, _)
                 if read =>
             {
-                Needs::AdminOrTenant(id)
+                (id, Permission::Read)
             }
-            Self::Budgets(id) if read => Needs::AdminOrTenant(id),
-            Self::Reservations(id) if read || post => Needs::AdminOrTenant(id),
-            Self::Settle(id, ..) if post => Needs::AdminOrTenant(id),
-            _ => Needs::Admin,
-        }
+            Self::Reservations(id) | Self::Settle(id, ..) if post => (id, Permission::Spend),
+            Self::Tenant(id)
+            | Self::Budgets(id)
+            | Self::Budget(id, _)
+            | Self::Credits(id, _)
+            | Self::Debits(id, _)
+            | Self::Entries(id, _)
+            | Self::Reservations(id)
+            | Self::Reservation(id, _)
+            | Self::Settle(id, ..) => (id, Permission::Manage),
+            Self::Healthz
+            | Self::Readyz
+            | Self::Metrics
+            | Self::OpenApi
+            | Self::Tenants
+            | Self::Unknown => return Needs::Admin,
+        };
+        Needs::Tenant(id, permission)
     }
 }
 
@@ -308,7 +325,7 @@ async fn dispatch(
     request: Request<Incoming>,
 ) -> Result<HttpResponse, ApiError> {
     let principal = if target.needs_token(path) {
-        let principal = auth::authenticate(request.headers(), &app.admin_token, &app.store).await?;
+        let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
         auth::authorize(&principal, target.needs(request.method()))?;
         Some(principal)
     } else {
@@ -424,20 +441,66 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_token_may_only_read_its_own_tenant() {
+    fn each_route_needs_its_permission() {
+        use Permission::{Manage, Read, Spend};
+        let t = "ten_A";
         let cases = [
+            (Method::GET, Target::Tenant(t), Needs::Tenant(t, Read)),
+            (Method::HEAD, Target::Tenant(t), Needs::Tenant(t, Read)),
+            (Method::DELETE, Target::Tenant(t), Needs::Tenant(t, Manage)),
+            (Method::PUT, Target::Tenant(t), Needs::Tenant(t, Manage)),
+            (Method::GET, Target::Budgets(t), Needs::Tenant(t, Read)),
+            (Method::POST, Target::Budgets(t), Needs::Tenant(t, Manage)),
+            (Method::GET, Target::Budget(t, "b"), Needs::Tenant(t, Read)),
+            (
+                Method::DELETE,
+                Target::Budget(t, "b"),
+                Needs::Tenant(t, Manage),
+            ),
+            (
+                Method::POST,
+                Target::Credits(t, "b"),
+                Needs::Tenant(t, Manage),
+            ),
+            (
+                Method::POST,
+                Target::Debits(t, "b"),
+                Needs::Tenant(t, Manage),
+            ),
+            (Method::GET, Target::Entries(t, "b"), Needs::Tenant(t, Read)),
+            (Method::GET, Target::Reservations(t), Needs::Tenant(t, Read)),
+            (
+                Method::POST,
+                Target::Reservations(t),
+                Needs::Tenant(t, Spend),
+            ),
             (
                 Method::GET,
-                Target::Tenant("ten_A"),
-                Needs::AdminOrTenant("ten_A"),
+                Target::Reservation(t, "r"),
+                Needs::Tenant(t, Read),
             ),
             (
-                Method::HEAD,
-                Target::Tenant("ten_A"),
-                Needs::AdminOrTenant("ten_A"),
+                Method::DELETE,
+                Target::Reservation(t, "r"),
+                Needs::Tenant(t, Manage),
             ),
-            (Method::DELETE, Target::Tenant("ten_A"), Needs::Admin),
+            (
+                Method::POST,
+                Target::Settle(t, "r", Action::Commit),
+                Needs::Tenant(t, Spend),
+            ),
+            (
+                Method::GET,
+                Target::Settle(t, "r", Action::Extend),
+                Needs::Tenant(t, Manage),
+            ),
+            (
+                Method::GET,
+                Target::Credits(t, "b"),
+                Needs::Tenant(t, Manage),
+            ),
             (Method::POST, Target::Tenants, Needs::Admin),
+            (Method::GET, Target::Tenants, Needs::Admin),
             (Method::GET, Target::Unknown, Needs::Admin),
         ];
         for (method, target, needs) in cases {

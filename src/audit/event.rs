@@ -17,15 +17,23 @@ pub(crate) enum Actor {
     Tenant,
     /// The service itself: an expiry.
     System,
+    /// An identity of the identity provider: `oidc:` and its `sub`, as the column holds it.
+    Identity(std::sync::Arc<str>),
 }
 
 impl Actor {
-    /// The `actor` column's text.
-    pub(crate) fn as_str(&self) -> &'static str {
+    /// The actor of the identity provider's identity `sub`.
+    pub(crate) fn identity(sub: &str) -> Self {
+        Self::Identity(format!("oidc:{sub}").into())
+    }
+
+    /// The `actor` column's text: borrowed for the fixed words, copied for an identity's.
+    pub(crate) fn text(&self) -> std::borrow::Cow<'static, str> {
         match self {
-            Self::Admin => "admin",
-            Self::Tenant => "tenant",
-            Self::System => "system",
+            Self::Admin => "admin".into(),
+            Self::Tenant => "tenant".into(),
+            Self::System => "system".into(),
+            Self::Identity(actor) => actor.to_string().into(),
         }
     }
 }

@@ -30,7 +30,7 @@ pub(crate) struct Entry {
     pub(crate) seq: i64,
     /// RFC 3339, UTC, milliseconds.
     pub(crate) occurred_at: String,
-    /// [`Actor::as_str`]; borrowed when written, owned when read back.
+    /// [`Actor::text`]; borrowed when written, owned when read back.
     pub(crate) actor: Cow<'static, str>,
     /// [`AuditEvent::action`]; borrowed when written, owned when read back.
     pub(crate) action: Cow<'static, str>,
@@ -46,7 +46,7 @@ impl Entry {
         Self {
             seq,
             occurred_at: occurred_at.to_owned(),
-            actor: Cow::Borrowed(actor.as_str()),
+            actor: actor.text(),
             action: Cow::Borrowed(event.action()),
             tenant_id: event.tenant_id().as_str().to_owned(),
             payload: event.payload(),

@@ -23,8 +23,14 @@ pub(crate) fn healthz() -> HttpResponse {
 }
 
 /// `GET /readyz`: `200` once a write transaction could begin within [`READY_TIMEOUT`]; a
-/// database locked by another process, full or read-only is `503`.
+/// database locked by another process, full or read-only is `503`, and so is an identity
+/// provider whose keys have not been had yet.
 pub(crate) async fn readyz(app: &App) -> Result<HttpResponse, ApiError> {
+    if app.oidc.as_ref().is_some_and(|oidc| !oidc.ready()) {
+        return Err(ApiError::IdentityProviderUnavailable(
+            "not ready: the identity provider's keys have not been had yet".into(),
+        ));
+    }
     match tokio::time::timeout(READY_TIMEOUT, app.store.check_writable()).await {
         Ok(Ok(())) => Ok(json_response(StatusCode::OK, r#"{"status":"ready"}"#)),
         Ok(Err(e)) => Err(e.into()),
