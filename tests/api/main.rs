@@ -16,6 +16,7 @@ mod idempotency;
 mod lists;
 mod logging;
 mod metrics;
+mod oidc;
 mod postgres_copy;
 mod postgres_instances;
 mod reservations;

@@ -147,6 +147,8 @@ pub struct AppBuilder {
     envs: Vec<(String, String)>,
     /// Set by [`AppBuilder::sqlite`]; otherwise `TENANTD_TEST_BACKEND` decides.
     backend: Option<Backend>,
+    /// Set by [`AppBuilder::without_admin_token`].
+    no_admin_token: bool,
 }
 
 impl AppBuilder {
@@ -165,6 +167,13 @@ impl AppBuilder {
     /// a SQLite file made by the server (the source of a copy to PostgreSQL).
     pub fn sqlite(mut self) -> Self {
         self.backend = Some(Backend::Sqlite);
+        self
+    }
+
+    /// Starts without `--admin-token-file` (the token is still made and written, unused):
+    /// for a server whose admins come from the identity provider.
+    pub fn without_admin_token(mut self) -> Self {
+        self.no_admin_token = true;
         self
     }
 
@@ -196,9 +205,11 @@ impl AppBuilder {
             "127.0.0.1:0".to_owned(),
             "--db".to_owned(),
             db_arg,
-            "--admin-token-file".to_owned(),
-            token_path.to_str().expect("a UTF-8 path").to_owned(),
         ];
+        if !self.no_admin_token {
+            args.push("--admin-token-file".to_owned());
+            args.push(token_path.to_str().expect("a UTF-8 path").to_owned());
+        }
         args.extend(self.args);
         let mut app = TestApp {
             addr: String::new(),

@@ -13,6 +13,7 @@
 //! - `cli`: the binary run as a command, with a clean environment and bounded waits;
 //! - `db`: the database read independently: counts, audit rows, the hash chain;
 //! - `files`: private files, permission bits, secrets searched in a directory;
+//! - `oidc`: a real OpenID Connect provider (`oidc-provider`) issuing access tokens;
 //! - `pg`: the backend of the servers under test (`TENANTD_TEST_BACKEND`), a PostgreSQL
 //!   database of a test's own, and `psql`;
 //! - `problem`: RFC 9457 problem bodies checked against the contract;
@@ -24,6 +25,7 @@ mod app;
 mod cli;
 mod db;
 mod files;
+mod oidc;
 mod pg;
 mod problem;
 mod rand;
@@ -34,6 +36,7 @@ pub use app::*;
 pub use cli::*;
 pub use db::*;
 pub use files::*;
+pub use oidc::*;
 pub use pg::*;
 pub use problem::*;
 pub use rand::*;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The identity provider of the authentication tests (tests/oidc/: the npm package
+# oidc-provider, pinned in package-lock.json): installs Node.js and npm from Debian's
+# packages when they are missing (as root), then the pinned packages with `npm ci`, unless
+# tests/oidc/node_modules already matches the lock file.
+#
+#   scripts/oidc-deps.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir="$root/tests/oidc"
+INSTALL_TIMEOUT=900  # seconds for apt-get update, apt-get install and npm ci
+NODE_MAJOR_MIN=18    # oidc-provider 8 and jose 5 need Node.js 18 or later
+
+say() { echo "oidc-deps: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] || die "node and npm are missing: install Debian's packages nodejs and \
+npm (apt-get install nodejs npm), or run this as root to have them installed"
+    say "node or npm missing; installing Debian's packages nodejs and npm"
+    started=$SECONDS
+    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" apt-get update -q >&2 \
+        || die "apt-get update failed (or took over ${INSTALL_TIMEOUT}s)"
+    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
+        apt-get install -y -q --no-install-recommends nodejs npm >&2 \
+        || die "apt-get install nodejs npm failed (or took over ${INSTALL_TIMEOUT}s)"
+    say "installed nodejs and npm in $((SECONDS - started))s"
+fi
+
+major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$major" -ge "$NODE_MAJOR_MIN" ] || die "node $(node --version) is too old: \
+the identity provider needs Node.js $NODE_MAJOR_MIN or later"
+
+# npm ci writes node_modules/.package-lock.json; the same lock means nothing to do.
+installed="$dir/node_modules/.package-lock.json"
+if [ -f "$installed" ] && [ "$installed" -nt "$dir/package-lock.json" ]; then
+    exit 0
+fi
+say "installing the identity provider's packages (npm ci in tests/oidc)"
+timeout "$INSTALL_TIMEOUT" npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2 \
+    || die "npm ci in tests/oidc failed (or took over ${INSTALL_TIMEOUT}s)"

@@ -1,0 +1,205 @@
+// A real OpenID Connect provider for tenantd's authentication tests: oidc-provider (a certified
+// OpenID Provider) on 127.0.0.1, issuing JWT access tokens by client credentials.
+//
+//   node provider.mjs --port PORT
+//
+// Prints "listening on http://127.0.0.1:PORT" once it serves. Clients are registered
+// dynamically (POST /reg, RFC 7591) with two metadata of tenantd's tests:
+//   tenantd_permissions  the array put in the access token's `tenantd_permissions` claim
+//   tenantd_alg          the algorithm the access token is signed with (RS256, PS256, ES256
+//                        or EdDSA; default RS256)
+// Access tokens are for the resource `urn:tenantd` (audience `tenantd`, overridable per
+// client with `tenantd_audience`), with the scope `tenantd:admin` when asked for.
+//
+// Beside the provider's own endpoints, /test/* serves what a test needs and no provider does:
+//   POST /test/forge   {"mode", "header", "claims"}: a token the provider never issued, for
+//                      the hostile-token tests (see forge() below)
+//   POST /test/rotate  replaces every signing key with new ones (new kids)
+//   GET  /test/stats   {"jwks": N}: how often the key set was fetched
+// It stops on SIGTERM or SIGINT, or when its stdin closes (the test process went away).
+
+import { createServer } from 'node:http';
+import { createHmac, createPublicKey, randomUUID } from 'node:crypto';
+
+import Provider from 'oidc-provider';
+import { CompactSign, exportJWK, generateKeyPair, importJWK } from 'jose';
+
+const ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
+const AUDIENCE = 'tenantd';
+const RESOURCE = 'urn:tenantd';
+const ADMIN_SCOPE = 'tenantd:admin';
+const BODY_BYTES_MAX = 65536;
+
+const args = process.argv.slice(2);
+const port = Number(args[args.indexOf('--port') + 1]);
+if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+  console.error('usage: node provider.mjs --port PORT');
+  process.exit(2);
+}
+const issuer = `http://127.0.0.1:${port}`;
+
+let jwksFetches = 0;
+
+/** One signing key per algorithm, each with its own kid and its `alg` stated. */
+async function newKeys() {
+  const keys = [];
+  for (const alg of ALGORITHMS) {
+    const options = alg === 'EdDSA' ? { crv: 'Ed25519', extractable: true } : { extractable: true };
+    const { privateKey } = await generateKeyPair(alg, options);
+    const jwk = await exportJWK(privateKey);
+    keys.push({ ...jwk, alg, use: 'sig', kid: `${alg.toLowerCase()}-${randomUUID()}` });
+  }
+  return keys;
+}
+
+function configuration(keys) {
+  return {
+    jwks: { keys },
+    clients: [],
+    scopes: [ADMIN_SCOPE],
+    clientDefaults: {
+      grant_types: ['client_credentials'],
+      response_types: [],
+      token_endpoint_auth_method: 'client_secret_basic',
+    },
+    extraClientMetadata: {
+      properties: ['tenantd_permissions', 'tenantd_alg', 'tenantd_audience'],
+      validator(ctx, key, value) {
+        const ok = {
+          tenantd_permissions: () => value === undefined || (Array.isArray(value) && value.every((v) => typeof v === 'string')),
+          tenantd_alg: () => value === undefined || ALGORITHMS.includes(value),
+          tenantd_audience: () => value === undefined || typeof value === 'string',
+        }[key]();
+        if (!ok) {
+          throw new Provider.errors.InvalidClientMetadata(`${key} is not valid`);
+        }
+      },
+    },
+    async extraTokenClaims(ctx, token) {
+      const client = ctx.oidc.client;
+      if (token.kind === 'ClientCredentials' && client?.tenantd_permissions) {
+        return { tenantd_permissions: client.tenantd_permissions };
+      }
+      return undefined;
+    },
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      registration: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => RESOURCE,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx, resource, client) => ({
+          scope: ADMIN_SCOPE,
+          audience: client.tenantd_audience ?? AUDIENCE,
+          accessTokenTTL: 300,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: client.tenantd_alg ?? 'RS256' } },
+        }),
+      },
+    },
+  };
+}
+
+let keys = await newKeys();
+let provider = new Provider(issuer, configuration(keys));
+
+/** The private key a kid names, imported for signing. */
+async function signingKey(kid) {
+  const jwk = keys.find((k) => k.kid === kid) ?? keys[0];
+  return { jwk, key: await importJWK(jwk, jwk.alg) };
+}
+
+const b64 = (data) => Buffer.from(data).toString('base64url');
+
+/**
+ * A token the provider never issued:
+ *   signed         signed with the provider's key the header's kid names (claims as given:
+ *                  expired, not yet valid, another issuer or audience, ...)
+ *   tampered       signed like `signed`, then the claims replaced by `tampered_claims`
+ *   none           `alg: none`, no signature
+ *   hmac           HS256 with the provider's public key (PEM) as the HMAC secret
+ *   attacker       signed with a fresh key of the attacker's, under the header's kid
+ */
+async function forge({ mode, header, claims, tampered_claims: tampered }) {
+  const payload = new TextEncoder().encode(JSON.stringify(claims));
+  switch (mode) {
+    case 'signed':
+    case 'tampered': {
+      const { key } = await signingKey(header.kid);
+      const token = await new CompactSign(payload).setProtectedHeader(header).sign(key);
+      if (mode === 'signed') return token;
+      const [h, , s] = token.split('.');
+      return `${h}.${b64(JSON.stringify(tampered))}.${s}`;
+    }
+    case 'none':
+      return `${b64(JSON.stringify({ ...header, alg: 'none' }))}.${b64(JSON.stringify(claims))}.`;
+    case 'hmac': {
+      const { jwk } = await signingKey(header.kid);
+      const { d, p, q, dp, dq, qi, ...publicJwk } = jwk;
+      const pem = createPublicKey({ key: publicJwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' });
+      const input = `${b64(JSON.stringify({ ...header, alg: 'HS256' }))}.${b64(JSON.stringify(claims))}`;
+      return `${input}.${createHmac('sha256', pem).update(input).digest('base64url')}`;
+    }
+    case 'attacker': {
+      const { privateKey } = await generateKeyPair(header.alg ?? 'RS256');
+      return new CompactSign(payload).setProtectedHeader(header).sign(privateKey);
+    }
+    default:
+      throw new Error(`unknown mode ${mode}`);
+  }
+}
+
+async function readJson(req) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > BODY_BYTES_MAX) throw new Error('body too large');
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+function send(res, status, body) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function test(req, res) {
+  if (req.method === 'POST' && req.url === '/test/forge') {
+    return send(res, 200, { token: await forge(await readJson(req)) });
+  }
+  if (req.method === 'POST' && req.url === '/test/rotate') {
+    keys = await newKeys();
+    provider = new Provider(issuer, configuration(keys));
+    return send(res, 200, { kids: keys.map((k) => k.kid) });
+  }
+  if (req.method === 'GET' && req.url === '/test/stats') {
+    return send(res, 200, { jwks: jwksFetches });
+  }
+  if (req.method === 'GET' && req.url === '/test/kids') {
+    return send(res, 200, Object.fromEntries(keys.map((k) => [k.alg, k.kid])));
+  }
+  return send(res, 404, { error: 'no such test endpoint' });
+}
+
+const server = createServer((req, res) => {
+  if (req.url.startsWith('/test/')) {
+    test(req, res).catch((e) => send(res, 400, { error: String(e.message ?? e) }));
+    return;
+  }
+  if (req.url.split('?')[0] === '/jwks') jwksFetches += 1;
+  provider.callback()(req, res);
+});
+
+server.listen(port, '127.0.0.1', () => {
+  console.log(`listening on ${issuer}`);
+});
+
+const stop = () => server.close(() => process.exit(0));
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+process.stdin.on('end', stop);
+process.stdin.resume();
