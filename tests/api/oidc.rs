@@ -650,7 +650,7 @@ fn no_token_or_claim_reaches_the_log() {
     wait_ready(&app);
     let tid = tenant_id(&app.create_ok("logged", "5"));
     let permission = grant(&tid, "manage");
-    let (client, token) = provider.identity(&[permission.clone()], false);
+    let (client, token) = provider.identity(std::slice::from_ref(&permission), false);
     assert_eq!(app.get(&tid, Some(&token)).status, 200);
     let (_, admin) = provider.identity(&[], true);
     assert_eq!(get_as(&app, &bearer(&admin), "/v1/tenants").status, 200);
