@@ -370,7 +370,7 @@ struct ServeArgs {
         env = "TENANTD_OIDC_ADMIN_SCOPE",
         hide_env_values = true,
         default_value = ADMIN_SCOPE_DEFAULT,
-        value_parser = scope
+        value_parser = non_empty
     )]
     oidc_admin_scope: String,
 
@@ -584,18 +584,14 @@ fn oidc_issuer(url: &str) -> Result<String, String> {
     oidc::check_provider_url(url).map(|()| url.to_owned())
 }
 
-/// A setting that is compared with token contents: visible ASCII, not empty.
+/// A setting that is compared with token contents: visible ASCII, not empty (so a scope is
+/// one word of a space-separated `scope`).
 fn non_empty(text: &str) -> Result<String, String> {
     if !text.is_empty() && text.bytes().all(is_visible_ascii) {
         Ok(text.to_owned())
     } else {
         Err("must be visible ASCII characters, not empty".to_owned())
     }
-}
-
-/// A scope: one word of a space-separated `scope`, so without spaces.
-fn scope(text: &str) -> Result<String, String> {
-    non_empty(text)
 }
 
 /// Where `--admin-token-file` came from, which decides how it ranks against `ADMIN_TOKEN`.

@@ -1,7 +1,10 @@
-//! The few primitives every secret and every hash here rests on: SHA-256, lower-case hex and
-//! the OS random source. Kept apart so that `domain`, `ids` and `audit` can share them
-//! without importing each other.
+//! The few primitives every secret and every hash here rests on: SHA-256, lower-case hex, the
+//! OS random source, and the roots TLS clients trust. Kept apart so that `domain`, `ids`,
+//! `audit`, `oidc` and `store` can share them without importing each other.
 
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 
 /// Fills `buf` from the OS CSPRNG, with no userspace generator in between.
@@ -27,6 +30,25 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     out
+}
+
+/// The roots a TLS client trusts: every certificate of the PEM file `file` if one is given (a
+/// private CA), else the Mozilla roots compiled in. The error names the file.
+pub(crate) fn tls_roots(file: Option<&str>) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    let Some(path) = file else {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        return Ok(roots);
+    };
+    let certs = CertificateDer::pem_file_iter(path).map_err(|e| format!("{path}: {e}"))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{path}: {e}"))?;
+        roots.add(cert).map_err(|e| format!("{path}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{path}: no certificate in it"));
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+use crate::crypto::tls_roots;
+
 /// The longest a fetch may take, connecting and reading included.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -32,9 +34,7 @@ impl Fetcher {
         ))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
+        .with_root_certificates(tls_roots(None)?)
         .with_no_client_auth();
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)

@@ -216,7 +216,7 @@ fn key_set(set: &Value) -> KeySet {
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     for item in items {
-        if keys.len() == super::keys::KEYS_MAX {
+        if keys.len() == KEYS_MAX {
             break;
         }
         let Ok(jwk) = serde_json::from_value::<Jwk>(item.clone()) else {

@@ -20,9 +20,10 @@ use std::sync::Arc;
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+
+use crate::crypto::tls_roots;
 
 /// How much of the server's certificate is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +122,8 @@ pub(super) fn client_config(tls: &Tls) -> Result<rustls::ClientConfig, String> {
     let verifier: Arc<dyn ServerCertVerifier> = match tls.check {
         Check::Nothing => Arc::new(Unchecked(provider)),
         Check::Chain | Check::ChainAndHost => {
-            let roots = roots(tls.root_cert.as_deref())?;
+            let roots =
+                tls_roots(tls.root_cert.as_deref()).map_err(|e| format!("sslrootcert {e}"))?;
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|e| format!("TLS: {e}"))?;
@@ -136,27 +138,6 @@ pub(super) fn client_config(tls: &Tls) -> Result<rustls::ClientConfig, String> {
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth())
-}
-
-fn roots(file: Option<&str>) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    match file {
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("sslrootcert {path}: {e}"))?;
-            for cert in certs {
-                let cert = cert.map_err(|e| format!("sslrootcert {path}: {e}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("sslrootcert {path}: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err(format!("sslrootcert {path}: no certificate in it"));
-            }
-        }
-    }
-    Ok(roots)
 }
 
 /// Accepts any certificate: TLS for privacy only, as libpq's `prefer` and `require`. The

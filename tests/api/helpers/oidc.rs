@@ -149,6 +149,17 @@ impl IdentityProvider {
         response.json()
     }
 
+    /// `POST path` with a JSON body.
+    fn post_json(&self, path: &str, body: &Value) -> Value {
+        let body = body.to_string();
+        self.call(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
+    }
+
     /// Registers a client (RFC 7591) whose access tokens carry `permissions` in the
     /// `tenantd_permissions` claim and are signed with `algorithm`.
     pub fn register(&self, permissions: &[String], algorithm: &str) -> OidcClient {
@@ -161,13 +172,7 @@ impl IdentityProvider {
 
     /// Registers a client with this metadata.
     pub fn register_with(&self, metadata: Value) -> OidcClient {
-        let body = metadata.to_string();
-        let client = self.call(
-            "POST",
-            "/reg",
-            &[("Content-Type", "application/json")],
-            Some(body.as_bytes()),
-        );
+        let client = self.post_json("/reg", &metadata);
         OidcClient {
             id: client["client_id"].as_str().expect("client_id").to_owned(),
             secret: client["client_secret"]
@@ -214,13 +219,7 @@ impl IdentityProvider {
 
     /// [`IdentityProvider::forge`] with the whole request given.
     pub fn forge_with(&self, request: Value) -> String {
-        let body = request.to_string();
-        let answer = self.call(
-            "POST",
-            "/test/forge",
-            &[("Content-Type", "application/json")],
-            Some(body.as_bytes()),
-        );
+        let answer = self.post_json("/test/forge", &request);
         answer["token"].as_str().expect("a forged token").to_owned()
     }
 
