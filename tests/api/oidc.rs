@@ -680,3 +680,66 @@ fn no_token_or_claim_reaches_the_log() {
         assert!(!log.contains(secret), "{what} is in the log:\n{log}");
     }
 }
+
+/// Start-up refuses, with exit code 2 and a message naming the problem, an issuer without an
+/// audience (and the reverse), and a plain-`http://` issuer off loopback, also through the
+/// environment.
+#[test]
+fn start_up_refuses_an_unusable_identity_provider_setting() {
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let db = dir.path().join("refused.db");
+    let db = db.to_str().expect("a UTF-8 path");
+    let base = ["serve", "--listen", "127.0.0.1:0", "--db", db];
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "an issuer without an audience",
+            vec!["--oidc-issuer", "https://id.example.com"],
+            vec![],
+            "--oidc-audience",
+        ),
+        (
+            "an audience without an issuer",
+            vec!["--oidc-audience", "tenantd"],
+            vec![],
+            "--oidc-issuer",
+        ),
+        (
+            "a plain-http issuer off loopback",
+            vec![
+                "--oidc-issuer",
+                "http://id.example.com",
+                "--oidc-audience",
+                "tenantd",
+            ],
+            vec![],
+            "https:// unless its host is a loopback address",
+        ),
+        (
+            "the same through the environment",
+            vec![],
+            vec![
+                ("TENANTD_OIDC_ISSUER", "http://10.1.2.3/realms/x"),
+                ("TENANTD_OIDC_AUDIENCE", "tenantd"),
+            ],
+            "https:// unless its host is a loopback address",
+        ),
+        (
+            "no admin token and no identity provider",
+            vec![],
+            vec![],
+            "no admin token",
+        ),
+    ];
+    for (what, extra, envs, says) in cases {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let out = run_cli_in(dir.path(), &args, &envs, Duration::from_secs(15));
+        assert_eq!(out.code, Some(2), "{what}: exit code 2: {out:?}");
+        assert!(
+            out.stderr.contains(says),
+            "{what}: {:?} lacks {says:?}",
+            out.stderr
+        );
+    }
+}
