@@ -386,6 +386,20 @@ struct ServeArgs {
     )]
     oidc_permissions_claim: String,
 
+    /// PEM file of the authorities trusted for an https:// issuer
+    ///
+    /// For a provider whose certificate a private authority signed. It replaces the Mozilla
+    /// roots compiled in, which are trusted when this is not given.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "FILE",
+        env = "TENANTD_OIDC_CA_FILE",
+        requires = "oidc_issuer",
+        value_parser = oidc_ca_file
+    )]
+    oidc_ca_file: Option<String>,
+
     /// Connections served at once (1 to 65536)
     ///
     /// More wait in the kernel's accept backlog instead of costing memory here.
@@ -519,11 +533,19 @@ fn serve(
         (None, _) => TokenFile::Absent,
     };
     let oidc = match (args.oidc_issuer, args.oidc_audience) {
+        (Some(issuer), Some(_))
+            if args.oidc_ca_file.is_some() && !issuer.starts_with("https://") =>
+        {
+            return Err(invalid(format!(
+                "--oidc-ca-file is for an https:// issuer; {issuer} is plain http"
+            )));
+        }
         (Some(issuer), Some(audience)) => Some(OidcConfig {
             issuer,
             audience,
             admin_scope: args.oidc_admin_scope,
             permissions_claim: args.oidc_permissions_claim,
+            ca_file: args.oidc_ca_file,
         }),
         // clap's `requires` has refused one without the other.
         _ => None,
@@ -582,6 +604,12 @@ fn public_url(url: &str) -> Result<String, String> {
 /// each token's `iss` exactly as given.
 fn oidc_issuer(url: &str) -> Result<String, String> {
     oidc::check_provider_url(url).map(|()| url.to_owned())
+}
+
+/// The authorities' file, read now so that a wrong path or a file without a certificate stops
+/// the start; it is read again when the verifier starts.
+fn oidc_ca_file(path: &str) -> Result<String, String> {
+    crate::crypto::tls_roots(Some(path)).map(|_| path.to_owned())
 }
 
 /// A setting that is compared with token contents: visible ASCII, not empty (so a scope is
@@ -1022,6 +1050,7 @@ mod tests {
                 audience: "tenantd".into(),
                 admin_scope: ADMIN_SCOPE_DEFAULT.into(),
                 permissions_claim: "https://tenantd.example.com/permissions".into(),
+                ca_file: None,
             })
         );
         let with_token = match parse_with(&args, Some(TOKEN)) {

@@ -1,5 +1,6 @@
 //! `GET` of the provider's JSON documents (discovery and key set), bounded in time and size,
-//! over rustls with the Mozilla roots compiled in (or plain HTTP to a loopback address).
+//! over rustls with the Mozilla roots compiled in or a private authority's (or plain HTTP to a
+//! loopback address).
 
 use std::time::Duration;
 
@@ -28,13 +29,14 @@ pub(crate) struct Fetcher {
 }
 
 impl Fetcher {
-    pub(crate) fn new() -> Result<Self, String> {
+    /// A client that trusts the authorities of the PEM file `ca_file`, else the Mozilla roots.
+    pub(crate) fn new(ca_file: Option<&str>) -> Result<Self, String> {
         let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_root_certificates(tls_roots(None)?)
+        .with_root_certificates(tls_roots(ca_file)?)
         .with_no_client_auth();
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)

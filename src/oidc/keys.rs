@@ -62,8 +62,9 @@ pub(crate) struct KeyCache {
 }
 
 impl KeyCache {
-    /// A cache with no keys yet for `issuer`.
-    pub(crate) fn new(issuer: &str) -> Result<Self, String> {
+    /// A cache with no keys yet for `issuer`, whose TLS certificate one of the authorities in
+    /// the PEM file `ca_file` signed (else one of the Mozilla roots).
+    pub(crate) fn new(issuer: &str, ca_file: Option<&str>) -> Result<Self, String> {
         let discovery_url = format!(
             "{}/.well-known/openid-configuration",
             issuer.trim_end_matches('/')
@@ -71,7 +72,7 @@ impl KeyCache {
         Ok(Self {
             issuer: issuer.to_owned(),
             discovery_url,
-            fetcher: Fetcher::new()?,
+            fetcher: Fetcher::new(ca_file)?,
             state: Mutex::new(State::default()),
             refetching: tokio::sync::Mutex::new(()),
         })

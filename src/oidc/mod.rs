@@ -44,6 +44,9 @@ pub struct OidcConfig {
     pub admin_scope: String,
     /// The claim that lists `<tenant id>:<permission>` strings.
     pub permissions_claim: String,
+    /// A PEM file of the authorities trusted for the issuer's TLS certificate, in place of
+    /// the Mozilla roots.
+    pub ca_file: Option<String>,
 }
 
 /// What a permission of the permissions claim allows under one tenant's path. Each allows
@@ -119,7 +122,7 @@ impl Oidc {
     /// A verifier whose keys are fetched in the background from now on (see
     /// [`KeyCache::spawn_refresher`]); until they are, tokens get `503`.
     pub(crate) fn start(config: OidcConfig) -> Result<Self, String> {
-        let keys = Arc::new(KeyCache::new(&config.issuer)?);
+        let keys = Arc::new(KeyCache::new(&config.issuer, config.ca_file.as_deref())?);
         KeyCache::spawn_refresher(&keys);
         Ok(Self { config, keys })
     }

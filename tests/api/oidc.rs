@@ -563,6 +563,65 @@ fn the_provider_down_at_start_then_up() {
     );
 }
 
+/// A provider served over HTTPS with a private authority's certificate: trusted once
+/// `--oidc-ca-file` names that authority; with the Mozilla roots, or another authority's
+/// file, its keys are never had (tokens `503`, not ready, the reason in the log).
+#[test]
+fn a_private_authority_is_trusted_through_the_ca_file() {
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let authority = Authority::new(dir.path(), "provider");
+    let (cert, key) = authority.server_certificate(dir.path());
+    let provider = IdentityProvider::start_tls(&cert, &key);
+    assert!(
+        provider.issuer().starts_with("https://"),
+        "{}",
+        provider.issuer()
+    );
+    let (_, token) = provider.identity(&[], true);
+    let spawn = |ca_file: Option<&std::path::Path>| {
+        let mut builder = AppBuilder::new();
+        for flag in provider.flags() {
+            builder = builder.arg(&flag);
+        }
+        if let Some(file) = ca_file {
+            builder = builder
+                .arg("--oidc-ca-file")
+                .arg(file.to_str().expect("a UTF-8 path"));
+        }
+        builder.spawn()
+    };
+
+    let trusting = spawn(Some(&authority.cert));
+    wait_ready(&trusting);
+    let resp = post_as(
+        &trusting,
+        &bearer(&token),
+        "/v1/tenants",
+        &json!({"name": "over-tls", "opening_deposit_atomic": "5"}),
+    );
+    assert_eq!(resp.status, 201, "{}", resp.describe());
+
+    let other = Authority::new(dir.path(), "other");
+    for (what, ca_file) in [
+        ("the Mozilla roots", None),
+        ("another authority", Some(other.cert.as_path())),
+    ] {
+        let app = spawn(ca_file);
+        let failed = app.wait_for_log(KEYS_TIMEOUT, |line| {
+            line.contains("cannot fetch the identity provider's keys")
+        });
+        let failed = failed
+            .unwrap_or_else(|| panic!("{what}: no failed fetch logged; log:\n{}", app.log_text()));
+        assert!(
+            failed.contains("certificate") || failed.contains("UnknownIssuer"),
+            "{what}: the reason is the certificate: {failed}"
+        );
+        assert_eq!(app.get_path("/readyz").status, 503, "{what}: not ready");
+        let resp = get_as(&app, &bearer(&token), "/v1/tenants");
+        assert_eq!(resp.status, 503, "{what}: {}", resp.describe());
+    }
+}
+
 /// With OIDC configured the admin token is optional; tenant tokens keep working, and the
 /// audit chain names each identity by its `sub`. Keys of two identities never meet.
 #[test]
@@ -690,6 +749,11 @@ fn start_up_refuses_an_unusable_identity_provider_setting() {
     let db = dir.path().join("refused.db");
     let db = db.to_str().expect("a UTF-8 path");
     let base = ["serve", "--listen", "127.0.0.1:0", "--db", db];
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "not a certificate\n").expect("writing not.pem");
+    let not_pem = not_pem.to_str().expect("a UTF-8 path");
+    let authority = Authority::new(dir.path(), "start-up");
+    let ca = authority.cert.to_str().expect("a UTF-8 path");
     type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
     let cases: Vec<Case> = vec![
         (
@@ -723,6 +787,42 @@ fn start_up_refuses_an_unusable_identity_provider_setting() {
                 ("TENANTD_OIDC_AUDIENCE", "tenantd"),
             ],
             "https:// unless its host is a loopback address",
+        ),
+        (
+            "an authorities' file without a certificate",
+            vec![
+                "--oidc-issuer",
+                "https://id.example.com",
+                "--oidc-audience",
+                "tenantd",
+                "--oidc-ca-file",
+                not_pem,
+            ],
+            vec![],
+            "no certificate in it",
+        ),
+        (
+            "an authorities' file that is not there",
+            vec![],
+            vec![
+                ("TENANTD_OIDC_ISSUER", "https://id.example.com"),
+                ("TENANTD_OIDC_AUDIENCE", "tenantd"),
+                ("TENANTD_OIDC_CA_FILE", "/nonexistent/ca.pem"),
+            ],
+            "/nonexistent/ca.pem",
+        ),
+        (
+            "an authorities' file for a plain-http issuer",
+            vec![
+                "--oidc-issuer",
+                "http://127.0.0.1:9",
+                "--oidc-audience",
+                "tenantd",
+                "--oidc-ca-file",
+                ca,
+            ],
+            vec![],
+            "--oidc-ca-file is for an https:// issuer",
         ),
         (
             "no admin token and no identity provider",

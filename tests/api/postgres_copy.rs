@@ -3,7 +3,6 @@
 //! `make test` starts (`TENANTD_TEST_POSTGRES_ADMIN_URL`, see scripts/with-postgres.sh).
 
 use std::path::Path;
-use std::process::Command;
 
 use rusqlite::Connection;
 use serde_json::json;
@@ -389,34 +388,7 @@ fn tls_is_checked_as_sslmode_says() {
     let full = with(&format!("sslmode=verify-full&sslrootcert={ca}"));
     digest(&copy(original.to_str().expect("UTF-8"), &full));
 
-    let other = dir.path().join("other-ca.pem");
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args([
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=another authority",
-            "-keyout",
-        ])
-        .arg(dir.path().join("other-ca.key"))
-        .arg("-out")
-        .arg(&other)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    let other = Authority::new(dir.path(), "another").cert;
     let refused = [
         with(&format!(
             "sslmode=verify-full&sslrootcert={}",

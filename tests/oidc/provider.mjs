@@ -1,9 +1,11 @@
 // A real OpenID Connect provider for tenantd's authentication tests: oidc-provider (a certified
 // OpenID Provider) on 127.0.0.1, issuing JWT access tokens by client credentials.
 //
-//   node provider.mjs --port PORT
+//   node provider.mjs --port PORT [--tls-port PORT --cert FILE --key FILE]
 //
-// Prints "listening on http://127.0.0.1:PORT" once it serves. Clients are registered
+// Prints "listening on http://127.0.0.1:PORT" once it serves. With --tls-port it serves the
+// same over HTTPS too (the PEM certificate and key given), and that is its issuer,
+// https://127.0.0.1:TLS-PORT; the plain port stays for the tests' own calls. Clients are registered
 // dynamically (POST /reg, RFC 7591) with two metadata of tenantd's tests:
 //   tenantd_permissions  the array put in the access token's `tenantd_permissions` claim
 //   tenantd_alg          the algorithm the access token is signed with (RS256, PS256, ES256
@@ -18,7 +20,9 @@
 //   GET  /test/stats   {"jwks": N}: how often the key set was fetched
 // It stops on SIGTERM or SIGINT, or when its stdin closes (the test process went away).
 
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { createHmac, createPublicKey, randomUUID } from 'node:crypto';
 
 import Provider from 'oidc-provider';
@@ -31,12 +35,16 @@ const ADMIN_SCOPE = 'tenantd:admin';
 const BODY_BYTES_MAX = 65536;
 
 const args = process.argv.slice(2);
-const port = Number(args[args.indexOf('--port') + 1]);
-if (!Number.isInteger(port) || port <= 0 || port > 65535) {
-  console.error('usage: node provider.mjs --port PORT');
+/** The value after `flag`, or undefined. */
+const option = (flag) => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+const isPort = (n) => Number.isInteger(n) && n > 0 && n <= 65535;
+const port = Number(option('--port'));
+const tlsPort = option('--tls-port') === undefined ? undefined : Number(option('--tls-port'));
+if (!isPort(port) || (tlsPort !== undefined && (!isPort(tlsPort) || !option('--cert') || !option('--key')))) {
+  console.error('usage: node provider.mjs --port PORT [--tls-port PORT --cert FILE --key FILE]');
   process.exit(2);
 }
-const issuer = `http://127.0.0.1:${port}`;
+const issuer = tlsPort === undefined ? `http://127.0.0.1:${port}` : `https://127.0.0.1:${tlsPort}`;
 
 let jwksFetches = 0;
 
@@ -185,20 +193,25 @@ async function test(req, res) {
   return send(res, 404, { error: 'no such test endpoint' });
 }
 
-const server = createServer((req, res) => {
+function serve(req, res) {
   if (req.url.startsWith('/test/')) {
     test(req, res).catch((e) => send(res, 400, { error: String(e.message ?? e) }));
     return;
   }
   if (req.url.split('?')[0] === '/jwks') jwksFetches += 1;
   provider.callback()(req, res);
-});
+}
 
-server.listen(port, '127.0.0.1', () => {
-  console.log(`listening on ${issuer}`);
-});
+const servers = [createServer(serve)];
+if (tlsPort !== undefined) {
+  servers.push(createTlsServer({ cert: readFileSync(option('--cert')), key: readFileSync(option('--key')) }, serve));
+}
+const listening = servers.map(
+  (server, i) => new Promise((resolve) => server.listen(i === 0 ? port : tlsPort, '127.0.0.1', resolve)),
+);
+Promise.all(listening).then(() => console.log(`listening on http://127.0.0.1:${port}`));
 
-const stop = () => server.close(() => process.exit(0));
+const stop = () => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))).then(() => process.exit(0));
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
 process.stdin.on('end', stop);

@@ -31,6 +31,7 @@ mod problem;
 mod rand;
 mod shapes;
 mod spend;
+mod tls;
 
 pub use app::*;
 pub use cli::*;
@@ -42,3 +43,4 @@ pub use problem::*;
 pub use rand::*;
 pub use shapes::*;
 pub use spend::*;
+pub use tls::*;

@@ -40,8 +40,10 @@ pub struct IdentityProvider {
     child: Child,
     /// Held open: the provider stops when it closes.
     _stdin: ChildStdin,
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT`: plain HTTP, for the tests' own calls.
     pub addr: String,
+    /// The issuer URL, as tenantd is configured with it and tokens carry it.
+    issuer: String,
 }
 
 /// A client registered at the provider.
@@ -59,6 +61,26 @@ impl IdentityProvider {
 
     /// Starts a provider on `port`; panics with its output if it does not listen in time.
     pub fn start_on(port: u16) -> Self {
+        let issuer = format!("http://127.0.0.1:{port}");
+        Self::spawn(port, &[], issuer)
+    }
+
+    /// Starts a provider whose issuer is served over HTTPS with this certificate and key
+    /// (PEM, for 127.0.0.1); the tests' own calls still go to a plain port.
+    pub fn start_tls(cert: &Path, key: &Path) -> Self {
+        let tls_port = free_port();
+        let args = [
+            "--tls-port".into(),
+            tls_port.to_string().into(),
+            "--cert".into(),
+            cert.as_os_str().to_owned(),
+            "--key".into(),
+            key.as_os_str().to_owned(),
+        ];
+        Self::spawn(free_port(), &args, format!("https://127.0.0.1:{tls_port}"))
+    }
+
+    fn spawn(port: u16, args: &[std::ffi::OsString], issuer: String) -> Self {
         let dir = provider_dir();
         assert!(
             dir.join("node_modules/oidc-provider").is_dir(),
@@ -70,6 +92,7 @@ impl IdentityProvider {
             .arg("provider.mjs")
             .arg("--port")
             .arg(port.to_string())
+            .args(args)
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -114,12 +137,13 @@ impl IdentityProvider {
             child,
             _stdin: stdin,
             addr: format!("127.0.0.1:{port}"),
+            issuer,
         }
     }
 
     /// The issuer URL, as tenantd is configured with it and tokens carry it.
     pub fn issuer(&self) -> String {
-        format!("http://{}", self.addr)
+        self.issuer.clone()
     }
 
     /// The `--oidc-*` flags of a tenantd that takes this provider's tokens.
