@@ -449,7 +449,8 @@ fn hostile_tokens_are_refused() {
     assert_eq!(app.audit_count(), 0, "no hostile token changed anything");
 }
 
-/// A token within the 60 s leeway is taken: expired 30 s ago, valid from 30 s on.
+/// A token within the 60 s leeway is taken (expired 30 s ago, valid from 30 s on); one 90 s
+/// out is refused.
 #[test]
 fn the_leeway_is_60_seconds() {
     let provider = IdentityProvider::start();
@@ -461,9 +462,17 @@ fn the_leeway_is_60_seconds() {
     claims["exp"] = json!(now - 30);
     claims["nbf"] = json!(now + 30);
     claims["iat"] = json!(now + 30);
-    let token = provider.forge("signed", header, claims);
+    let token = provider.forge("signed", header.clone(), claims.clone());
     let resp = get_as(&app, &bearer(&token), "/v1/tenants");
     assert_eq!(resp.status, 200, "{}", resp.describe());
+    // Past the leeway (by 30 s, more than a slow test takes), each is refused.
+    for (claim, value) in [("exp", now - 90), ("nbf", now + 90), ("iat", now + 90)] {
+        let mut past = claims.clone();
+        past[claim] = json!(value);
+        let token = provider.forge("signed", header.clone(), past);
+        let resp = get_as(&app, &bearer(&token), "/v1/tenants");
+        assert_invalid_token(&resp, &format!("{claim} {value} (now {now})"));
+    }
 }
 
 /// A key rotation at the provider is picked up without a restart: an unknown kid fetches the
