@@ -46,7 +46,8 @@ run: build
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
 # The authentication tests need a real identity provider: scripts/oidc-deps.sh installs
-# Node.js (when missing) and the pinned oidc-provider of tests/oidc/.
+# Node.js (when missing) and the pinned oidc-provider of tests/oidc/. scripts/openapi-check.sh
+# lints openapi.json with the pinned tools of tests/openapi/.
 # The steps after the lints run beside a private PostgreSQL cluster in PG_DIR, started
 # afresh and stopped at the end, also when a step fails: scripts/with-postgres.sh exports
 # TENANTD_TEST_POSTGRES_URL and TENANTD_TEST_POSTGRES_ADMIN_URL to them.
@@ -54,6 +55,7 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/oidc-deps.sh
+	scripts/openapi-check.sh
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
 
 # The api suite runs twice: on SQLite files (with every other test), then on PostgreSQL,
@@ -148,8 +150,7 @@ bench-with-postgres:
 		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
 
 # The OpenAPI document through the linters of client generators' users (pinned npm packages
-# of tests/openapi/). Not yet part of make test: it still finds problems in the error
-# responses' schemas.
+# of tests/openapi/); part of make test.
 openapi-check:
 	scripts/openapi-check.sh
 
