@@ -278,27 +278,19 @@ def main(base_url, admin_token):
     )
 
     # Answers the typed client cannot provoke, parsed by the same generated code.
-    raw = httpx.post(
-        f"{base_url}/v1/tenants",
-        content=b"{not json",
-        headers={"Authorization": f"Bearer {admin_token}", "Content-Type": "application/json"},
+    def raw_create(content, content_type):
+        headers = {"Authorization": f"Bearer {admin_token}", "Content-Type": content_type}
+        answer = httpx.post(f"{base_url}/v1/tenants", content=content, headers=headers)
+        return create_tenant._parse_response(client=admin, response=answer)
+
+    problem("malformed JSON", raw_create(b"{not json", "application/json"), 400, "malformed_json")
+    problem("not JSON at all", raw_create(b"name=x", "text/plain"), 415, "unsupported_media_type")
+    problem(
+        "a body over 64 KiB",
+        raw_create(b" " * 70_000, "application/json"),
+        413,
+        "payload_too_large",
     )
-    parsed = create_tenant._parse_response(client=admin, response=raw)
-    problem("malformed JSON", parsed, 400, "malformed_json")
-    raw = httpx.post(
-        f"{base_url}/v1/tenants",
-        content=b"name=x",
-        headers={"Authorization": f"Bearer {admin_token}", "Content-Type": "text/plain"},
-    )
-    parsed = create_tenant._parse_response(client=admin, response=raw)
-    problem("not JSON at all", parsed, 415, "unsupported_media_type")
-    raw = httpx.post(
-        f"{base_url}/v1/tenants",
-        content=b" " * 70_000,
-        headers={"Authorization": f"Bearer {admin_token}", "Content-Type": "application/json"},
-    )
-    parsed = create_tenant._parse_response(client=admin, response=raw)
-    problem("a body over 64 KiB", parsed, 413, "payload_too_large")
     print(f"{passed} passed, 0 failed")
 
 
