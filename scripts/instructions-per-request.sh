@@ -5,7 +5,9 @@
 #
 #   scripts/instructions-per-request.sh BINARY [WORKLOAD ...]
 #
-# Workloads: healthz, read (admin token), own (each tenant's own token), create. Each runs
+# Workloads: healthz, read (admin token), own (each tenant's own token), create, spend
+# (reserve then commit, in turn, each tenant's own token; a reserve and a commit each count as
+# a request). Each runs
 # the binary under callgrind (every thread counted) twice, with N and 3N requests on one
 # keep-alive connection from a small Python client, and prints (Ir(3N) - Ir(N)) / 2N, so
 # start-up, seeding and shutdown cancel out. N is 1000 (INSTR_N to change it). Needs
@@ -34,19 +36,29 @@ def request(method, path, body=None, auth=token):
     assert response.status in (200, 201), (response.status, data)
     return data
 tenants = []
-for i in range(200 if kind in ("read", "own") else 0):
-    made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1"})))
-    tenants.append(("/v1/tenants/" + made["id"], made["sidecar_config_env"]["TENANTD_TENANT_TOKEN"]))
+for i in range(200 if kind in ("read", "own", "spend") else 0):
+    made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1000000"})))
+    env = made["sidecar_config_env"]
+    tenants.append(("/v1/tenants/" + made["id"], env["TENANTD_TENANT_TOKEN"], env["TENANTD_BUDGET_ID"]))
+held = None
 for i in range(n):
     if kind == "healthz":
         request("GET", "/healthz")
     elif kind == "read":
         request("GET", tenants[i % len(tenants)][0])
     elif kind == "own":
-        path, own = tenants[i % len(tenants)]
+        path, own, _ = tenants[i % len(tenants)]
         request("GET", path, auth=own)
     elif kind == "create":
         request("POST", "/v1/tenants", json.dumps({"name": f"create-{i}", "opening_deposit_atomic": "1000"}))
+    elif kind == "spend" and held is None:
+        path, own, budget = tenants[(i // 2) % len(tenants)]
+        body = json.dumps({"budget_id": budget, "amount_atomic": "1"})
+        held = (path, own, json.loads(request("POST", path + "/reservations", body, auth=own))["id"])
+    elif kind == "spend":
+        path, own, id = held
+        request("POST", f"{path}/reservations/{id}/commit", '{"amount_atomic": "1"}', auth=own)
+        held = None
     else:
         sys.exit(f"unknown workload {kind}")
 PY
