@@ -1,13 +1,15 @@
-//! A database written by the previous release (`tests/fixtures/revision-1.db`, at schema
-//! version 1) is migrated in place at start-up: its tenants read as before, its audit chain
-//! still verifies, and an `Idempotency-Key` bound before the upgrade still replays its exact
-//! answer.
+//! Databases written by earlier releases (`tests/fixtures/revision-N.db`, at schema version
+//! N) are migrated in place at start-up: their rows read as before, their audit chains still
+//! verify, and an `Idempotency-Key` bound before the upgrade still replays its exact answer.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::helpers::*;
+
+/// The schema version this build migrates every database to.
+const SCHEMA_VERSION: i64 = 4;
 
 /// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";
@@ -58,7 +60,7 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("the version");
-    assert_eq!(version, 3, "migrated to schema version 3");
+    assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
 
     let replay = app.post_tenants(FIXTURE_BODY, &[("Idempotency-Key", FIXTURE_KEY)]);
     assert_eq!(replay.status, 201, "the replay: {}", replay.describe());
@@ -183,7 +185,7 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("the version");
-    assert_eq!(version, 3, "migrated to schema version 3");
+    assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
 
     let body = r#"{"name":"fixture-keyed","opening_deposit_atomic":"2000"}"#;
     let replay = app.post_tenants(body, &[("Idempotency-Key", "fixture-key-2")]);
@@ -244,4 +246,145 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
     let verified = audit_verify(&app.db_path);
     assert_eq!(verified.code, Some(0), "{verified:?}");
     assert!(verified.stdout.starts_with("ok: 5 events"), "{verified:?}");
+}
+
+/// Every row of `table` as text, in primary-key order.
+fn rows(db: &rusqlite::Connection, table: &str, columns: &str) -> Vec<Vec<Option<String>>> {
+    let mut stmt = db
+        .prepare(&format!("SELECT {columns} FROM {table} ORDER BY id"))
+        .expect("a query");
+    let width = stmt.column_count();
+    stmt.query_map([], |r| (0..width).map(|i| r.get(i)).collect())
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("every row")
+}
+
+const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, memo, \
+                             occurred_at, balance_atomic, available_atomic";
+const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, amount_atomic, \
+                                   committed_atomic, memo, created_at, expires_at, settled_at";
+
+/// A database written by the release with budgets (`tests/fixtures/revision-3.db`, schema
+/// version 3: reservations in every state, every kind of ledger entry, a tombstoned tenant)
+/// is rebuilt by migration 4 with every row as it was; its keyed reserve still replays, the
+/// rebuilt CHECKs still refuse what they refused, and spending goes on.
+#[test]
+fn a_revision_3_database_keeps_every_reservation_and_entry() {
+    let ids: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("revision-3.json")).expect("the fixture's ids"),
+    )
+    .expect("JSON");
+    let id = |name: &str| ids[name].as_str().expect(name).to_owned();
+    let app = upgraded_from("revision-3.db", 3);
+
+    // What the fixture holds, read from a second copy of it that no server opened.
+    let before_path = app.db_path.with_extension("before.db");
+    std::fs::copy(fixture("revision-3.db"), &before_path).expect("copying the fixture");
+    let (entries_before, reservations_before) = {
+        let db = open_rw(&before_path);
+        (
+            rows(&db, "ledger_entries", ENTRY_COLUMNS),
+            rows(&db, "reservations", RESERVATION_COLUMNS),
+        )
+    };
+    let states: Vec<&str> = reservations_before
+        .iter()
+        .filter_map(|r| r[3].as_deref())
+        .collect();
+    for state in ["active", "committed", "released", "expired"] {
+        assert!(states.contains(&state), "the fixture has a {state} hold");
+    }
+
+    let db = app.db();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("the version");
+    assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
+    // The server may have recorded expiries since (the fixture's holds last a day): those
+    // add entries and settle active holds, and change nothing that was there.
+    let entries_after = rows(&db, "ledger_entries", ENTRY_COLUMNS);
+    let kept: Vec<_> = entries_after
+        .iter()
+        .filter(|e| entries_before.iter().any(|b| b[0] == e[0]))
+        .cloned()
+        .collect();
+    assert_eq!(kept, entries_before, "every entry is kept as it was");
+    for added in entries_after.iter().filter(|e| !kept.contains(e)) {
+        assert_eq!(added[2].as_deref(), Some("expire"), "{added:?}");
+    }
+    let reservations_after = rows(&db, "reservations", RESERVATION_COLUMNS);
+    assert_eq!(reservations_after.len(), reservations_before.len());
+    for (before, after) in reservations_before.iter().zip(&reservations_after) {
+        if before[3].as_deref() == Some("active") && after[3].as_deref() == Some("expired") {
+            assert_eq!(before[..3], after[..3], "an expiry changes only the state");
+        } else {
+            assert_eq!(before, after, "every reservation is kept as it was");
+        }
+    }
+
+    drop(db);
+
+    // The rebuilt CHECKs refuse a kind and a state outside their lists, as before.
+    let db = open_rw(&app.db_path);
+    let bad_entry = db.execute(
+        "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, memo, \
+         occurred_at, balance_atomic, available_atomic) \
+         VALUES ('ent_x', ?1, 'refund', '1', NULL, NULL, '2026-01-01T00:00:00.000Z', '1', '1')",
+        [id("budget")],
+    );
+    assert!(
+        format!("{bad_entry:?}").contains("CHECK constraint failed"),
+        "{bad_entry:?}"
+    );
+    let bad_state = db.execute(
+        "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
+         committed_atomic, memo, created_at, expires_at, settled_at) \
+         VALUES ('res_x', ?1, ?2, 'paused', '1', NULL, NULL, '2026-01-01T00:00:00.000Z', \
+         '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+        [id("tenant"), id("budget")],
+    );
+    assert!(
+        format!("{bad_state:?}").contains("CHECK constraint failed"),
+        "{bad_state:?}"
+    );
+    drop(db);
+
+    // The keyed reserve replays the answer given before the upgrade.
+    let token = format!("Bearer {}", id("tenant_token"));
+    let tenant = id("tenant");
+    let keyed = serde_json::json!({
+        "budget_id": id("budget"), "amount_atomic": "200", "ttl_seconds": 86400
+    });
+    let replay = send(
+        &app.addr,
+        "POST",
+        &reservations_path(&tenant),
+        &token,
+        Some(&keyed),
+        &[("Idempotency-Key", "fixture-key-3")],
+    );
+    assert_eq!(replay.status, 201, "{}", replay.describe());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    let answered = std::fs::read_to_string(fixture("revision-3.keyed-reserve.json"))
+        .expect("the fixture's answer");
+    assert_eq!(replay.text(), answered, "the very answer given before");
+
+    // Spending goes on: a hold and its commit on the second budget.
+    let hold = serde_json::json!({"budget_id": id("second_budget"), "amount_atomic": "30"});
+    let held = post_as(&app, &token, &reservations_path(&tenant), &hold);
+    let held = assert_created(&held, &reservations_path(&tenant), "a new hold");
+    let rid = str_of(&held, "id");
+    let spent = serde_json::json!({"amount_atomic": "25"});
+    let committed = post_as(
+        &app,
+        &token,
+        &reservation_path(&tenant, rid, "commit"),
+        &spent,
+    );
+    let committed = assert_ok(&committed, "its commit");
+    assert_eq!(committed["state"], "committed", "{committed}");
+
+    let verified = audit_verify(&app.db_path);
+    assert_eq!(verified.code, Some(0), "{verified:?}");
 }

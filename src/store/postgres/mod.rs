@@ -26,7 +26,8 @@ use super::{StoreConfig, commands, threads};
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// The schema version the file creates (SQLite's `user_version` of the same tables).
+/// The schema version the file creates: SQLite's `user_version` when it gained the same
+/// tables (SQLite's migration 4 changed nothing PostgreSQL has).
 pub(crate) const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock that lets one of several instances starting at once create the schema

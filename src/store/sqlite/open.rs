@@ -204,6 +204,13 @@ fn migrate(conn: &Connection) -> Result<(), OpenError> {
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         let version = index as i64 + 1;
+        if found > 0 {
+            // An upgrade may copy whole tables: say so before it starts.
+            log::info!(
+                "migrating the database schema from version {} to {version}",
+                version - 1
+            );
+        }
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {version};\nCOMMIT;"
         ))
