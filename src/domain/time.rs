@@ -85,13 +85,23 @@ impl fmt::Display for Timestamp {
         let (days, in_day) = (self.0 / DAY_MS, self.0 % DAY_MS);
         let (year, month, day) = civil_from_days(days);
         let (seconds, milli) = (in_day / 1000, in_day % 1000);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-            seconds / 3600,
-            seconds / 60 % 60,
-            seconds % 60
-        )
+        // Digits put by hand into the one fixed shape: `write!` with padded fields costs
+        // several times as much, and every write formats a few timestamps.
+        let mut text = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut value: u64| {
+            for digit in text[at..at + width].iter_mut().rev() {
+                *digit = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, month);
+        put(8, 2, day);
+        put(11, 2, seconds / 3600);
+        put(14, 2, seconds / 60 % 60);
+        put(17, 2, seconds % 60);
+        put(20, 3, milli);
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 
