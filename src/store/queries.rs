@@ -7,7 +7,8 @@
 use std::fmt::Write as _;
 
 use super::rows::{
-    self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, budget_columns, tenant_columns,
+    self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH, budget_columns,
+    reservation_columns, tenant_columns,
 };
 use super::sql::{Param, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
@@ -72,6 +73,64 @@ pub(crate) fn budget(
         }
     }
     Err(not_found(db, tenant, StoreError::BudgetNotFound)?)
+}
+
+/// The budget `id` of tenant `tenant`, as [`budget`] finds it, and whether the tenant is
+/// active: what a write on a budget reads first, in one statement.
+pub(crate) fn budget_to_write(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&BudgetId>,
+) -> Result<(Budget, bool), StoreError> {
+    if let Some(id) = id {
+        let found = db.query_opt(
+            concat!(
+                "SELECT t.state, ",
+                budget_columns!("b"),
+                " FROM budgets b JOIN tenants t ON t.id = b.tenant_id \
+                 WHERE b.id = ?1 AND b.tenant_id = ?2"
+            ),
+            &[id.as_str().into(), tenant.as_str().into()],
+            |row| Ok((rows::budget(row, 1)?, text(row, 0)? == "active")),
+        )?;
+        if let Some(found) = found {
+            return Ok(found);
+        }
+    }
+    Err(not_found(db, tenant, StoreError::BudgetNotFound)?)
+}
+
+/// The reservation `id` of tenant `tenant`, as [`reservation`] finds it, whether the tenant
+/// is active, and the reservation's budget: what a settlement reads first, in one statement.
+pub(crate) fn reservation_to_settle(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&ReservationId>,
+) -> Result<(Reservation, bool, Budget), StoreError> {
+    if let Some(id) = id {
+        let found = db.query_opt(
+            concat!(
+                "SELECT ",
+                reservation_columns!("r"),
+                ", t.state, ",
+                budget_columns!("b"),
+                " FROM reservations r JOIN tenants t ON t.id = r.tenant_id \
+                 JOIN budgets b ON b.id = r.budget_id WHERE r.id = ?1 AND r.tenant_id = ?2"
+            ),
+            &[id.as_str().into(), tenant.as_str().into()],
+            |row| {
+                Ok((
+                    rows::reservation(row)?,
+                    text(row, RESERVATION_WIDTH)? == "active",
+                    rows::budget(row, RESERVATION_WIDTH + 1)?,
+                ))
+            },
+        )?;
+        if let Some(found) = found {
+            return Ok(found);
+        }
+    }
+    Err(not_found(db, tenant, StoreError::ReservationNotFound)?)
 }
 
 /// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.

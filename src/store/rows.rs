@@ -187,9 +187,40 @@ pub(crate) fn tenant<R: TextRow + ?Sized>(row: &R) -> Result<Tenant, R::Error> {
     })
 }
 
-/// The columns [`reservation`] reads, in its order.
-pub(crate) const RESERVATION_COLUMNS: &str = "id, tenant_id, budget_id, state, amount_atomic, \
-     committed_atomic, memo, created_at, expires_at, settled_at";
+/// The columns [`reservation`] reads, in its order, of the table or alias `$t`.
+macro_rules! reservation_columns {
+    ($t:literal) => {
+        concat!(
+            $t,
+            ".id, ",
+            $t,
+            ".tenant_id, ",
+            $t,
+            ".budget_id, ",
+            $t,
+            ".state, ",
+            $t,
+            ".amount_atomic, ",
+            $t,
+            ".committed_atomic, ",
+            $t,
+            ".memo, ",
+            $t,
+            ".created_at, ",
+            $t,
+            ".expires_at, ",
+            $t,
+            ".settled_at"
+        )
+    };
+}
+pub(crate) use reservation_columns;
+
+/// The columns [`reservation`] reads, of the table itself.
+pub(crate) const RESERVATION_COLUMNS: &str = reservation_columns!("reservations");
+
+/// How many columns [`reservation`] reads.
+pub(crate) const RESERVATION_WIDTH: usize = 10;
 
 /// A reservation from [`RESERVATION_COLUMNS`].
 pub(crate) fn reservation<R: TextRow + ?Sized>(row: &R) -> Result<Reservation, R::Error> {
@@ -263,10 +294,12 @@ pub(crate) const EVERY_BUDGET: &str = concat!(
     " FROM budgets ORDER BY id"
 );
 
-/// Every reservation for the verifier, in id order ([`RESERVATION_COLUMNS`]).
-pub(crate) const EVERY_RESERVATION: &str = "SELECT id, tenant_id, budget_id, state, \
-     amount_atomic, committed_atomic, memo, created_at, expires_at, settled_at \
-     FROM reservations ORDER BY id";
+/// Every reservation for the verifier, in id order.
+pub(crate) const EVERY_RESERVATION: &str = concat!(
+    "SELECT ",
+    reservation_columns!("reservations"),
+    " FROM reservations ORDER BY id"
+);
 
 /// Every ledger entry for the verifier, by budget and then in order ([`ENTRY_COLUMNS`]).
 pub(crate) const EVERY_ENTRY: &str = "SELECT id, budget_id, kind, amount_atomic, \

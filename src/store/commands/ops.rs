@@ -198,8 +198,10 @@ impl<D: Sql> Commands<D> {
         id: Option<&BudgetId>,
         actor: &Actor,
     ) -> Result<Budget, StoreError> {
-        let mut budget = queries::budget(&mut self.db, tenant, id)?;
-        self.active_tenant(tenant)?;
+        let (mut budget, active) = queries::budget_to_write(&mut self.db, tenant, id)?;
+        if !active {
+            return Err(StoreError::TenantTombstoned);
+        }
         if !budget.is_open() {
             return Ok(budget);
         }
@@ -304,9 +306,11 @@ impl<D: Sql> Commands<D> {
         actor: &Actor,
     ) -> Result<Reservation, StoreError> {
         let now = self.now();
-        let mut reservation = queries::reservation(&mut self.db, tenant, id)?;
-        self.active_tenant(tenant)?;
-        let mut budget = queries::budget(&mut self.db, tenant, Some(&reservation.budget_id))?;
+        let (mut reservation, active, mut budget) =
+            queries::reservation_to_settle(&mut self.db, tenant, id)?;
+        if !active {
+            return Err(StoreError::TenantTombstoned);
+        }
         if budget.is_open() {
             self.expire_due_in(&mut budget, now)?;
         }
@@ -421,8 +425,10 @@ impl<D: Sql> Commands<D> {
         id: Option<&BudgetId>,
         now: Timestamp,
     ) -> Result<Budget, StoreError> {
-        let mut budget = queries::budget(&mut self.db, tenant, id)?;
-        self.active_tenant(tenant)?;
+        let (mut budget, active) = queries::budget_to_write(&mut self.db, tenant, id)?;
+        if !active {
+            return Err(StoreError::TenantTombstoned);
+        }
         if !budget.is_open() {
             return Err(StoreError::BudgetClosed);
         }
