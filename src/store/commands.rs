@@ -228,6 +228,19 @@ pub(crate) trait Batches {
     fn failed(&mut self);
     /// Ends the writer once the last batch has run.
     fn close(self);
+
+    /// Answers a batch's commands once `outcome` is settled. By default at once: the commit
+    /// was durable when it returned.
+    fn answer(&mut self, answers: Vec<Finish>, outcome: Result<(), StoreError>) {
+        answer_all(answers, &outcome);
+    }
+}
+
+/// Answers every command of a batch whose outcome is `outcome`.
+pub(crate) fn answer_all(answers: Vec<Finish>, outcome: &Result<(), StoreError>) {
+    for done in answers {
+        done(outcome.as_ref().err());
+    }
 }
 
 /// Runs a batch in one transaction and answers every command once it is settled. When the
@@ -300,9 +313,7 @@ pub(crate) fn run_batch<W: Batches>(writer: &mut W, batch: &mut Vec<WriteCommand
             writer.failed();
         }
     }
-    for done in finished {
-        done(outcome.as_ref().err());
-    }
+    writer.answer(finished, outcome);
 }
 
 /// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender

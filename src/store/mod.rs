@@ -15,10 +15,13 @@
 //! write or read queue is refused at once ([`StoreError::QueueFull`], a `503` with
 //! `Retry-After`), never buffered without limit. A credential check waits for room instead,
 //! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
-//! `503`.
+//! `503`. On SQLite, at most two committed batches wait for their fsync; the writer waits
+//! for the sync thread beyond that, and a read waits at most [`SETTLE_WAIT_MAX`] for the
+//! sync of a commit it may show.
 
 mod commands;
 mod copy;
+mod durability;
 #[cfg(test)]
 mod model_tests;
 pub(crate) mod postgres;
@@ -57,6 +60,10 @@ pub(crate) const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 6
 /// How long a tenant-token check waits for room in the credential queue before it is
 /// answered `503`: as long as a write waits for a lock held by another process.
 pub(crate) const CREDENTIAL_WAIT_MAX: Duration = Duration::from_secs(1);
+
+/// The longest a read waits for the sync of a commit it may show (one sync takes a
+/// millisecond or two); beyond, it is answered `503`.
+pub(crate) const SETTLE_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// A create with this name panics inside the writer: the fault hook of the tests, compiled
 /// into test builds only.

@@ -13,11 +13,12 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::commands::{Reply, Stats, WriteCommand};
+use super::durability::Durability;
 use super::queries::Reads;
 use super::{
     CREDENTIAL_WAIT_MAX, CreateBudget, CreateTenant, Created, Credential, ListQuery, MoveBudget,
-    OpenError, Page, Reserve, SettleReservation, StoreConfig, StoreError, StoreGauges, Written,
-    run_guarded,
+    OpenError, Page, Reserve, SETTLE_WAIT_MAX, SettleReservation, StoreConfig, StoreError,
+    StoreGauges, Written, run_guarded,
 };
 use crate::audit::Actor;
 use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
@@ -30,6 +31,8 @@ pub(crate) struct Store {
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
     stats: Arc<Stats>,
+    /// Where commits become visible before they are durable: what a read waits for.
+    durability: Option<Arc<Durability>>,
 }
 
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
@@ -42,12 +45,14 @@ pub(crate) struct StoreThreads {
 }
 
 /// Starts the writer (`writer`, on a thread of its own, fed by the write queue), one reader
-/// thread for each of `readers` but the last, and the credential thread on the last.
+/// thread for each of `readers` but the last, and the credential thread on the last. With
+/// `durability`, a read is answered once every commit it may have seen is durable.
 pub(crate) fn start(
     config: &StoreConfig,
     stats: Arc<Stats>,
     writer: impl FnOnce(&flume::Receiver<WriteCommand>) + Send + 'static,
     readers: Vec<Box<dyn Reads>>,
+    durability: Option<Arc<Durability>>,
 ) -> Result<(Store, StoreThreads), OpenError> {
     assert!(
         config.queue_depth > 0
@@ -92,6 +97,7 @@ pub(crate) fn start(
         reads: read_tx,
         credentials: credential_tx,
         stats,
+        durability,
     };
     Ok((handle, threads))
 }
@@ -131,7 +137,15 @@ impl Store {
         &self,
         command: impl FnOnce(Reply<T>) -> ReadCommand,
     ) -> Result<T, StoreError> {
-        ask(&self.reads, command).await
+        let answer = ask(&self.reads, command).await;
+        if let Some(durability) = &self.durability
+            && !durability.settled(SETTLE_WAIT_MAX).await
+        {
+            return Err(StoreError::Unavailable(
+                "a write this read may show is not durable yet".into(),
+            ));
+        }
+        answer
     }
 
     /// Creates a tenant (bound to its key, if it has one).
@@ -401,5 +415,86 @@ fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
             }
             ReadCommand::Shutdown => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::{Atomic, Name, NewTenant};
+    use crate::store::{Clock, CreateTenant, IDEMPOTENCY_TTL_MAX, Written};
+
+    fn create(name: &str) -> CreateTenant {
+        CreateTenant {
+            tenant: NewTenant {
+                name: Name::parse(name).expect("a name"),
+                opening_deposit: Atomic::new(1),
+            },
+            actor: Actor::Admin,
+            keyed: None,
+        }
+    }
+
+    /// While a commit waits for its sync, neither its own answer nor a read made meanwhile
+    /// (which may see it) leaves; both do once the sync has run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_is_answered_before_the_commit_it_may_show_is_durable() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (store, threads) = Store::open(StoreConfig {
+            path: dir.path().join("t.db"),
+            queue_depth: 8,
+            credential_queue_depth: 8,
+            commit_batch_max: 8,
+            readers: 1,
+            idempotency_ttl: IDEMPOTENCY_TTL_MAX,
+            clock: Clock::System,
+        })
+        .expect("the store opens");
+        let Ok(Written::Fresh(first)) = store.create_tenant(create("first")).await else {
+            panic!("the first create");
+        };
+        let durability = Arc::clone(store.durability.as_ref().expect("SQLite syncs apart"));
+        durability.hold.store(true, Ordering::SeqCst);
+
+        let second = tokio::spawn({
+            let store = store.clone();
+            async move { store.create_tenant(create("second")).await }
+        });
+        // The second create commits, then waits for its sync.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.gauges().batches < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the second batch commits"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let read = tokio::spawn({
+            let store = store.clone();
+            let id = first.tenant.id.clone();
+            async move { store.tenant(id).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !second.is_finished(),
+            "a write is answered only once durable"
+        );
+        assert!(
+            !read.is_finished(),
+            "a read waits for the commits it may show"
+        );
+
+        durability.hold.store(false, Ordering::SeqCst);
+        let wait = Duration::from_secs(10);
+        let second = tokio::time::timeout(wait, second).await.expect("answered");
+        assert!(matches!(second, Ok(Ok(Written::Fresh(_)))), "{second:?}");
+        let read = tokio::time::timeout(wait, read).await.expect("answered");
+        assert_eq!(
+            read.expect("the task").expect("the tenant").id,
+            first.tenant.id
+        );
+        threads.shutdown().await.expect("a clean shutdown");
     }
 }

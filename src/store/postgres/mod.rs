@@ -230,6 +230,8 @@ pub(super) fn open(
                 stats,
                 move |queue| commands::run(writer, queue),
                 readers,
+                // A commit is durable when it returns: reads need not wait.
+                None,
             )
             .map_err(|e| e.0)
         })

@@ -1,7 +1,8 @@
 //! The SQLite backend: one writer thread owns the read-write connection and group-commits
 //! typed commands ([`writer`]); the readers and the credential thread each have a read-only
 //! connection of their own (see [`super::threads`]). WAL gives each read a snapshot of what is
-//! committed; a reader never sees a write before its commit.
+//! committed; a reader never sees a write before its commit, and its answer waits until that
+//! commit is durable ([`syncer`], [`super::durability`]).
 
 mod audit;
 mod backup;
@@ -10,13 +11,16 @@ pub(super) mod copy;
 mod open;
 mod scan;
 mod sql;
+mod syncer;
 mod writer;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::ErrorCode;
 
 use super::commands;
+use super::durability::Durability;
 use super::queries::Reads;
 use super::threads::{self, Store, StoreThreads};
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};
@@ -68,7 +72,8 @@ impl From<open::OpenError> for OpenError {
 /// Opens the file, migrates it, and starts the writer, the readers and the credential thread.
 pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenError> {
     let conn = open::open_writer(&config.path)?;
-    let writer = Writer::new(conn, config.clone())?;
+    let durability = Arc::new(Durability::new());
+    let writer = Writer::new(conn, config.clone(), Arc::clone(&durability))?;
     let stats = writer.stats();
     // One connection a reader, and one for the credential thread.
     let readers = (0..=config.readers)
@@ -79,6 +84,7 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
         stats,
         move |queue| commands::run(writer, queue),
         readers,
+        Some(durability),
     )
 }
 

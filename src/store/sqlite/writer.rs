@@ -3,8 +3,9 @@
 //! It blocks for one command, then takes whatever else is already queued, up to
 //! `commit_batch_max`, and runs the lot in ONE transaction, each write inside its own
 //! `SAVEPOINT` so that a failing command (a name clash, a panic) rolls back alone. It commits
-//! once and only then answers every command in the batch: no answer leaves before the commit
-//! that holds it, and no time is spent waiting for a batch to fill.
+//! once, hands the batch to the syncer ([`super::syncer`]), which answers every command once
+//! the commit is durable, and goes on with the next batch: no answer leaves before the
+//! durable commit that holds it, and no time is spent waiting for a batch to fill.
 //!
 //! A transaction that cannot be ended cleanly (a `ROLLBACK` that fails) is never trusted: the
 //! connection is closed, which rolls it back, and a new one is opened before anything else is
@@ -16,8 +17,10 @@ use rusqlite::{Connection, ErrorCode};
 
 use super::checkpoint::{Checkpointer, WAL_RESTART_PAGES};
 use super::open;
+use super::syncer::{Committed, Syncer};
 use crate::audit::Head;
-use crate::store::commands::{self, Batches, Commands, Delta, Stats};
+use crate::store::commands::{self, Batches, Commands, Delta, Finish, Stats};
+use crate::store::durability::Durability;
 use crate::store::sql::Sql;
 use crate::store::{StoreConfig, StoreError, queries};
 
@@ -36,6 +39,11 @@ pub(super) struct Writer {
     /// Whether a write could begin, once a probe of this batch has found out.
     writable: Option<Result<(), StoreError>>,
     checkpointer: Checkpointer,
+    /// Makes each committed batch durable and answers it.
+    syncer: Syncer,
+    durability: Arc<Durability>,
+    /// The number of the batch's commit, once its `COMMIT` has begun.
+    committing: Option<u64>,
 }
 
 impl Batches for Writer {
@@ -98,6 +106,7 @@ impl Batches for Writer {
     /// in the database ends where the batch left it (and the batch appended to it), the batch
     /// did commit, and its commands get their own answers.
     fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
+        self.committing = Some(self.durability.begin_commit());
         let Err(error) = self.sql("COMMIT") else {
             return Ok(());
         };
@@ -127,9 +136,23 @@ impl Batches for Writer {
         self.resync();
     }
 
+    /// A batch whose `COMMIT` ran is answered by the syncer, once the WAL is durable (and
+    /// after every batch committed before it); one that never reached `COMMIT` at once.
+    fn answer(&mut self, answers: Vec<Finish>, outcome: Result<(), StoreError>) {
+        match self.committing.take() {
+            Some(number) => self.syncer.send(Committed {
+                number,
+                answers,
+                outcome,
+            }),
+            None => commands::answer_all(answers, &outcome),
+        }
+    }
+
     /// Checkpoints the WAL into the main file so the database is one self-contained file
     /// after a clean stop.
     fn close(mut self) {
+        self.syncer.stop();
         self.checkpointer.stop();
         let checkpoint = self
             .cmds
@@ -148,7 +171,11 @@ impl Batches for Writer {
 impl Writer {
     /// Takes over the read-write connection: starts the checkpointer, reads the head, the
     /// counts and the latest id.
-    pub(super) fn new(mut conn: Connection, config: StoreConfig) -> Result<Self, open::OpenError> {
+    pub(super) fn new(
+        mut conn: Connection,
+        config: StoreConfig,
+        durability: Arc<Durability>,
+    ) -> Result<Self, open::OpenError> {
         let checkpointer = Checkpointer::start(open::open_checkpointer(&config.path)?)
             .map_err(|e| open::OpenError::Io(format!("cannot start the checkpoint thread: {e}")))?;
         let stats = Stats::default();
@@ -157,6 +184,9 @@ impl Writer {
         let head = commands::load_head(&mut conn).map_err(unreadable)?;
         let latest = queries::latest_ulid(&mut conn).map_err(unreadable)?;
         stats.load(&mut conn).map_err(unreadable)?;
+        leave_syncs_to_the_syncer(&conn)?;
+        let syncer = Syncer::start(&config.path, Arc::clone(&durability))
+            .map_err(|e| open::OpenError::Io(format!("cannot start the sync thread: {e}")))?;
         Ok(Self {
             cmds: Commands::new(conn, &config, head, latest),
             config,
@@ -165,6 +195,9 @@ impl Writer {
             reopen_pending: false,
             writable: None,
             checkpointer,
+            syncer,
+            durability,
+            committing: None,
         })
     }
 
@@ -235,6 +268,7 @@ impl Writer {
             open::reopen_writer(&self.config.path).map_err(|e| unavailable(e.to_string()))?;
         self.checkpointer
             .watch(&mut conn, Arc::clone(&self.stats.wal_frames))?;
+        leave_syncs_to_the_syncer(&conn).map_err(|e| unavailable(e.to_string()))?;
         let old = std::mem::replace(&mut self.cmds.db, conn);
         if let Err((old, e)) = old.close() {
             self.cmds.db = old;
@@ -281,6 +315,13 @@ impl Writer {
     }
 }
 
+/// The writer's connection commits without waiting for the disk (`synchronous = NORMAL`):
+/// the syncer syncs the WAL before any command of the batch is answered.
+fn leave_syncs_to_the_syncer(conn: &Connection) -> Result<(), open::OpenError> {
+    conn.execute_batch("PRAGMA synchronous = NORMAL")
+        .map_err(|e| open::OpenError::Io(format!("cannot set the writer's sync mode: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::sync::oneshot;
@@ -309,7 +350,7 @@ mod tests {
             clock: crate::store::Clock::System,
         };
         let conn = open::open_writer(&config.path).expect("the database opens");
-        Writer::new(conn, config).expect("the writer starts")
+        Writer::new(conn, config, Arc::new(Durability::new())).expect("the writer starts")
     }
 
     fn new_tenant(name: &str) -> NewTenant {
