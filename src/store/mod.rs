@@ -104,6 +104,22 @@ pub(crate) struct StoreConfig {
     pub(crate) clock: Clock,
 }
 
+#[cfg(test)]
+impl StoreConfig {
+    /// Small bounds on the file at `path`, as the tests use them.
+    pub(crate) fn for_tests(path: PathBuf) -> Self {
+        Self {
+            path,
+            queue_depth: 8,
+            credential_queue_depth: 8,
+            commit_batch_max: 8,
+            readers: 1,
+            idempotency_ttl: IDEMPOTENCY_TTL_MAX,
+            clock: Clock::System,
+        }
+    }
+}
+
 /// Where the store reads the time: the system clock, or (in the tests) a hand that moves it.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum Clock {

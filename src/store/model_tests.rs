@@ -484,13 +484,10 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
         .expect("a runtime");
     runtime.block_on(async {
         let (store, threads) = Store::open(StoreConfig {
-            path: path.clone(),
             queue_depth: 16,
             credential_queue_depth: 16,
-            commit_batch_max: 8,
-            readers: 1,
-            idempotency_ttl: super::IDEMPOTENCY_TTL_MAX,
             clock: Clock::Manual(Arc::clone(&clock)),
+            ..StoreConfig::for_tests(path.clone())
         })
         .expect("the store opens");
         let mut harness = Harness {

@@ -10,7 +10,7 @@ use super::rows::{
     self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH, budget_columns,
     reservation_columns, tenant_columns,
 };
-use super::sql::{Param, RowError, Sql, text};
+use super::sql::{Param, Row, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
 use crate::domain::{
     Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId, Timestamp,
@@ -58,21 +58,18 @@ pub(crate) fn budget(
     tenant: &TenantId,
     id: Option<&BudgetId>,
 ) -> Result<Budget, StoreError> {
-    if let Some(id) = id {
-        let found = db.query_opt(
-            concat!(
-                "SELECT ",
-                budget_columns!("budgets"),
-                " FROM budgets WHERE id = ?1 AND tenant_id = ?2"
-            ),
-            &[id.as_str().into(), tenant.as_str().into()],
-            |row| rows::budget(row, 0),
-        )?;
-        if let Some(budget) = found {
-            return Ok(budget);
-        }
-    }
-    Err(not_found(db, tenant, StoreError::BudgetNotFound)?)
+    of_tenant(
+        db,
+        tenant,
+        id.map(BudgetId::as_str),
+        StoreError::BudgetNotFound,
+        concat!(
+            "SELECT ",
+            budget_columns!("budgets"),
+            " FROM budgets WHERE id = ?1 AND tenant_id = ?2"
+        ),
+        |row| rows::budget(row, 0),
+    )
 }
 
 /// The budget `id` of tenant `tenant`, as [`budget`] finds it, and whether the tenant is
@@ -82,24 +79,41 @@ pub(crate) fn budget_to_write(
     tenant: &TenantId,
     id: Option<&BudgetId>,
 ) -> Result<(Budget, bool), StoreError> {
-    if let Some(id) = id {
-        let found = db.query_opt(
-            concat!(
-                // The tenant's state as a subquery: written as a join, the statement was
-                // prepared again by SQLite at every run (a cost callgrind shows, and the
-                // statement cache cannot save).
-                "SELECT (SELECT state FROM tenants WHERE id = ?2), ",
-                budget_columns!("b"),
-                " FROM budgets b WHERE b.id = ?1 AND b.tenant_id = ?2"
-            ),
-            &[id.as_str().into(), tenant.as_str().into()],
-            |row| Ok((rows::budget(row, 1)?, text(row, 0)? == "active")),
-        )?;
-        if let Some(found) = found {
-            return Ok(found);
-        }
-    }
-    Err(not_found(db, tenant, StoreError::BudgetNotFound)?)
+    of_tenant(
+        db,
+        tenant,
+        id.map(BudgetId::as_str),
+        StoreError::BudgetNotFound,
+        concat!(
+            // The tenant's state as a subquery: written as a join, the statement was
+            // prepared again by SQLite at every run (a cost callgrind shows, and the
+            // statement cache cannot save).
+            "SELECT (SELECT state FROM tenants WHERE id = ?2), ",
+            budget_columns!("b"),
+            " FROM budgets b WHERE b.id = ?1 AND b.tenant_id = ?2"
+        ),
+        |row| Ok((rows::budget(row, 1)?, text(row, 0)? == "active")),
+    )
+}
+
+/// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
+pub(crate) fn reservation(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&ReservationId>,
+) -> Result<Reservation, StoreError> {
+    of_tenant(
+        db,
+        tenant,
+        id.map(ReservationId::as_str),
+        StoreError::ReservationNotFound,
+        concat!(
+            "SELECT ",
+            reservation_columns!("reservations"),
+            " FROM reservations WHERE id = ?1 AND tenant_id = ?2"
+        ),
+        |row| rows::reservation(row),
+    )
 }
 
 /// The reservation `id` of tenant `tenant`, as [`reservation`] finds it, and whether the
@@ -109,50 +123,45 @@ pub(crate) fn reservation_to_settle(
     tenant: &TenantId,
     id: Option<&ReservationId>,
 ) -> Result<(Reservation, bool), StoreError> {
-    if let Some(id) = id {
-        let found = db.query_opt(
-            concat!(
-                "SELECT ",
-                reservation_columns!("r"),
-                // The tenant's state as a subquery, as in `budget_to_write`. Joining the
-                // budget here as well brings the same cost back, so it is read on its own.
-                ", (SELECT state FROM tenants WHERE id = ?2) FROM reservations r \
-                 WHERE r.id = ?1 AND r.tenant_id = ?2"
-            ),
-            &[id.as_str().into(), tenant.as_str().into()],
-            |row| {
-                Ok((
-                    rows::reservation(row)?,
-                    text(row, RESERVATION_WIDTH)? == "active",
-                ))
-            },
-        )?;
-        if let Some(found) = found {
-            return Ok(found);
-        }
-    }
-    Err(not_found(db, tenant, StoreError::ReservationNotFound)?)
+    of_tenant(
+        db,
+        tenant,
+        id.map(ReservationId::as_str),
+        StoreError::ReservationNotFound,
+        concat!(
+            "SELECT ",
+            reservation_columns!("r"),
+            // The tenant's state as a subquery, as in `budget_to_write`. Joining the budget
+            // here as well brings the same cost back, so it is read on its own.
+            ", (SELECT state FROM tenants WHERE id = ?2) FROM reservations r \
+             WHERE r.id = ?1 AND r.tenant_id = ?2"
+        ),
+        |row| {
+            Ok((
+                rows::reservation(row)?,
+                text(row, RESERVATION_WIDTH)? == "active",
+            ))
+        },
+    )
 }
 
-/// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
-pub(crate) fn reservation(
+/// The row of tenant `tenant` that `sql` finds by `id` (`?1`, the tenant's id `?2`), as
+/// `read` reads it; for none (or no id), `missing` if the tenant exists, else
+/// `tenant_not_found`.
+fn of_tenant<T>(
     db: &mut impl Sql,
     tenant: &TenantId,
-    id: Option<&ReservationId>,
-) -> Result<Reservation, StoreError> {
-    if let Some(id) = id {
-        let found = db.query_opt(
-            &format!(
-                "SELECT {RESERVATION_COLUMNS} FROM reservations WHERE id = ?1 AND tenant_id = ?2"
-            ),
-            &[id.as_str().into(), tenant.as_str().into()],
-            |row| rows::reservation(row),
-        )?;
-        if let Some(reservation) = found {
-            return Ok(reservation);
-        }
+    id: Option<&str>,
+    missing: StoreError,
+    sql: &str,
+    read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
+) -> Result<T, StoreError> {
+    if let Some(id) = id
+        && let Some(found) = db.query_opt(sql, &[id.into(), tenant.as_str().into()], read)?
+    {
+        return Ok(found);
     }
-    Err(not_found(db, tenant, StoreError::ReservationNotFound)?)
+    Err(not_found(db, tenant, missing)?)
 }
 
 /// `missing` if the tenant exists, else `tenant_not_found`.

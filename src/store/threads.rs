@@ -424,7 +424,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{Atomic, Name, NewTenant};
-    use crate::store::{Clock, CreateTenant, IDEMPOTENCY_TTL_MAX, Written};
+    use crate::store::{CreateTenant, Written};
 
     fn create(name: &str) -> CreateTenant {
         CreateTenant {
@@ -442,16 +442,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn nothing_is_answered_before_the_commit_it_may_show_is_durable() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let (store, threads) = Store::open(StoreConfig {
-            path: dir.path().join("t.db"),
-            queue_depth: 8,
-            credential_queue_depth: 8,
-            commit_batch_max: 8,
-            readers: 1,
-            idempotency_ttl: IDEMPOTENCY_TTL_MAX,
-            clock: Clock::System,
-        })
-        .expect("the store opens");
+        let (store, threads) =
+            Store::open(StoreConfig::for_tests(dir.path().join("t.db"))).expect("the store opens");
         let Ok(Written::Fresh(first)) = store.create_tenant(create("first")).await else {
             panic!("the first create");
         };

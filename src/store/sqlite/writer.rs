@@ -334,21 +334,12 @@ mod tests {
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
     use crate::store::commands::WriteCommand;
     use crate::store::{
-        CreateTenant, Created, FAULT_ROLLBACK_NAME, IDEMPOTENCY_TTL_MAX, Keyed, StoredResponse,
-        Written,
+        CreateTenant, Created, FAULT_ROLLBACK_NAME, Keyed, StoredResponse, Written,
     };
 
     /// A writer on a fresh database in `dir`.
     fn writer(dir: &tempfile::TempDir) -> Writer {
-        let config = StoreConfig {
-            path: dir.path().join("t.db"),
-            queue_depth: 8,
-            credential_queue_depth: 8,
-            commit_batch_max: 8,
-            readers: 1,
-            idempotency_ttl: IDEMPOTENCY_TTL_MAX,
-            clock: crate::store::Clock::System,
-        };
+        let config = StoreConfig::for_tests(dir.path().join("t.db"));
         let conn = open::open_writer(&config.path).expect("the database opens");
         Writer::new(conn, config, Arc::new(Durability::new())).expect("the writer starts")
     }
