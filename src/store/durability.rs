@@ -5,8 +5,8 @@
 //! commands, while the writer already runs the next batch. A read in that window may see a
 //! commit that a crash would still take back, so before a read is answered it waits for the
 //! sync of every commit that had begun when the read finished: no answer, of a write or of a
-//! read, shows anything that is not durable. The wait is at most one sync (a millisecond or
-//! two), and none when no commit is in flight.
+//! read, shows anything that is not durable. The wait lasts until the syncs queued ahead are
+//! done (a sync takes a millisecond or two), and is none when no commit is in flight.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -15,7 +15,7 @@
 //! write or read queue is refused at once ([`StoreError::QueueFull`], a `503` with
 //! `Retry-After`), never buffered without limit. A credential check waits for room instead,
 //! for at most [`CREDENTIAL_WAIT_MAX`], so that a flood of reads cannot turn a `401` into a
-//! `503`. On SQLite, at most two committed batches wait for their fsync; the writer waits
+//! `503`. On SQLite, at most two committed batches queue for their fsync; the writer waits
 //! for the sync thread beyond that, and a read waits at most [`SETTLE_WAIT_MAX`] for the
 //! sync of a commit it may show.
 

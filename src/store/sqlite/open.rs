@@ -129,7 +129,9 @@ pub(super) fn reopen_writer(path: &Path) -> Result<Connection, OpenError> {
 /// The writer's pragmas: the lock wait, WAL, durable commits, erasure that leaves no trace.
 fn configure_writer(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // WAL lets readers work beside the writer; FULL makes every commit durable on return.
+    // WAL lets readers work beside the writer; FULL makes every commit durable on return
+    // (migrations included). Once serving, the writer leaves that sync to its sync thread
+    // (`synchronous = NORMAL`, see the writer).
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(OpenError::Io(format!(

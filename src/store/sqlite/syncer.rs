@@ -15,11 +15,12 @@
 //!
 //! A sync that fails ends the process. After a failed `fsync` the kernel may have dropped
 //! the dirty pages and cleared the error, so no later sync could tell whether the batch is on
-//! disk; the batch's commands are never answered, and a restart recovers exactly what the WAL
-//! holds.
+//! disk; the batch's commands are never answered, and a restart recovers what reached the
+//! disk.
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -28,8 +29,9 @@ use crate::store::StoreError;
 use crate::store::commands::{Finish, answer_all};
 use crate::store::durability::Durability;
 
-/// Committed batches that may wait for their sync; the writer blocks when it would commit
-/// one more, so at most this many commits are visible but not yet durable.
+/// Committed batches that may queue for their sync. With the one being synced and the one
+/// the writer holds while it waits for room, at most 4 committed batches are not yet
+/// durable.
 pub(super) const SYNC_QUEUE_DEPTH: usize = 2;
 
 /// A committed (or failed) batch: its commit's number and its commands' answers.
@@ -48,20 +50,23 @@ pub(super) struct Syncer {
 }
 
 impl Syncer {
-    /// Starts the thread for the database at `db`, whose WAL must exist. Syncs the
-    /// database's directory first, so that the WAL's own name is durable.
+    /// Starts the thread for the database at `db`, whose WAL must exist. Syncs the WAL once
+    /// first: after a crash, frames a commit wrote but no sync covered may still sit in the
+    /// page cache, visible to every reader. Then syncs the database's directory, so that the
+    /// WAL's own name is durable.
     pub(super) fn start(db: &Path, durability: Arc<Durability>) -> io::Result<Self> {
-        let wal = wal_path(db);
-        File::open(&wal)?;
+        let path = wal_path(db);
+        let wal = Wal::open(path.clone())?;
+        wal.file.sync_data()?;
         let dir = db.parent().filter(|d| !d.as_os_str().is_empty());
         File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
         let (queue, batches) = flume::bounded(SYNC_QUEUE_DEPTH);
-        let (thread_wal, thread_durability) = (wal.clone(), Arc::clone(&durability));
+        let thread_durability = Arc::clone(&durability);
         let handle = std::thread::Builder::new()
             .name("tenantd-sync".into())
-            .spawn(move || run(&thread_wal, &thread_durability, &batches))?;
+            .spawn(move || run(wal, &thread_durability, &batches))?;
         Ok(Self {
-            wal,
+            wal: path,
             durability,
             queue: Some(queue),
             handle: Some(handle),
@@ -81,7 +86,10 @@ impl Syncer {
             },
             None => batch,
         };
-        sync_or_abort(&self.wal);
+        match Wal::open(self.wal.clone()) {
+            Ok(mut wal) => wal.sync_or_abort(),
+            Err(e) => abort_unsynced(&e),
+        }
         self.durability.synced(batch.number);
         answer_all(batch.answers, &batch.outcome);
     }
@@ -109,7 +117,7 @@ fn wal_path(db: &Path) -> PathBuf {
     PathBuf::from(wal)
 }
 
-fn run(wal: &Path, durability: &Durability, batches: &flume::Receiver<Committed>) {
+fn run(mut wal: Wal, durability: &Durability, batches: &flume::Receiver<Committed>) {
     while let Ok(first) = batches.recv() {
         // Every batch queued now was committed before this sync begins: one sync covers all.
         let mut group = vec![first];
@@ -118,7 +126,7 @@ fn run(wal: &Path, durability: &Durability, batches: &flume::Receiver<Committed>
         while durability.hold.load(std::sync::atomic::Ordering::SeqCst) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        sync_or_abort(wal);
+        wal.sync_or_abort();
         let last = group.last().map_or(0, |batch| batch.number);
         durability.synced(last);
         for batch in group {
@@ -127,14 +135,52 @@ fn run(wal: &Path, durability: &Durability, batches: &flume::Receiver<Committed>
     }
 }
 
-/// Makes every frame written to the WAL so far durable, or ends the process. The file is
-/// opened afresh each time, so the sync always reaches the file SQLite writes to.
-fn sync_or_abort(wal: &Path) {
-    if let Err(e) = File::open(wal).and_then(|f| f.sync_data()) {
-        log::error!(
-            "cannot sync the WAL ({e}); stopping: after a failed sync nothing says whether the \
-             last commits are on disk, and none of them may be answered"
-        );
-        std::process::abort();
+/// The WAL file, held open for the thread's life. A descriptor opened afresh for each sync
+/// would not be told of a write-back error that another descriptor (SQLite's own, in a
+/// checkpoint) had already been told of; one held open since before the write is.
+struct Wal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Wal {
+    fn open(path: PathBuf) -> io::Result<Self> {
+        let file = File::open(&path)?;
+        Ok(Self { path, file })
     }
+
+    /// Makes every frame written to the WAL so far durable, or ends the process. Should the
+    /// WAL at the path ever be another file than the one held (SQLite recreates it only
+    /// when every connection has closed), the held one is synced and the new one opened and
+    /// synced too.
+    fn sync_or_abort(&mut self) {
+        if let Err(e) = self.file.sync_data() {
+            abort_unsynced(&e);
+        }
+        if !self.is_current() {
+            match Self::open(self.path.clone()) {
+                Ok(wal) => *self = wal,
+                Err(e) => abort_unsynced(&e),
+            }
+            if let Err(e) = self.file.sync_data() {
+                abort_unsynced(&e);
+            }
+        }
+    }
+
+    /// Whether the file at the path is the one held.
+    fn is_current(&self) -> bool {
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(at_path), Ok(held)) => at_path.dev() == held.dev() && at_path.ino() == held.ino(),
+            _ => false,
+        }
+    }
+}
+
+fn abort_unsynced(e: &io::Error) -> ! {
+    log::error!(
+        "cannot sync the WAL ({e}); stopping: after a failed sync nothing says whether the last \
+         commits are on disk, and none of them may be answered"
+    );
+    std::process::abort();
 }
