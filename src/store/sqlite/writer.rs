@@ -12,6 +12,7 @@
 //! read or written.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode};
 
@@ -208,21 +209,32 @@ impl Writer {
 
     /// When the WAL is longer than [`WAL_RESTART_PAGES`], copies what the checkpointer has
     /// not copied yet (the last batch or two), so that the coming batch starts the WAL over.
-    /// A checkpoint that cannot finish (a reader holds old frames) is no error: the WAL
-    /// starts over at a later batch.
+    /// While the checkpointer is copying, the writer waits for it (for at most
+    /// [`WAL_RESTART_WAIT_MAX`]): under full load it nearly always is, and a writer that gave
+    /// up at once let the WAL grow past `journal_size_limit`, to be cut back with a stall of
+    /// 100 ms and more when it did start over. A checkpoint that cannot finish (a reader
+    /// holds old frames) is no error: the WAL starts over at a later batch.
     fn restart_wal_if_long(&mut self) {
         if self.checkpointer.wal_pages() < WAL_RESTART_PAGES {
             return;
         }
-        match self
-            .cmds
-            .db
-            .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
-        {
-            // The checkpointer is at it: the next batch looks again.
-            Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {}
-            Err(e) => log::warn!("the writer's checkpoint before a batch failed: {e}"),
-            Ok(_) => {}
+        let deadline = Instant::now() + WAL_RESTART_WAIT_MAX;
+        loop {
+            match self
+                .cmds
+                .db
+                .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
+            {
+                // The checkpointer is at it (a PASSIVE checkpoint does not wait): again soon.
+                Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
+                    if Instant::now() >= deadline {
+                        return;
+                    }
+                    std::thread::sleep(WAL_RESTART_RETRY);
+                }
+                Err(e) => return log::warn!("the writer's checkpoint before a batch failed: {e}"),
+                Ok(_) => return,
+            }
         }
     }
 
@@ -314,6 +326,12 @@ impl Writer {
         }
     }
 }
+
+/// How long the writer waits for the checkpointer's pass before it starts the WAL over.
+const WAL_RESTART_WAIT_MAX: Duration = Duration::from_millis(20);
+
+/// How often, meanwhile, it tries again.
+const WAL_RESTART_RETRY: Duration = Duration::from_micros(200);
 
 /// The writer's connection commits without waiting for the disk (`synchronous = NORMAL`):
 /// the syncer syncs the WAL before any command of the batch is answered.
