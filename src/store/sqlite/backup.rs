@@ -6,7 +6,8 @@
 //! of the idempotency records (they hold tenant tokens in plain text, and a backup outlives
 //! their 24 hours), checked (integrity and audit chain), fsynced, and only then linked to its
 //! final name, so a half-written backup never carries the name of a good one. A restored
-//! backup therefore replays no earlier `Idempotency-Key`.
+//! backup therefore replays no earlier `Idempotency-Key`. The source's WAL is synced after the
+//! copy, so a backup never holds a commit that the server had not yet made durable.
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -26,7 +27,7 @@ pub(super) fn run(db_path: &Path, to: &Path) -> Result<Summary, String> {
     let source = open::open_reader(db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
     let partial = partial_path(to)?;
     remove_stale_partials(to);
-    let result = write_checked(&source, &partial, to);
+    let result = write_checked(&source, db_path, &partial, to);
     if result.is_err() {
         let _ = fs::remove_file(&partial);
     }
@@ -74,6 +75,7 @@ fn partial_path(to: &Path) -> Result<PathBuf, String> {
 
 fn write_checked(
     source: &rusqlite::Connection,
+    source_path: &Path,
     partial: &Path,
     to: &Path,
 ) -> Result<Summary, String> {
@@ -91,6 +93,8 @@ fn write_checked(
     source
         .execute("VACUUM INTO ?1", [target])
         .map_err(|e| at(&e))?;
+    // The snapshot was taken inside `VACUUM INTO`: every frame it read is in the WAL by now.
+    open::sync_wal(source_path)?;
     scrub(partial).map_err(|e| at(&e))?;
     let summary = check(partial).map_err(|e| at(&e))?;
     open::publish(partial, to)?;

@@ -37,6 +37,8 @@ impl File {
         let conn = open::open_reader(path).map_err(|e| at(e.to_string()))?;
         conn.execute_batch("BEGIN; SELECT count(*) FROM audit_events;")
             .map_err(|e| at(e.to_string()))?;
+        // The snapshot is fixed now; syncing the WAL makes every commit it shows durable.
+        open::sync_wal(path)?;
         Ok(Self {
             conn,
             path: path.to_owned(),

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use super::open::wal_path;
 use crate::store::StoreError;
 use crate::store::commands::{Finish, answer_all};
 use crate::store::durability::Durability;
@@ -109,12 +110,6 @@ impl Drop for Syncer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn wal_path(db: &Path) -> PathBuf {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    PathBuf::from(wal)
 }
 
 fn run(mut wal: Wal, durability: &Durability, batches: &flume::Receiver<Committed>) {
