@@ -59,11 +59,26 @@ impl TextRow for SqliteRow<'_, '_> {
     }
 }
 
+/// Test and debug builds: whether SQLite prepared `stmt` again since it was first prepared.
+/// It does so at every run of a statement whose plan it thinks may depend on a bound value
+/// (an equality on a key in a join, found by its constant propagation), which costs as much as
+/// the query itself: such a statement must be written another way (a scalar subquery, or
+/// `COLLATE BINARY` on the bound value). No schema changes while the store serves, so any
+/// count is that.
+fn assert_prepared_once(stmt: &rusqlite::CachedStatement<'_>, sql: &str) {
+    debug_assert_eq!(
+        stmt.get_status(rusqlite::StatementStatus::RePrepare),
+        0,
+        "SQLite prepares this statement again at every run: {sql}"
+    );
+}
+
 impl Sql for Connection {
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
-        Ok(self
-            .prepare_cached(sql)?
-            .execute(params_from_iter(params.iter()))?)
+        let mut stmt = self.prepare_cached(sql)?;
+        let changed = stmt.execute(params_from_iter(params.iter()))?;
+        assert_prepared_once(&stmt, sql);
+        Ok(changed)
     }
 
     fn query<T>(
@@ -78,11 +93,15 @@ impl Sql for Connection {
         while let Some(row) = rows.next()? {
             found.push(read(&SqliteRow(row))?);
         }
+        drop(rows);
+        assert_prepared_once(&stmt, sql);
         Ok(found)
     }
 
     fn run(&mut self, sql: &str) -> Result<(), StoreError> {
-        self.prepare_cached(sql)?.execute([])?;
+        let mut stmt = self.prepare_cached(sql)?;
+        stmt.execute([])?;
+        assert_prepared_once(&stmt, sql);
         Ok(())
     }
 
