@@ -330,7 +330,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_snapshot_copy_syncs_the_wal_it_read_and_needs_none_when_there_is_none() {
+    fn the_wal_is_synced_when_there_is_one_and_its_absence_is_no_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("t.db");
         assert_eq!(sync_wal(&path), Ok(()), "no WAL: nothing to sync");

@@ -59,12 +59,10 @@ impl TextRow for SqliteRow<'_, '_> {
     }
 }
 
-/// Test and debug builds: whether SQLite prepared `stmt` again since it was first prepared.
-/// It does so at every run of a statement whose plan it thinks may depend on a bound value
-/// (an equality on a key in a join, found by its constant propagation), which costs as much as
-/// the query itself: such a statement must be written another way (a scalar subquery, or
-/// `COLLATE BINARY` on the bound value). No schema changes while the store serves, so any
-/// count is that.
+/// Test and debug builds: fails if SQLite has prepared `stmt` again since its first run. It
+/// does so at every run of a statement whose plan it takes to depend on a bound value (see
+/// `store::queries` for the shapes, and the cast that avoids them), which costs more than the
+/// query itself. The store changes no schema while it serves, so a count here is always that.
 fn assert_prepared_once(stmt: &rusqlite::CachedStatement<'_>, sql: &str) {
     debug_assert_eq!(
         stmt.get_status(rusqlite::StatementStatus::RePrepare),
