@@ -93,12 +93,10 @@ pub(crate) fn budget_to_write(
         id.map(BudgetId::as_str),
         StoreError::BudgetNotFound,
         concat!(
-            // The tenant's state as a subquery: written as a join, the statement was
-            // prepared again by SQLite at every run (a cost callgrind shows, and the
-            // statement cache cannot save).
-            "SELECT (SELECT state FROM tenants WHERE id = ?2), ",
+            "SELECT t.state, ",
             budget_columns!("b"),
-            " FROM budgets b WHERE b.id = ?1 AND b.tenant_id = ?2"
+            " FROM budgets b JOIN tenants t ON t.id = b.tenant_id \
+             WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
         ),
         |row| Ok((rows::budget(row, 1)?, text(row, 0)? == "active")),
     )
@@ -124,13 +122,13 @@ pub(crate) fn reservation(
     )
 }
 
-/// The reservation `id` of tenant `tenant`, as [`reservation`] finds it, and whether the
-/// tenant is active: what a settlement reads first, in one statement.
+/// The reservation `id` of tenant `tenant`, as [`reservation`] finds it, whether the tenant
+/// is active, and the reservation's budget: what a settlement reads first, in one statement.
 pub(crate) fn reservation_to_settle(
     db: &mut impl Sql,
     tenant: &TenantId,
     id: Option<&ReservationId>,
-) -> Result<(Reservation, bool), StoreError> {
+) -> Result<(Reservation, bool, Budget), StoreError> {
     of_tenant(
         db,
         tenant,
@@ -139,15 +137,17 @@ pub(crate) fn reservation_to_settle(
         concat!(
             "SELECT ",
             reservation_columns!("r"),
-            // The tenant's state as a subquery, as in `budget_to_write`. Joining the budget
-            // here as well brings the same cost back, so it is read on its own.
-            ", (SELECT state FROM tenants WHERE id = ?2) FROM reservations r \
-             WHERE r.id = ?1 AND r.tenant_id = ?2"
+            ", t.state, ",
+            budget_columns!("b"),
+            " FROM reservations r JOIN tenants t ON t.id = r.tenant_id \
+             JOIN budgets b ON b.id = r.budget_id \
+             WHERE r.id = CAST(?1 AS TEXT) AND r.tenant_id = CAST(?2 AS TEXT)"
         ),
         |row| {
             Ok((
                 rows::reservation(row)?,
                 text(row, RESERVATION_WIDTH)? == "active",
+                rows::budget(row, RESERVATION_WIDTH + 1)?,
             ))
         },
     )

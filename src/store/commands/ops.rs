@@ -306,11 +306,11 @@ impl<D: Sql> Commands<D> {
         actor: &Actor,
     ) -> Result<Reservation, StoreError> {
         let now = self.now();
-        let (mut reservation, active) = queries::reservation_to_settle(&mut self.db, tenant, id)?;
+        let (mut reservation, active, mut budget) =
+            queries::reservation_to_settle(&mut self.db, tenant, id)?;
         if !active {
             return Err(StoreError::TenantTombstoned);
         }
-        let mut budget = queries::budget(&mut self.db, tenant, Some(&reservation.budget_id))?;
         if budget.is_open() {
             self.expire_due_in(&mut budget, now)?;
         }
