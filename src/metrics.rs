@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::domain::EntryKind;
+use crate::domain::{BudgetState, EntryKind, ReservationState, TenantState};
 use crate::store::StoreGauges;
 
 /// The statuses this service answers with; anything else is counted as `other`.
@@ -182,27 +182,28 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP tenantd_tenants Tenants by state.\n# TYPE tenantd_tenants gauge\n\
-             tenantd_tenants{{state=\"active\"}} {}\ntenantd_tenants{{state=\"tombstoned\"}} {}",
-            gauges.tenants_active, gauges.tenants_tombstoned,
-        );
         // Name, help, label, the label's values, and a count for each.
         type Labelled<'a> = (&'a str, &'a str, &'a str, &'a [&'a str], &'a [u64]);
-        let labelled: [Labelled<'_>; 3] = [
+        let labelled: [Labelled<'_>; 4] = [
+            (
+                "tenantd_tenants",
+                "Tenants by state.",
+                "state",
+                &TenantState::NAMES,
+                &gauges.tenants,
+            ),
             (
                 "tenantd_budgets",
                 "Budgets by state.",
                 "state",
-                &["open", "closed"],
+                &BudgetState::NAMES,
                 &gauges.budgets,
             ),
             (
                 "tenantd_reservations",
                 "Reservations by recorded state.",
                 "state",
-                &["active", "committed", "released", "expired"],
+                &ReservationState::NAMES,
                 &gauges.reservations,
             ),
             (

@@ -198,12 +198,21 @@ pub(crate) enum BudgetState {
 }
 
 impl BudgetState {
+    /// Every state's name, as the API and the database write it, in [`BudgetState::slot`]
+    /// order: the one list the filters, the counters and the metrics use.
+    pub(crate) const NAMES: [&'static str; 2] = ["open", "closed"];
+
+    /// The state's place in [`BudgetState::NAMES`].
+    pub(crate) fn slot(&self) -> usize {
+        match self {
+            Self::Open => 0,
+            Self::Closed { .. } => 1,
+        }
+    }
+
     /// The state's name, as the API and the database write it.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Open => "open",
-            Self::Closed { .. } => "closed",
-        }
+        Self::NAMES[self.slot()]
     }
 
     /// When it was closed, if it was.

@@ -94,14 +94,24 @@ pub(crate) enum ReservationState {
 }
 
 impl ReservationState {
+    /// Every state's name, as the API and the database write it, in
+    /// [`ReservationState::slot`] order: the one list the filters, the counters and the
+    /// metrics use.
+    pub(crate) const NAMES: [&'static str; 4] = ["active", "committed", "released", "expired"];
+
+    /// The state's place in [`ReservationState::NAMES`].
+    pub(crate) fn slot(&self) -> usize {
+        match self {
+            Self::Active => 0,
+            Self::Committed { .. } => 1,
+            Self::Released { .. } => 2,
+            Self::Expired { .. } => 3,
+        }
+    }
+
     /// The state's name, as the API and the database write it.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Committed { .. } => "committed",
-            Self::Released { .. } => "released",
-            Self::Expired { .. } => "expired",
-        }
+        Self::NAMES[self.slot()]
     }
 
     /// When it was settled, if it was.
@@ -144,11 +154,13 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// The state a write must act on at `now`: an active reservation whose time is up is
-    /// expired, recorded or not.
-    pub(crate) fn effective_state(&self, now: Timestamp) -> &'static str {
-        match self.state {
-            ReservationState::Active if self.expires_at <= now => "expired",
-            ref state => state.name(),
+    /// expired (at its expiry), recorded or not.
+    pub(crate) fn effective_state(&self, now: Timestamp) -> ReservationState {
+        match &self.state {
+            ReservationState::Active if self.expires_at <= now => ReservationState::Expired {
+                at: self.expires_at,
+            },
+            state => state.clone(),
         }
     }
 }

@@ -53,12 +53,21 @@ pub(crate) enum TenantState {
 }
 
 impl TenantState {
+    /// Every state's name, as the API and the database write it, in [`TenantState::slot`]
+    /// order: the one list the filters, the counters and the metrics use.
+    pub(crate) const NAMES: [&'static str; 2] = ["active", "tombstoned"];
+
+    /// The state's place in [`TenantState::NAMES`].
+    pub(crate) fn slot(&self) -> usize {
+        match self {
+            Self::Active => 0,
+            Self::Tombstoned { .. } => 1,
+        }
+    }
+
     /// The state's name, as the API and the database write it.
     pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Tombstoned { .. } => "tombstoned",
-        }
+        Self::NAMES[self.slot()]
     }
 
     /// When the tenant was tombstoned, if it was.

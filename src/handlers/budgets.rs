@@ -10,9 +10,11 @@ use super::{
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{Budget, BudgetId, Direction, EntryId, LedgerEntry, Movement, NewBudget, Unit};
+use crate::domain::{
+    Budget, BudgetId, BudgetState, Direction, EntryId, LedgerEntry, Movement, NewBudget, Unit,
+};
 use crate::problem::ApiError;
-use crate::store::{CreateBudget, MoveBudget, StoredResponse};
+use crate::store::{CloseBudget, CreateBudget, MoveBudget, StoredResponse};
 use crate::views;
 
 /// `POST /v1/tenants/<id>/budgets`.
@@ -36,7 +38,7 @@ pub(crate) async fn create(
     let keyed = keyed(principal, key, "POST", &path, budget.fingerprint(), render);
     let written = app
         .store
-        .create_budget(CreateBudget {
+        .write(CreateBudget {
             tenant,
             budget,
             actor: principal.actor(),
@@ -91,7 +93,7 @@ pub(crate) async fn list(
     tenant: &str,
     raw_query: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query::list(raw_query, BudgetId::PREFIX, &["open", "closed"], false)?;
+    let query = query::list(raw_query, BudgetId::PREFIX, &BudgetState::NAMES, false)?;
     let page = app.store.list_budgets(tenant_id(tenant)?, query).await?;
     Ok(ok_json(views::budgets_json(&page)))
 }
@@ -114,11 +116,11 @@ pub(crate) async fn close(
 ) -> Result<HttpResponse, ApiError> {
     let budget = app
         .store
-        .close_budget(
-            tenant_id(tenant)?,
-            BudgetId::parse(budget),
-            principal.actor(),
-        )
+        .write(CloseBudget {
+            tenant: tenant_id(tenant)?,
+            budget: BudgetId::parse(budget),
+            actor: principal.actor(),
+        })
         .await?;
     Ok(ok_json(views::budget_json(&budget)))
 }
@@ -149,7 +151,7 @@ pub(crate) async fn movement(
     );
     let written = app
         .store
-        .move_budget(MoveBudget {
+        .write(MoveBudget {
             tenant,
             budget: BudgetId::parse(budget),
             movement,

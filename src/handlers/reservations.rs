@@ -9,7 +9,7 @@ use super::{
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{NewReservation, Reservation, ReservationId, Settle, Ttl};
+use crate::domain::{NewReservation, Reservation, ReservationId, ReservationState, Settle, Ttl};
 use crate::problem::ApiError;
 use crate::store::{Reserve, SettleReservation, StoredResponse};
 use crate::views;
@@ -50,7 +50,7 @@ pub(crate) async fn create(
     );
     let written = app
         .store
-        .reserve(Reserve {
+        .write(Reserve {
             tenant,
             reservation,
             actor: principal.actor(),
@@ -102,7 +102,7 @@ pub(crate) async fn list(
     let query = query::list(
         raw_query,
         ReservationId::PREFIX,
-        &["active", "committed", "released", "expired"],
+        &ReservationState::NAMES,
         true,
     )?;
     let page = app
@@ -144,7 +144,7 @@ pub(crate) async fn settle(
     let keyed = keyed(principal, key, "POST", &path, settle.fingerprint(), render);
     let written = app
         .store
-        .settle(SettleReservation {
+        .write(SettleReservation {
             tenant,
             reservation: ReservationId::parse(reservation),
             settle,

@@ -10,9 +10,9 @@ use super::{
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{IdempotencyKey, NewTenant, TenantId};
+use crate::domain::{IdempotencyKey, NewTenant, TenantId, TenantState};
 use crate::problem::ApiError;
-use crate::store::{CreateTenant, Created, StoredResponse};
+use crate::store::{CreateTenant, Created, StoredResponse, TombstoneTenant};
 use crate::views;
 
 /// A create request as the handler hands it to the store: the parsed body and its key.
@@ -67,7 +67,7 @@ pub(crate) async fn create(
     );
     let written = app
         .store
-        .create_tenant(CreateTenant {
+        .write(CreateTenant {
             tenant,
             actor: principal.actor(),
             keyed,
@@ -136,12 +136,7 @@ pub(crate) async fn get(app: &App, id: &str) -> Result<HttpResponse, ApiError> {
 
 /// `GET /v1/tenants`.
 pub(crate) async fn list(app: &App, raw_query: Option<&str>) -> Result<HttpResponse, ApiError> {
-    let query = query::list(
-        raw_query,
-        TenantId::PREFIX,
-        &["active", "tombstoned"],
-        false,
-    )?;
+    let query = query::list(raw_query, TenantId::PREFIX, &TenantState::NAMES, false)?;
     let page = app.store.list_tenants(query).await?;
     Ok(ok_json(views::tenants_json(&page)))
 }
@@ -153,7 +148,13 @@ pub(crate) async fn tombstone(
     id: &str,
 ) -> Result<HttpResponse, ApiError> {
     let id = tenant_id(id)?;
-    let tenant = app.store.tombstone_tenant(id, principal.actor()).await?;
+    let tenant = app
+        .store
+        .write(TombstoneTenant {
+            id,
+            actor: principal.actor(),
+        })
+        .await?;
     Ok(ok_json(views::tenant_json(&tenant)))
 }
 

@@ -5,9 +5,12 @@
 //! wrapper: the backend looks the key up, runs the write and records the response the handler
 //! rendered, all in the write's own transaction, so exactly one effect happens per key.
 //!
-//! The one backend today is SQLite ([`sqlite`]): a writer thread that group-commits, reader
-//! threads, and a credential thread of its own for tenant tokens. Nothing outside that
-//! folder names `rusqlite`.
+//! Two backends implement it: SQLite ([`sqlite`], one file: a writer thread that
+//! group-commits, reader threads, a sync thread and a checkpoint thread) and PostgreSQL
+//! ([`postgres`], any number of instances on one database). Both run the same write
+//! operations ([`ops`], through the batch engine in [`write`]) and the same queries
+//! ([`queries`]) over one seam ([`sql`]); nothing outside their folders names `rusqlite` or
+//! `tokio_postgres`.
 //!
 //! # Bounds
 //!
@@ -19,27 +22,24 @@
 //! for the sync thread beyond that, and a read waits at most [`SETTLE_WAIT_MAX`] for the
 //! sync of a commit it may show.
 
-mod commands;
 mod copy;
 mod durability;
 #[cfg(test)]
 mod model_tests;
+mod ops;
 pub(crate) mod postgres;
 mod queries;
 mod rows;
 mod sql;
 mod sqlite;
 mod threads;
+mod write;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::audit::{Actor, Head};
-use crate::domain::{
-    Atomic, BodyFingerprint, Budget, BudgetId, IdempotencyKey, LedgerEntry, Movement, NewBudget,
-    NewReservation, NewTenant, Reservation, ReservationId, Settle, Tenant, TenantId, Timestamp,
-};
-use crate::ids::TenantToken;
+use crate::audit::Head;
+use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Timestamp};
 
 /// Default for [`StoreConfig::queue_depth`] and [`StoreConfig::credential_queue_depth`].
 pub(crate) const QUEUE_DEPTH_DEFAULT: usize = 1024;
@@ -251,82 +251,6 @@ pub(crate) enum Written<T> {
     Replayed(StoredResponse),
 }
 
-/// A new tenant and its token. `Debug` never shows the token.
-#[derive(Debug)]
-pub(crate) struct Created {
-    /// The tenant as stored.
-    pub(crate) tenant: Tenant,
-    /// Its token, whose plaintext leaves the process once, in the response.
-    pub(crate) token: TenantToken,
-}
-
-/// A tenant create as the store receives it.
-#[derive(Debug)]
-pub(crate) struct CreateTenant {
-    /// What to create.
-    pub(crate) tenant: NewTenant,
-    /// Who asks.
-    pub(crate) actor: Actor,
-    /// The key it is bound to, if any.
-    pub(crate) keyed: Option<Keyed<Created>>,
-}
-
-/// A budget create.
-#[derive(Debug)]
-pub(crate) struct CreateBudget {
-    /// Whose.
-    pub(crate) tenant: TenantId,
-    /// What to create.
-    pub(crate) budget: NewBudget,
-    /// Who asks.
-    pub(crate) actor: Actor,
-    /// The key it is bound to, if any.
-    pub(crate) keyed: Option<Keyed<Budget>>,
-}
-
-/// A credit or a debit.
-#[derive(Debug)]
-pub(crate) struct MoveBudget {
-    /// Whose.
-    pub(crate) tenant: TenantId,
-    /// Which budget (`None`: the path named none that could exist).
-    pub(crate) budget: Option<BudgetId>,
-    /// What to move.
-    pub(crate) movement: Movement,
-    /// Who asks.
-    pub(crate) actor: Actor,
-    /// The key it is bound to, if any.
-    pub(crate) keyed: Option<Keyed<LedgerEntry>>,
-}
-
-/// A reservation request.
-#[derive(Debug)]
-pub(crate) struct Reserve {
-    /// Whose.
-    pub(crate) tenant: TenantId,
-    /// What to hold.
-    pub(crate) reservation: NewReservation,
-    /// Who asks.
-    pub(crate) actor: Actor,
-    /// The key it is bound to, if any.
-    pub(crate) keyed: Option<Keyed<Reservation>>,
-}
-
-/// A commit, release or extend of a reservation.
-#[derive(Debug)]
-pub(crate) struct SettleReservation {
-    /// Whose.
-    pub(crate) tenant: TenantId,
-    /// Which reservation (`None`: the path named none that could exist).
-    pub(crate) reservation: Option<ReservationId>,
-    /// What to do.
-    pub(crate) settle: Settle,
-    /// Who asks.
-    pub(crate) actor: Actor,
-    /// The key it is bound to, if any.
-    pub(crate) keyed: Option<Keyed<Reservation>>,
-}
-
 /// Which page of a list to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListQuery {
@@ -361,13 +285,11 @@ pub(crate) struct Credential {
 /// Figures for `/metrics`, read at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct StoreGauges {
-    /// Active tenants.
-    pub(crate) tenants_active: u64,
-    /// Tombstoned tenants.
-    pub(crate) tenants_tombstoned: u64,
-    /// Budgets by state: open, closed.
+    /// Tenants by state, in [`crate::domain::TenantState::NAMES`] order.
+    pub(crate) tenants: [u64; 2],
+    /// Budgets by state, in [`crate::domain::BudgetState::NAMES`] order.
     pub(crate) budgets: [u64; 2],
-    /// Reservations by recorded state: active, committed, released, expired.
+    /// Reservations by recorded state, in [`crate::domain::ReservationState::NAMES`] order.
     pub(crate) reservations: [u64; 4],
     /// Ledger entries by kind, in [`crate::domain::EntryKind::ALL`] order.
     pub(crate) entries: [u64; 7],
@@ -401,6 +323,10 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
+pub(crate) use ops::{
+    CloseBudget, CreateBudget, CreateTenant, Created, MoveBudget, PurgeExpired, Reserve,
+    SettleReservation, TombstoneTenant,
+};
 pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.

@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
+use super::ops::ExpireDue;
 use super::{
-    Clock, CreateBudget, CreateTenant, MoveBudget, Reserve, SettleReservation, Store, StoreConfig,
-    StoreError, Written,
+    Clock, CloseBudget, CreateBudget, CreateTenant, MoveBudget, Reserve, SettleReservation, Store,
+    StoreConfig, StoreError, TombstoneTenant, Written,
 };
 use crate::audit::Actor;
 use crate::domain::{
@@ -179,7 +180,7 @@ impl Harness {
             Step::Sweep => {
                 let swept = self
                     .store
-                    .expire_due()
+                    .write(ExpireDue)
                     .await
                     .map_err(|e| format!("{e:?}"))?;
                 if swept != 0 {
@@ -196,7 +197,7 @@ impl Harness {
                 };
                 let got = fresh(
                     self.store
-                        .create_budget(CreateBudget {
+                        .write(CreateBudget {
                             tenant: self.tenants[tenant].clone(),
                             budget: NewBudget {
                                 name: Name::parse(&format!("b{}", self.budgets.len()))
@@ -248,7 +249,7 @@ impl Harness {
                 };
                 let got = fresh(
                     self.store
-                        .move_budget(MoveBudget {
+                        .write(MoveBudget {
                             tenant: self.tenants[model.budgets[budget].tenant].clone(),
                             budget: Some(self.budgets[budget].clone()),
                             movement: Movement {
@@ -282,7 +283,7 @@ impl Harness {
                 };
                 let got = fresh(
                     self.store
-                        .reserve(Reserve {
+                        .write(Reserve {
                             tenant: self.tenants[model.budgets[budget].tenant].clone(),
                             reservation: NewReservation {
                                 budget_text: self.budgets[budget].to_string(),
@@ -355,7 +356,7 @@ impl Harness {
                 };
                 let got = fresh(
                     self.store
-                        .settle(SettleReservation {
+                        .write(SettleReservation {
                             tenant: self.tenants[tenant].clone(),
                             reservation: Some(self.reservations[index].clone()),
                             settle,
@@ -381,11 +382,11 @@ impl Harness {
                 };
                 let got = self
                     .store
-                    .close_budget(
-                        self.tenants[tenant].clone(),
-                        Some(self.budgets[budget].clone()),
-                        Actor::Admin,
-                    )
+                    .write(CloseBudget {
+                        tenant: self.tenants[tenant].clone(),
+                        budget: Some(self.budgets[budget].clone()),
+                        actor: Actor::Admin,
+                    })
                     .await
                     .map(|_| ());
                 (expected, got)
@@ -403,7 +404,10 @@ impl Harness {
                 }
                 let got = self
                     .store
-                    .tombstone_tenant(self.tenants[tenant].clone(), Actor::Admin)
+                    .write(TombstoneTenant {
+                        id: self.tenants[tenant].clone(),
+                        actor: Actor::Admin,
+                    })
                     .await
                     .map(|_| ());
                 (Ok(()), got)
@@ -502,7 +506,7 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
             let created = fresh(
                 harness
                     .store
-                    .create_tenant(CreateTenant {
+                    .write(CreateTenant {
                         tenant: NewTenant {
                             name: Name::parse(&format!("t{n}")).expect("a name"),
                             opening_deposit: Atomic::new(deposit),

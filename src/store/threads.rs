@@ -12,15 +12,14 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::commands::{Reply, Stats, WriteCommand};
 use super::durability::Durability;
 use super::queries::Reads;
+use super::write::stats::Stats;
+use super::write::{Reply, WriteCommand, WriteOp};
 use super::{
-    CREDENTIAL_WAIT_MAX, CreateBudget, CreateTenant, Created, Credential, ListQuery, MoveBudget,
-    OpenError, Page, Reserve, SETTLE_WAIT_MAX, SettleReservation, StoreConfig, StoreError,
-    StoreGauges, Written, run_guarded,
+    CREDENTIAL_WAIT_MAX, Credential, ListQuery, OpenError, Page, SETTLE_WAIT_MAX, StoreConfig,
+    StoreError, StoreGauges, run_guarded,
 };
-use crate::audit::Actor;
 use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
 
 /// A cheap, cloneable handle to the store: typed commands to its threads, answered on
@@ -108,8 +107,7 @@ impl Store {
         let stats = &self.stats;
         let queued = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         StoreGauges {
-            tenants_active: stats.active.load(Ordering::Relaxed),
-            tenants_tombstoned: stats.tombstoned.load(Ordering::Relaxed),
+            tenants: stats.tenants.each_ref().map(|c| c.load(Ordering::Relaxed)),
             budgets: stats.budgets.each_ref().map(|c| c.load(Ordering::Relaxed)),
             reservations: stats
                 .reservations
@@ -126,11 +124,10 @@ impl Store {
         }
     }
 
-    async fn write<T>(
-        &self,
-        command: impl FnOnce(Reply<T>) -> WriteCommand,
-    ) -> Result<T, StoreError> {
-        ask(&self.writes, command).await
+    /// Runs a write operation in the writer's next batch and waits for its answer, which
+    /// comes once the batch is committed (and durable).
+    pub(crate) async fn write<O: WriteOp>(&self, op: O) -> Result<O::Output, StoreError> {
+        ask(&self.writes, |reply| WriteCommand::op(op, reply)).await
     }
 
     async fn read<T>(
@@ -148,34 +145,9 @@ impl Store {
         answer
     }
 
-    /// Creates a tenant (bound to its key, if it has one).
-    pub(crate) async fn create_tenant(
-        &self,
-        create: CreateTenant,
-    ) -> Result<Written<Created>, StoreError> {
-        self.write(|reply| WriteCommand::CreateTenant(create, reply))
-            .await
-    }
-
-    /// Tombstones a tenant, releasing its reservations and closing its budgets; a
-    /// tombstoned one is answered as it is.
-    pub(crate) async fn tombstone_tenant(
-        &self,
-        id: TenantId,
-        actor: Actor,
-    ) -> Result<Tenant, StoreError> {
-        self.write(|reply| WriteCommand::TombstoneTenant(id, actor, reply))
-            .await
-    }
-
     /// Succeeds when a write could begin now: the readiness probe.
     pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
-        self.write(WriteCommand::CheckWritable).await
-    }
-
-    /// Erases idempotency records older than the replay window; returns how many.
-    pub(crate) async fn purge_expired(&self) -> Result<usize, StoreError> {
-        self.write(WriteCommand::PurgeExpired).await
+        ask(&self.writes, WriteCommand::CheckWritable).await
     }
 
     /// Runs `query` on a reader and waits for its answer.
@@ -189,60 +161,6 @@ impl Store {
             }))
         })
         .await
-    }
-
-    /// Creates a budget.
-    pub(crate) async fn create_budget(
-        &self,
-        create: CreateBudget,
-    ) -> Result<Written<Budget>, StoreError> {
-        self.write(|reply| WriteCommand::CreateBudget(create, reply))
-            .await
-    }
-
-    /// Closes a budget, releasing its reservations; a closed one is answered as it is.
-    pub(crate) async fn close_budget(
-        &self,
-        tenant: TenantId,
-        budget: Option<BudgetId>,
-        actor: Actor,
-    ) -> Result<Budget, StoreError> {
-        self.write(|reply| WriteCommand::CloseBudget(tenant, budget, actor, reply))
-            .await
-    }
-
-    /// Credits or debits a budget.
-    pub(crate) async fn move_budget(
-        &self,
-        command: MoveBudget,
-    ) -> Result<Written<LedgerEntry>, StoreError> {
-        self.write(|reply| WriteCommand::MoveBudget(command, reply))
-            .await
-    }
-
-    /// Takes a hold on a budget, if what it asks for is available.
-    pub(crate) async fn reserve(
-        &self,
-        command: Reserve,
-    ) -> Result<Written<Reservation>, StoreError> {
-        self.write(|reply| WriteCommand::Reserve(command, reply))
-            .await
-    }
-
-    /// Commits, releases or extends a reservation.
-    pub(crate) async fn settle(
-        &self,
-        command: SettleReservation,
-    ) -> Result<Written<Reservation>, StoreError> {
-        self.write(|reply| WriteCommand::Settle(command, reply))
-            .await
-    }
-
-    /// Records every expiry that is due now; returns how many. The writer does this by itself
-    /// within a second of each expiry; this is for the tests, whose clock does not move alone.
-    #[cfg(test)]
-    pub(crate) async fn expire_due(&self) -> Result<usize, StoreError> {
-        self.write(WriteCommand::ExpireDue).await
     }
 
     /// Reads a budget of a tenant.
@@ -423,6 +341,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::audit::Actor;
     use crate::domain::{Atomic, Name, NewTenant};
     use crate::store::{CreateTenant, Written};
 
@@ -444,7 +363,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let (store, threads) =
             Store::open(StoreConfig::for_tests(dir.path().join("t.db"))).expect("the store opens");
-        let Ok(Written::Fresh(first)) = store.create_tenant(create("first")).await else {
+        let Ok(Written::Fresh(first)) = store.write(create("first")).await else {
             panic!("the first create");
         };
         let durability = Arc::clone(store.durability.as_ref().expect("SQLite syncs apart"));
@@ -452,7 +371,7 @@ mod tests {
 
         let second = tokio::spawn({
             let store = store.clone();
-            async move { store.create_tenant(create("second")).await }
+            async move { store.write(create("second")).await }
         });
         // The second create commits, then waits for its sync.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -21,7 +21,8 @@ use tokio_postgres::{Client, NoTls};
 
 use super::queries::Reads;
 use super::rows::TextRow;
-use super::{StoreConfig, commands, threads};
+use super::write::batch;
+use super::{StoreConfig, threads};
 
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
@@ -228,7 +229,7 @@ pub(super) fn open(
             threads::start(
                 &config,
                 stats,
-                move |queue| commands::run(writer, queue),
+                move |queue| batch::run(writer, queue),
                 readers,
                 // A commit is durable when it returns: reads need not wait.
                 None,

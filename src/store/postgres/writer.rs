@@ -21,8 +21,11 @@ use std::sync::atomic::Ordering;
 use super::blocking::Blocking;
 use crate::audit::Head;
 use crate::domain::Timestamp;
-use crate::store::commands::{self, Batches, Commands, Delta, Stats};
 use crate::store::sql::{Param, Sql, text};
+use crate::store::write::batch::Batches;
+use crate::store::write::chain;
+use crate::store::write::state::WriterState;
+use crate::store::write::stats::{Delta, Stats};
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// How often (in seconds) an idle writer looks for reservations due to expire, since another
@@ -31,8 +34,8 @@ const EXPIRY_POLL_SECONDS: u32 = 1;
 
 /// The state of the writer thread.
 pub(super) struct Writer {
-    /// The connection, and what the commands keep between batches.
-    cmds: Commands<Blocking>,
+    /// The connection, and what the writer keeps between batches.
+    state: WriterState<Blocking>,
     /// Where to connect again.
     url: String,
     config: StoreConfig,
@@ -45,8 +48,8 @@ pub(super) struct Writer {
 impl Batches for Writer {
     type Db = Blocking;
 
-    fn commands(&mut self) -> &mut Commands<Blocking> {
-        &mut self.cmds
+    fn state(&mut self) -> &mut WriterState<Blocking> {
+        &mut self.state
     }
 
     fn batch_max(&self) -> usize {
@@ -56,8 +59,8 @@ impl Batches for Writer {
     /// Replaces a connection that is closed or was left in doubt; for writes, begins the
     /// transaction under the chain's lock and catches up with other instances.
     fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
-        if self.broken || self.cmds.db.is_closed() {
-            self.cmds.db.reconnect(&self.url)?;
+        if self.broken || self.state.db_ref().is_closed() {
+            self.state.db().reconnect(&self.url)?;
             self.broken = false;
         }
         if writes {
@@ -78,7 +81,7 @@ impl Batches for Writer {
         if in_transaction {
             return Ok(());
         }
-        let read_only = self.cmds.db.query_opt(
+        let read_only = self.state.db().query_opt(
             "SELECT current_setting('transaction_read_only')",
             &[],
             |row| Ok(text(row, 0)? == "on"),
@@ -94,11 +97,11 @@ impl Batches for Writer {
 
     /// Rolls the batch back; a connection on which that fails is replaced before the next.
     fn rollback(&mut self) {
-        if self.cmds.db.is_closed() {
+        if self.state.db_ref().is_closed() {
             self.broken = true;
             return;
         }
-        if let Err(e) = self.cmds.db.run("ROLLBACK") {
+        if let Err(e) = self.state.db().run("ROLLBACK") {
             log::error!("ROLLBACK failed ({e:?}); connecting again before the next batch");
             self.broken = true;
         }
@@ -107,16 +110,16 @@ impl Batches for Writer {
     /// A `COMMIT` whose connection broke may have committed: the writer connects again and
     /// looks for the batch's last event.
     fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
-        let Err(error) = self.cmds.db.run("COMMIT") else {
+        let Err(error) = self.state.db().run("COMMIT") else {
             return Ok(());
         };
-        if !self.cmds.db.is_closed() {
+        if !self.state.db_ref().is_closed() {
             // The server answered, and a failed COMMIT rolls back.
             self.rollback();
             return Err(error);
         }
         self.broken = true;
-        let head = self.cmds.head.clone();
+        let head = self.state.head().clone();
         if head == *head_before {
             return Err(error);
         }
@@ -155,10 +158,10 @@ impl Writer {
         let failed = |e: StoreError| format!("cannot read the database: {e:?}");
         let stats = Stats::default();
         stats.load(&mut db).map_err(failed)?;
-        let head = commands::load_head(&mut db).map_err(failed)?;
+        let head = chain::load_head(&mut db).map_err(failed)?;
         let latest = queries::latest_ulid(&mut db).map_err(failed)?;
         Ok(Self {
-            cmds: Commands::new(db, &config, head, latest),
+            state: WriterState::new(db, &config, head, latest),
             url: url.to_owned(),
             config,
             stats: Arc::new(stats),
@@ -174,8 +177,8 @@ impl Writer {
     /// Another instance may take holds this one never hears of: the soonest expiry is
     /// looked for again within [`EXPIRY_POLL_SECONDS`].
     fn poll_expiries(&mut self) {
-        let poll = self.cmds.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
-        self.cmds.next_expiry = self.cmds.next_expiry.min(poll);
+        let poll = self.state.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
+        self.state.expiry_at(poll);
     }
 
     /// Begins the batch's transaction under the chain's lock, and catches up with what other
@@ -184,25 +187,26 @@ impl Writer {
         // A connection the server closed while it was idle is found out here, before the
         // batch has done anything: it is replaced, and the batch goes on.
         const BEGIN: &str = "BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE";
-        let began = match self.cmds.db.run(BEGIN) {
-            Err(StoreError::Unavailable(_)) if self.cmds.db.is_closed() => self
-                .cmds
-                .db
+        let began = match self.state.db().run(BEGIN) {
+            Err(StoreError::Unavailable(_)) if self.state.db_ref().is_closed() => self
+                .state
+                .db()
                 .reconnect(&self.url)
-                .and_then(|()| self.cmds.db.run(BEGIN)),
+                .and_then(|()| self.state.db().run(BEGIN)),
             began => began,
         };
         let begun = began.and_then(|()| {
-            let (head, at) = commands::last_event(&mut self.cmds.db)?;
-            if head != self.cmds.head {
-                let (latest, soonest) = queries::latest_and_soonest(&mut self.cmds.db)?;
-                self.cmds.catch_up(at, latest);
+            let (head, at) = chain::last_event(self.state.db())?;
+            if head != *self.state.head() {
+                let (latest, soonest) = queries::latest_and_soonest(self.state.db())?;
+                self.state.catch_up(at, latest);
                 let events = u64::try_from(head.seq).unwrap_or(0);
                 self.stats.audit_events.store(events, Ordering::Relaxed);
-                self.cmds.head = head;
+                self.state.set_head(head);
                 // Another instance may have taken or settled holds: the soonest expiry as
                 // stored now, under the lock, is exact.
-                self.cmds.next_expiry = soonest.unwrap_or(Timestamp::MAX);
+                self.state
+                    .set_next_expiry(soonest.unwrap_or(Timestamp::MAX));
             }
             Ok(())
         });
@@ -214,7 +218,7 @@ impl Writer {
 
     /// Whether the chain holds `head`'s event.
     fn stored(&mut self, head: &Head) -> Result<bool, StoreError> {
-        let hash = self.cmds.db.query_opt(
+        let hash = self.state.db().query_opt(
             "SELECT hash FROM audit_events WHERE seq = ?1",
             &[Param::Int(head.seq)],
             |row| Ok(text(row, 0)?.into_owned()),

@@ -19,13 +19,16 @@ use std::sync::Arc;
 
 use rusqlite::ErrorCode;
 
-use super::commands;
 use super::durability::Durability;
 use super::queries::Reads;
 use super::threads::{self, Store, StoreThreads};
+use super::write::batch;
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};
 use crate::audit::Head;
 use writer::Writer;
+
+/// The writer's connection, as the write path names it (the queue's jobs run on it).
+pub(super) type WriteConnection = rusqlite::Connection;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -82,7 +85,7 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
     threads::start(
         &config,
         stats,
-        move |queue| commands::run(writer, queue),
+        move |queue| batch::run(writer, queue),
         readers,
         Some(durability),
     )

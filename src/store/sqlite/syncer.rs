@@ -27,8 +27,9 @@ use std::thread::JoinHandle;
 
 use super::open::wal_path;
 use crate::store::StoreError;
-use crate::store::commands::{Finish, answer_all};
 use crate::store::durability::Durability;
+use crate::store::write::Finish;
+use crate::store::write::batch::answer_all;
 
 /// Committed batches that may queue for their sync. With the one being synced and the one
 /// the writer holds while it waits for room, at most 4 committed batches are not yet

@@ -20,15 +20,19 @@ use super::checkpoint::{Checkpointer, WAL_RESTART_PAGES};
 use super::open;
 use super::syncer::{Committed, Syncer};
 use crate::audit::Head;
-use crate::store::commands::{self, Batches, Commands, Delta, Finish, Stats};
 use crate::store::durability::Durability;
 use crate::store::sql::Sql;
+use crate::store::write::Finish;
+use crate::store::write::batch::{self, Batches};
+use crate::store::write::chain;
+use crate::store::write::state::WriterState;
+use crate::store::write::stats::{Delta, Stats};
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// The state of the store thread.
 pub(super) struct Writer {
-    /// The connection, and what the commands keep between batches.
-    cmds: Commands<Connection>,
+    /// The connection, and what the writer keeps between batches.
+    state: WriterState<Connection>,
     config: StoreConfig,
     stats: Arc<Stats>,
     /// Set when the head could not be read back after a failed batch: it is read again at
@@ -50,8 +54,8 @@ pub(super) struct Writer {
 impl Batches for Writer {
     type Db = Connection;
 
-    fn commands(&mut self) -> &mut Commands<Connection> {
-        &mut self.cmds
+    fn state(&mut self) -> &mut WriterState<Connection> {
+        &mut self.state
     }
 
     fn batch_max(&self) -> usize {
@@ -75,8 +79,8 @@ impl Batches for Writer {
     /// SQLite rolls a transaction back by itself after some errors (a full disk, an I/O
     /// error): nothing more may run in the batch then.
     fn lost_transaction(&mut self) -> Option<StoreError> {
-        self.cmds
-            .db
+        self.state
+            .db_ref()
             .is_autocommit()
             .then(|| StoreError::Unavailable("SQLite rolled the transaction back".into()))
     }
@@ -92,7 +96,7 @@ impl Batches for Writer {
             return known.clone();
         }
         let began = self.sql("BEGIN IMMEDIATE");
-        if began.is_ok() && (self.sql_rollback().is_err() || !self.cmds.db.is_autocommit()) {
+        if began.is_ok() && (self.sql_rollback().is_err() || !self.state.db_ref().is_autocommit()) {
             self.end_failed_transaction();
         }
         self.writable = Some(began.clone());
@@ -112,12 +116,12 @@ impl Batches for Writer {
             return Ok(());
         };
         self.end_failed_transaction();
-        if !self.cmds.db.is_autocommit() || self.reopen_pending {
+        if !self.state.db_ref().is_autocommit() || self.reopen_pending {
             return Err(error);
         }
-        let appended = self.cmds.head != *head_before;
-        match commands::load_head(&mut self.cmds.db) {
-            Ok(stored) if appended && stored == self.cmds.head => {
+        let appended = self.state.head() != head_before;
+        match chain::load_head(self.state.db()) {
+            Ok(stored) if appended && stored == *self.state.head() => {
                 log::warn!("COMMIT reported {error:?}, but the batch is in the database");
                 Ok(())
             }
@@ -128,7 +132,7 @@ impl Batches for Writer {
     /// Counts what the batch changed; erased idempotency records must leave the WAL too.
     fn committed(&mut self, delta: &Delta, commands: usize) {
         self.stats.apply(delta, commands);
-        if delta.purged > 0 {
+        if delta.any_purged() {
             self.checkpointer.request_truncate();
         }
     }
@@ -146,7 +150,7 @@ impl Batches for Writer {
                 answers,
                 outcome,
             }),
-            None => commands::answer_all(answers, &outcome),
+            None => batch::answer_all(answers, &outcome),
         }
     }
 
@@ -156,8 +160,8 @@ impl Batches for Writer {
         self.syncer.stop();
         self.checkpointer.stop();
         let checkpoint = self
-            .cmds
-            .db
+            .state
+            .db()
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
                 row.get::<_, i64>(0)
             });
@@ -182,14 +186,14 @@ impl Writer {
         let stats = Stats::default();
         checkpointer.watch(&mut conn, Arc::clone(&stats.wal_frames))?;
         let unreadable = |e: StoreError| open::OpenError::Io(format!("{e:?}"));
-        let head = commands::load_head(&mut conn).map_err(unreadable)?;
+        let head = chain::load_head(&mut conn).map_err(unreadable)?;
         let latest = queries::latest_ulid(&mut conn).map_err(unreadable)?;
         stats.load(&mut conn).map_err(unreadable)?;
         leave_syncs_to_the_syncer(&conn)?;
         let syncer = Syncer::start(&config.path, Arc::clone(&durability))
             .map_err(|e| open::OpenError::Io(format!("cannot start the sync thread: {e}")))?;
         Ok(Self {
-            cmds: Commands::new(conn, &config, head, latest),
+            state: WriterState::new(conn, &config, head, latest),
             config,
             stats: Arc::new(stats),
             head_stale: false,
@@ -221,8 +225,8 @@ impl Writer {
         let deadline = Instant::now() + WAL_RESTART_WAIT_MAX;
         loop {
             match self
-                .cmds
-                .db
+                .state
+                .db()
                 .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
             {
                 // The checkpointer is at it (a PASSIVE checkpoint does not wait): again soon.
@@ -239,12 +243,12 @@ impl Writer {
     }
 
     fn sql(&mut self, statement: &str) -> Result<(), StoreError> {
-        self.cmds.db.run(statement)
+        self.state.db().run(statement)
     }
 
     fn sql_rollback(&mut self) -> Result<(), StoreError> {
         #[cfg(test)]
-        if std::mem::take(&mut self.cmds.fail_next_rollback) {
+        if self.state.take_fail_next_rollback() {
             return Err(StoreError::Internal("an injected ROLLBACK failure".into()));
         }
         self.sql("ROLLBACK")
@@ -254,11 +258,11 @@ impl Writer {
     /// transaction open, the connection is replaced: closing it rolls the transaction back,
     /// and nothing is read through it again.
     fn end_failed_transaction(&mut self) {
-        if self.cmds.db.is_autocommit() {
+        if self.state.db_ref().is_autocommit() {
             return;
         }
         match self.sql_rollback() {
-            Ok(()) if self.cmds.db.is_autocommit() => return,
+            Ok(()) if self.state.db_ref().is_autocommit() => return,
             Ok(()) => log::error!("ROLLBACK left a transaction open; reopening the database"),
             Err(e) => log::error!("ROLLBACK failed ({e:?}); reopening the database"),
         }
@@ -281,9 +285,9 @@ impl Writer {
         self.checkpointer
             .watch(&mut conn, Arc::clone(&self.stats.wal_frames))?;
         leave_syncs_to_the_syncer(&conn).map_err(|e| unavailable(e.to_string()))?;
-        let old = std::mem::replace(&mut self.cmds.db, conn);
+        let old = std::mem::replace(self.state.db(), conn);
         if let Err((old, e)) = old.close() {
-            self.cmds.db = old;
+            *self.state.db() = old;
             return Err(unavailable(format!(
                 "the old connection does not close: {e}"
             )));
@@ -296,7 +300,8 @@ impl Writer {
     /// Reads the head again if a failed batch left it unknown.
     fn reload_stale_head(&mut self) -> Result<(), StoreError> {
         if self.head_stale {
-            self.cmds.head = commands::load_head(&mut self.cmds.db)?;
+            let head = chain::load_head(self.state.db())?;
+            self.state.set_head(head);
             self.head_stale = false;
         }
         Ok(())
@@ -308,13 +313,13 @@ impl Writer {
     /// nothing, and one whose `COMMIT` reported an error but is in the database is answered
     /// and counted as committed (see [`Writer::commit`]).
     fn resync(&mut self) {
-        if !self.cmds.db.is_autocommit() || self.reopen_pending {
+        if !self.state.db_ref().is_autocommit() || self.reopen_pending {
             self.head_stale = true;
             return;
         }
-        match commands::load_head(&mut self.cmds.db) {
+        match chain::load_head(self.state.db()) {
             Ok(head) => {
-                self.cmds.head = head;
+                self.state.set_head(head);
                 self.head_stale = false;
             }
             Err(e) => {
@@ -350,7 +355,7 @@ mod tests {
     use super::*;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
-    use crate::store::commands::WriteCommand;
+    use crate::store::write::WriteCommand;
     use crate::store::{
         CreateTenant, Created, FAULT_ROLLBACK_NAME, Keyed, StoredResponse, Written,
     };
@@ -383,19 +388,19 @@ mod tests {
             actor: Actor::Admin,
             keyed,
         };
-        (WriteCommand::CreateTenant(command, reply), answer)
+        (WriteCommand::op(command, reply), answer)
     }
 
     /// Runs `commands` as one batch.
     fn run(writer: &mut Writer, commands: Vec<WriteCommand>) {
         let mut batch = commands;
-        commands::run_batch(writer, &mut batch);
+        batch::run_batch(writer, &mut batch);
     }
 
     fn tenant_names(writer: &Writer) -> Vec<String> {
         let mut stmt = writer
-            .cmds
-            .db
+            .state
+            .db_ref()
             .prepare("SELECT name FROM tenants ORDER BY id")
             .expect("a query");
         stmt.query_map([], |row| row.get(0))
@@ -432,7 +437,7 @@ mod tests {
         assert!(first_answer.blocking_recv().expect("an answer").is_err());
         assert!(faulty_answer.blocking_recv().expect("an answer").is_err());
         assert!(
-            writer.cmds.db.is_autocommit(),
+            writer.state.db_ref().is_autocommit(),
             "no transaction is left open"
         );
 
@@ -448,10 +453,11 @@ mod tests {
             ["next"],
             "nothing of the failed batch"
         );
-        let head = audit::verify(&writer.cmds.db).expect("the chain verifies");
+        let head = audit::verify(writer.state.db_ref()).expect("the chain verifies");
         assert_eq!(head.seq, 1);
         assert_eq!(
-            head, writer.cmds.head,
+            head,
+            *writer.state.head(),
             "the writer's head is the stored one"
         );
     }
@@ -499,9 +505,9 @@ mod tests {
         assert!(plain_answer.blocking_recv().expect("an answer").is_ok());
         assert_eq!(tenant_names(&writer), ["plain"]);
         let stats = writer.stats();
-        assert_eq!(stats.active.load(Ordering::Relaxed), 1, "one active tenant");
+        assert_eq!(stats.tenants[0].load(Ordering::Relaxed), 1, "one active tenant");
         assert_eq!(stats.audit_events.load(Ordering::Relaxed), 1, "one event");
-        assert_eq!(audit::verify(&writer.cmds.db).map(|h| h.seq), Ok(1));
+        assert_eq!(audit::verify(writer.state.db_ref()).map(|h| h.seq), Ok(1));
     }
 
     /// `audit verify` compares the replayed chain with the stored rows: an edited balance, a
@@ -534,22 +540,22 @@ mod tests {
             run(&mut writer, vec![command]);
             assert!(answer.blocking_recv().expect("an answer").is_ok());
             assert_eq!(
-                audit::verify(&writer.cmds.db).map(|h| h.seq),
+                audit::verify(writer.state.db_ref()).map(|h| h.seq),
                 Ok(1),
                 "{what}: before"
             );
             writer
-                .cmds
-                .db
+                .state
+                .db()
                 .execute_batch(&format!("DROP TRIGGER tenants_identity_immutable; {sql};"))
                 .expect("tampering");
             assert!(
                 matches!(
-                    audit::verify(&writer.cmds.db),
+                    audit::verify(writer.state.db_ref()),
                     Err(crate::audit::VerifyError::Unaccounted { .. })
                 ),
                 "{what} is found: {:?}",
-                audit::verify(&writer.cmds.db)
+                audit::verify(writer.state.db_ref())
             );
         }
     }
@@ -633,7 +639,7 @@ mod tests {
             matches!(check(&mut writer), Err(StoreError::Unavailable(_))),
             "a locked database is not ready"
         );
-        assert!(writer.cmds.db.is_autocommit());
+        assert!(writer.state.db_ref().is_autocommit());
         other.execute_batch("ROLLBACK").expect("the lock is let go");
         assert_eq!(check(&mut writer), Ok(()));
     }

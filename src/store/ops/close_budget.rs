@@ -1,0 +1,48 @@
+//! `DELETE /v1/tenants/<id>/budgets/<bid>`: the budget's holds released and the budget
+//! frozen for good. A closed budget is answered as it is.
+
+use crate::audit::{Actor, AuditEvent};
+use crate::domain::{Budget, BudgetId, TenantId};
+use crate::store::sql::Sql;
+use crate::store::write::WriteOp;
+use crate::store::write::state::WriterState;
+use crate::store::{StoreError, queries};
+
+/// A budget's close.
+#[derive(Debug)]
+pub(crate) struct CloseBudget {
+    /// Whose.
+    pub(crate) tenant: TenantId,
+    /// Which budget (`None`: the path named none that could exist).
+    pub(crate) budget: Option<BudgetId>,
+    /// Who asks.
+    pub(crate) actor: Actor,
+}
+
+impl WriteOp for CloseBudget {
+    type Output = Budget;
+
+    fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Budget, StoreError> {
+        let CloseBudget {
+            tenant,
+            budget: id,
+            actor,
+        } = self;
+        let (mut budget, active) = queries::budget_to_write(w.db(), &tenant, id.as_ref())?;
+        if !active {
+            return Err(StoreError::TenantTombstoned);
+        }
+        if !budget.is_open() {
+            return Ok(budget);
+        }
+        let now = w.now();
+        w.expire_due_in(&mut budget, now)?;
+        w.close(&mut budget, now)?;
+        let event = AuditEvent::BudgetClosed {
+            tenant,
+            id: budget.id.clone(),
+        };
+        w.record(now, &actor, &event)?;
+        Ok(budget)
+    }
+}

@@ -1,0 +1,53 @@
+//! `DELETE /v1/tenants/<id>`: every open budget closed (its holds released), the token
+//! revoked and the name freed. A tombstoned tenant is answered as it is.
+
+use crate::audit::{Actor, AuditEvent};
+use crate::domain::{Tenant, TenantId, TenantState};
+use crate::store::sql::{Param, Sql};
+use crate::store::write::WriteOp;
+use crate::store::write::state::WriterState;
+use crate::store::{StoreError, queries};
+
+/// A tenant's tombstone.
+#[derive(Debug)]
+pub(crate) struct TombstoneTenant {
+    /// Which tenant.
+    pub(crate) id: TenantId,
+    /// Who asks.
+    pub(crate) actor: Actor,
+}
+
+impl WriteOp for TombstoneTenant {
+    type Output = Tenant;
+
+    fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Tenant, StoreError> {
+        let TombstoneTenant { id, actor } = self;
+        let tenant = queries::tenant(w.db(), &id)?.ok_or(StoreError::TenantNotFound)?;
+        if tenant.state != TenantState::Active {
+            return Ok(tenant);
+        }
+        let now = w.now();
+        for budget in queries::open_budgets(w.db(), &id)? {
+            let mut budget = queries::budget(w.db(), &id, Some(&budget))?;
+            w.expire_due_in(&mut budget, now)?;
+            w.close(&mut budget, now)?;
+        }
+        let state = TenantState::Tombstoned { at: now };
+        w.db().send(
+            "UPDATE tenants SET state = ?2, tombstoned_at = ?3 WHERE id = ?1",
+            &[
+                id.as_str().into(),
+                state.name().into(),
+                Param::Text(&now.to_string()),
+            ],
+        )?;
+        w.record(
+            now,
+            &actor,
+            &AuditEvent::TenantTombstoned { id: id.clone() },
+        )?;
+        w.counts().tenant_moved(&state);
+        queries::tenant(w.db(), &id)?
+            .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))
+    }
+}

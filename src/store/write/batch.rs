@@ -1,0 +1,186 @@
+//! The batch engine: a backend's writer runs commands in batches, one transaction a batch.
+//! Each operation runs inside a savepoint of its own ([`WriterState::guarded`]); the writer
+//! commits, then answers: a command's [`Finish`] waits for the batch's outcome.
+
+use super::state::WriterState;
+use super::stats::Delta;
+use super::{AnyJob, Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
+use crate::audit::Head;
+use crate::store::sql::Sql;
+use crate::store::{EXPIRE_SWEEP_MAX, StoreError, run_guarded};
+
+/// A backend's writer, as the batch loop ([`run`]) and [`run_batch`] drive it: what differs
+/// between the backends is how a transaction begins, commits and fails.
+pub(crate) trait Batches {
+    /// The writer's connection.
+    type Db: Sql;
+    /// The writer's state.
+    fn state(&mut self) -> &mut WriterState<Self::Db>;
+    /// Commands in one batch, at most.
+    fn batch_max(&self) -> usize;
+    /// Readies the connection for a batch, and begins its write transaction if `writes`,
+    /// with the chain's head known for sure.
+    fn begin(&mut self, writes: bool) -> Result<(), StoreError>;
+    /// After a command of a write transaction: the error, if the database itself ended the
+    /// transaction meanwhile.
+    fn lost_transaction(&mut self) -> Option<StoreError>;
+    /// Proves a write could begin (the readiness probe); `in_transaction` when one has.
+    fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError>;
+    /// Ends a transaction that must not commit.
+    fn rollback(&mut self);
+    /// Commits the batch whose chain began at `head_before`; `Ok` when it is in the
+    /// database, whatever `COMMIT` itself reported.
+    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError>;
+    /// After a batch that committed `commands` writes, which changed `delta`.
+    fn committed(&mut self, delta: &Delta, commands: usize);
+    /// After a batch that did not commit (its head and soonest expiry already reset).
+    fn failed(&mut self);
+    /// Ends the writer once the last batch has run.
+    fn close(self);
+
+    /// Answers a batch's commands once `outcome` is settled. By default at once: the commit
+    /// was durable when it returned.
+    fn answer(&mut self, answers: Vec<Finish>, outcome: Result<(), StoreError>) {
+        answer_all(answers, &outcome);
+    }
+}
+
+/// Answers every command of a batch whose outcome is `outcome`.
+pub(crate) fn answer_all(answers: Vec<Finish>, outcome: &Result<(), StoreError>) {
+    for done in answers {
+        done(outcome.as_ref().err());
+    }
+}
+
+/// Runs a batch in one transaction and answers every command once it is settled. When the
+/// transaction cannot begin, is ended by the database itself, or a savepoint cannot be closed
+/// cleanly, no further command of the batch runs and every command is answered with the
+/// error: nothing runs outside the transaction.
+pub(crate) fn run_batch<W: Batches>(writer: &mut W, batch: &mut Vec<WriteCommand>)
+where
+    dyn AnyJob: Job<W::Db>,
+{
+    // Expiries that are due are recorded first, in the batch's transaction; a sweep that
+    // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
+    let sweep = writer.state().expiry_due();
+    let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
+    let mut failed = writer.begin(writes > 0).err();
+    // Taken once the head is known for sure: `begin` may have read it again.
+    let before = writer.state().snapshot();
+    let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
+    if sweep && failed.is_none() {
+        failed = sweep_in_batch(writer.state());
+    }
+    for command in batch.drain(..) {
+        let done: Finish = match (command, &failed) {
+            (WriteCommand::Op(job), Some(_)) => {
+                Job::<W::Db>::refuse(job, StoreError::Internal("not run".into()))
+            }
+            (WriteCommand::Op(job), None) => Job::<W::Db>::run(job, writer.state(), writes > 0),
+            (WriteCommand::CheckWritable(reply), Some(_)) => {
+                finish(reply, Err(StoreError::Internal("not run".into())))
+            }
+            // A prober that has given up needs no lock taken for it.
+            (WriteCommand::CheckWritable(reply), None) if reply.is_closed() => Box::new(|_| {}),
+            (WriteCommand::CheckWritable(reply), None) => {
+                finish(reply, run_guarded(|| writer.check_writable(writes > 0)))
+            }
+            (WriteCommand::Shutdown, _) => Box::new(|_| {}),
+        };
+        finished.push(done);
+        if failed.is_some() {
+            continue;
+        }
+        if let Some(error) = writer.state().take_poisoned() {
+            failed = Some(error);
+        } else if writes > 0 {
+            failed = writer.lost_transaction();
+        }
+    }
+    let outcome = match failed {
+        Some(error) => {
+            writer.rollback();
+            Err(error)
+        }
+        None if writes > 0 => writer.commit(before.head()),
+        None => Ok(()),
+    };
+    let delta = writer.state().take_counts();
+    match &outcome {
+        Ok(()) if writes > 0 => writer.committed(&delta, writes),
+        Ok(()) => {}
+        Err(e) => {
+            let state = writer.state();
+            // A sweep alone that fails (a read-only or full database) is retried after a
+            // pause, not in a busy loop, and logged with it.
+            if sweep {
+                state.retry_sweep_later(SWEEP_RETRY_AFTER);
+            }
+            if !finished.is_empty() || sweep {
+                log::warn!(
+                    "a batch of {} commands{} did not commit: {e:?}",
+                    finished.len(),
+                    if sweep { " and the expiry sweep" } else { "" }
+                );
+            }
+            state.restore_after_failed_batch(before);
+            writer.failed();
+        }
+    }
+    writer.answer(finished, outcome);
+}
+
+/// Records the due expiries inside the batch's transaction, in a savepoint; a sweep that
+/// fails (or leaves some failed) is tried again after [`SWEEP_RETRY_AFTER`]. The error
+/// that poisons the batch, if any.
+fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
+    let now = state.now();
+    match state.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
+        Ok(swept) if swept.failed == 0 => state.sweep_succeeded(),
+        Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),
+        Err(e) => {
+            log::warn!("expiries could not be recorded now: {e:?}");
+            state.retry_sweep_later(SWEEP_RETRY_AFTER);
+        }
+    }
+    state.take_poisoned()
+}
+
+/// Runs batches until a `Shutdown` has been taken and the queue is empty, or every sender
+/// is gone; then closes the writer.
+///
+/// It blocks for one command, then takes whatever else is already queued, up to the batch's
+/// bound, and runs the lot as one batch: no time is spent waiting for a batch to fill.
+pub(crate) fn run<W: Batches>(mut writer: W, queue: &flume::Receiver<WriteCommand>)
+where
+    dyn AnyJob: Job<W::Db>,
+{
+    let mut batch = Vec::with_capacity(writer.batch_max());
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            match writer.state().wait(queue) {
+                Ok(Some(first)) => batch.push(first),
+                // An expiry is due: the batch below records it.
+                Ok(None) => {}
+                Err(()) => break,
+            }
+        }
+        while batch.len() < writer.batch_max() {
+            match queue.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() && (stopping || !writer.state().expiry_due()) {
+            if stopping {
+                break;
+            }
+            continue;
+        }
+        // After the marker, what is still queued runs, and then the thread ends.
+        stopping |= batch.iter().any(|c| matches!(c, WriteCommand::Shutdown));
+        run_batch(&mut writer, &mut batch);
+    }
+    writer.close();
+}

@@ -1,0 +1,125 @@
+//! The write path, written once for every backend: the operations' trait, the queue's
+//! commands, and the batch engine that runs them.
+//!
+//! A write operation is one type in a file of its own under [`super::ops`]: its fields are
+//! its input, [`WriteOp::run`] is how it runs inside the writer's transaction, and
+//! [`WriteOp::Output`] is what it answers. The handle queues it ([`super::Store::write`]);
+//! the batch engine ([`batch`]) runs any operation through [`Job`], each in a savepoint of its
+//! own, and answers it once its batch is settled. Nothing here lists the operations.
+//!
+//! | file | its one job |
+//! |---|---|
+//! | [`batch`] | the batch loop: one transaction a batch, sweeps first, answers after the commit |
+//! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
+//! | [`chain`] | appending to the audit chain and reading its head |
+//! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
+//! | [`stats`] | the counters `/metrics` shows, changed only by committed batches |
+
+pub(crate) mod batch;
+pub(crate) mod chain;
+mod idempotency;
+pub(crate) mod state;
+pub(crate) mod stats;
+
+use std::time::Duration;
+
+use super::StoreError;
+use super::sql::Sql;
+use state::WriterState;
+
+/// The longest a writer sleeps before it looks at the clock again for due expiries.
+pub(crate) const WAKE_INTERVAL_MAX: Duration = Duration::from_millis(500);
+
+/// How long a writer waits before it tries again to record expiries after a failure.
+pub(crate) const SWEEP_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Where a command's answer goes.
+pub(crate) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
+
+/// A finished command, waiting for its batch's commit to decide its answer.
+pub(crate) type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+/// Answers `reply` with `result`, or with the batch's error if the batch did not commit.
+pub(crate) fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
+    Box::new(move |commit_error| {
+        let answer = match commit_error {
+            Some(e) => Err(e.clone()),
+            None => result,
+        };
+        // The requester may have gone away; the outcome stands either way.
+        let _ = reply.send(answer);
+    })
+}
+
+/// A write operation: the type's fields are its input, [`WriteOp::run`] reads what it
+/// changes, decides and writes, all on the writer's connection inside the batch's
+/// transaction (in a savepoint of its own, which a failure or a panic rolls back alone).
+pub(crate) trait WriteOp: Send + 'static {
+    /// What a successful run answers.
+    type Output: Send + 'static;
+
+    /// Runs the operation inside the writer's transaction.
+    fn run<D: Sql>(self, state: &mut WriterState<D>) -> Result<Self::Output, StoreError>;
+}
+
+/// A queued operation with the channel its answer goes to, as the engine of a backend whose
+/// connection is `D` runs it.
+pub(crate) trait Job<D>: Send {
+    /// Runs the operation (in a savepoint when `in_transaction`), and returns what answers it
+    /// once the batch is settled.
+    fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish;
+
+    /// Answers `error` without running: its batch failed before it.
+    fn refuse(self: Box<Self>, error: StoreError) -> Finish;
+}
+
+/// An operation and its reply channel.
+struct Queued<O: WriteOp> {
+    op: O,
+    reply: Reply<O::Output>,
+}
+
+impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
+    fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish {
+        let Queued { op, reply } = *self;
+        finish(reply, state.guarded(in_transaction, |state| op.run(state)))
+    }
+
+    fn refuse(self: Box<Self>, error: StoreError) -> Finish {
+        finish(self.reply, Err(error))
+    }
+}
+
+/// A job either backend's writer can run: the queue is the same type whichever backend
+/// serves it.
+pub(crate) trait AnyJob:
+    Job<super::sqlite::WriteConnection> + Job<super::postgres::blocking::Blocking>
+{
+}
+
+impl<T> AnyJob for T where
+    T: Job<super::sqlite::WriteConnection> + Job<super::postgres::blocking::Blocking>
+{
+}
+
+/// What the writer's queue holds.
+pub(crate) enum WriteCommand {
+    /// A write operation.
+    Op(Box<dyn AnyJob>),
+    /// Answers once a write transaction could begin: the readiness probe.
+    CheckWritable(Reply<()>),
+    /// Refuses new commands, finishes the queued ones, checkpoints and ends the thread.
+    Shutdown,
+}
+
+impl WriteCommand {
+    /// `op`, to be answered on `reply`.
+    pub(crate) fn op<O: WriteOp>(op: O, reply: Reply<O::Output>) -> Self {
+        Self::Op(Box::new(Queued { op, reply }))
+    }
+
+    /// Whether the command writes (and so needs a write transaction).
+    pub(crate) fn writes(&self) -> bool {
+        matches!(self, Self::Op(_))
+    }
+}

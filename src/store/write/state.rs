@@ -1,0 +1,301 @@
+//! What the writer keeps between commands: its connection, the chain's head, the id
+//! generator, the clock's last reading, the soonest expiry, and what the open batch changed.
+//!
+//! The fields are private: operations reach them through the methods below, and a command
+//! that fails is undone by one [`Snapshot`] taken before it ran.
+
+use std::time::{Duration, Instant};
+
+use super::stats::Delta;
+use super::{WAKE_INTERVAL_MAX, WriteCommand};
+use crate::audit::Head;
+use crate::domain::Timestamp;
+use crate::ids::IdGenerator;
+use crate::store::sql::Sql;
+use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
+
+/// A writer's connection and what it keeps between commands.
+pub(crate) struct WriterState<D> {
+    /// The connection that writes.
+    db: D,
+    clock: Clock,
+    idempotency_ttl: Duration,
+    /// The chain's head as the open batch leaves it.
+    head: Head,
+    ids: IdGenerator,
+    /// What the open batch changed, for the counters once it commits.
+    delta: Delta,
+    /// The latest time this writer used: time never runs backwards for it.
+    last_now: Timestamp,
+    /// No active reservation expires before this instant ([`Timestamp::MAX`]: none is
+    /// active). A lower bound: lowered by every new hold and every extend (which may
+    /// shorten a hold), raised only by a sweep that read the true soonest expiry.
+    next_expiry: Timestamp,
+    /// Set when a command left the transaction in a state the batch must not commit.
+    poisoned: Option<StoreError>,
+    /// After a sweep failed, the next is not tried before this instant, so a database that
+    /// refuses writes is not asked again in a busy loop.
+    sweep_retry_at: Option<Instant>,
+    /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
+    #[cfg(test)]
+    fail_next_rollback: bool,
+}
+
+/// What a command (or a batch) may change in memory beside the database, taken before it
+/// runs and put back if it does not commit.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    head: Head,
+    delta: Delta,
+    next_expiry: Timestamp,
+}
+
+impl Snapshot {
+    /// The chain's head when the snapshot was taken.
+    pub(crate) fn head(&self) -> &Head {
+        &self.head
+    }
+}
+
+impl<D: Sql> WriterState<D> {
+    /// Takes over `db`, whose chain ends at `head` and whose greatest id is `latest`.
+    pub(crate) fn new(db: D, config: &StoreConfig, head: Head, latest: Option<ulid::Ulid>) -> Self {
+        Self {
+            db,
+            clock: config.clock.clone(),
+            idempotency_ttl: config.idempotency_ttl,
+            head,
+            ids: IdGenerator::after(latest),
+            delta: Delta::default(),
+            last_now: Timestamp::from_unix_ms(0),
+            // Unknown until read: the first batch reads it.
+            next_expiry: Timestamp::from_unix_ms(0),
+            poisoned: None,
+            sweep_retry_at: None,
+            #[cfg(test)]
+            fail_next_rollback: false,
+        }
+    }
+
+    /// The connection that writes.
+    pub(crate) fn db(&mut self) -> &mut D {
+        &mut self.db
+    }
+
+    /// The connection, to look at.
+    pub(crate) fn db_ref(&self) -> &D {
+        &self.db
+    }
+
+    /// The chain's head as the open batch leaves it.
+    pub(crate) fn head(&self) -> &Head {
+        &self.head
+    }
+
+    /// The chain's head, read again from the database or moved on by an append.
+    pub(crate) fn set_head(&mut self, head: Head) {
+        self.head = head;
+    }
+
+    /// What the open batch changed so far, to count more.
+    pub(crate) fn counts(&mut self) -> &mut Delta {
+        &mut self.delta
+    }
+
+    /// How long an idempotent write's response is kept for replay.
+    pub(crate) fn idempotency_ttl(&self) -> Duration {
+        self.idempotency_ttl
+    }
+
+    /// The time now: never earlier than a time this writer already used, so that events,
+    /// entries, expiries and idempotency records stay in order when the clock steps back.
+    pub(crate) fn now(&mut self) -> Timestamp {
+        self.last_now = self.last_now.max(self.clock.now());
+        self.last_now
+    }
+
+    /// The time as the writes will see it (see [`WriterState::now`]), without recording it.
+    pub(crate) fn clock_now(&self) -> Timestamp {
+        self.last_now.max(self.clock.now())
+    }
+
+    /// A new ULID for an id of any kind.
+    pub(crate) fn next_ulid(&mut self, now: Timestamp) -> ulid::Ulid {
+        self.ids.next(now.unix_ms())
+    }
+
+    /// Makes every time and id this writer uses from now on come after `at` and `latest`:
+    /// another writer on the same database went that far.
+    pub(crate) fn catch_up(&mut self, at: Timestamp, latest: Option<ulid::Ulid>) {
+        self.last_now = self.last_now.max(at);
+        self.ids.skip_past(latest);
+    }
+
+    /// No active reservation expires before this instant, as far as this writer knows.
+    pub(crate) fn next_expiry(&self) -> Timestamp {
+        self.next_expiry
+    }
+
+    /// A hold that expires at `at` exists now (a new one, an extend, or another instance's).
+    pub(crate) fn expiry_at(&mut self, at: Timestamp) {
+        self.next_expiry = self.next_expiry.min(at);
+    }
+
+    /// The soonest expiry as read from the database ([`Timestamp::MAX`]: none).
+    pub(crate) fn set_next_expiry(&mut self, at: Timestamp) {
+        self.next_expiry = at;
+    }
+
+    /// A sweep could not record every expiry: the next is tried after a pause.
+    pub(crate) fn retry_sweep_later(&mut self, after: Duration) {
+        self.sweep_retry_at = Some(Instant::now() + after);
+    }
+
+    /// A sweep recorded every expiry it found.
+    pub(crate) fn sweep_succeeded(&mut self) {
+        self.sweep_retry_at = None;
+    }
+
+    /// Whether a reservation may have expired without its expiry recorded, and a sweep may
+    /// run now.
+    pub(crate) fn expiry_due(&self) -> bool {
+        self.next_expiry <= self.clock_now()
+            && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
+    }
+
+    /// Marks the open transaction as one the batch must not commit (the tests' fault hook).
+    #[cfg(test)]
+    pub(crate) fn poison(&mut self, error: StoreError) {
+        self.poisoned = Some(error);
+    }
+
+    /// The error that poisoned the open transaction, if any.
+    pub(crate) fn poisoned(&self) -> Option<&StoreError> {
+        self.poisoned.as_ref()
+    }
+
+    /// The error that poisoned the open transaction, if any; cleared.
+    pub(crate) fn take_poisoned(&mut self) -> Option<StoreError> {
+        self.poisoned.take()
+    }
+
+    /// What the batch changed; the count starts again from nothing.
+    pub(crate) fn take_counts(&mut self) -> Delta {
+        std::mem::take(&mut self.delta)
+    }
+
+    /// What a failed command or batch must put back.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            head: self.head.clone(),
+            delta: self.delta.clone(),
+            next_expiry: self.next_expiry,
+        }
+    }
+
+    /// Puts back what `snapshot` holds: what a command appended, counted or expired is
+    /// rolled back with it.
+    pub(crate) fn restore(&mut self, snapshot: Snapshot) {
+        let Snapshot {
+            head,
+            delta,
+            next_expiry,
+        } = snapshot;
+        self.head = head;
+        self.delta = delta;
+        self.next_expiry = next_expiry;
+    }
+
+    /// After a batch that did not commit: the head and counts as they were, and the soonest
+    /// expiry unknown (what the batch did to it is not), so the next batch reads it again.
+    pub(crate) fn restore_after_failed_batch(&mut self, snapshot: Snapshot) {
+        self.restore(snapshot);
+        self.next_expiry = Timestamp::from_unix_ms(0);
+    }
+
+    /// Waits for a command, or (with the system clock) until the soonest reservation expires,
+    /// whichever comes first. `Err` when every sender is gone.
+    /// A wait lasts at most [`WAKE_INTERVAL_MAX`] and is then computed again, since the
+    /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
+    /// the machine).
+    pub(crate) fn wait(
+        &self,
+        queue: &flume::Receiver<WriteCommand>,
+    ) -> Result<Option<WriteCommand>, ()> {
+        if !self.clock.wakes() || self.next_expiry == Timestamp::MAX {
+            return queue.recv().map(Some).map_err(|_| ());
+        }
+        let wait_ms = self
+            .next_expiry
+            .unix_ms()
+            .saturating_sub(self.clock_now().unix_ms());
+        let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);
+        let mut deadline = Instant::now() + wait;
+        if let Some(retry_at) = self.sweep_retry_at {
+            deadline = deadline.max(retry_at);
+        }
+        match queue.recv_deadline(deadline) {
+            Ok(command) => Ok(Some(command)),
+            Err(flume::RecvTimeoutError::Timeout) => Ok(None),
+            Err(flume::RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    /// Runs `op` inside a savepoint (for writes in a transaction), rolling it back alone when
+    /// it fails or panics. A panic becomes [`StoreError::Internal`]; the thread lives on.
+    pub(crate) fn guarded<T>(
+        &mut self,
+        savepoint: bool,
+        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if savepoint {
+            // Sent with the command's first statements, where the backend can.
+            self.db.send("SAVEPOINT command", &[])?;
+        }
+        let before = self.snapshot();
+        // The command's writes may still be on their way: their errors are its own.
+        let result = run_guarded(|| op(self).and_then(|value| self.db.flush().map(|()| value)));
+        let ended = if result.is_err() {
+            // A command that failed before it waited for its writes: they run now, and are
+            // rolled back with it below (their errors are the command's, already failed).
+            let _ = self.db.flush();
+            self.restore(before);
+            if savepoint {
+                self.db
+                    .run("ROLLBACK TO command")
+                    .and_then(|()| self.db.run("RELEASE command"))
+            } else {
+                Ok(())
+            }
+        } else if savepoint {
+            let ended = self.db.run("RELEASE command");
+            if ended.is_err() {
+                self.restore(before);
+            }
+            ended
+        } else {
+            Ok(())
+        };
+        if let Err(error) = ended {
+            // The command's changes cannot be told apart from the batch's any more: the
+            // whole batch must fail rather than commit them behind an error answer.
+            self.poisoned = Some(error.clone());
+            if result.is_ok() {
+                return Err(error);
+            }
+        }
+        result
+    }
+
+    /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
+    #[cfg(test)]
+    pub(crate) fn fail_next_rollback(&mut self) {
+        self.fail_next_rollback = true;
+    }
+
+    /// Whether the next `ROLLBACK` is to fail; cleared.
+    #[cfg(test)]
+    pub(crate) fn take_fail_next_rollback(&mut self) -> bool {
+        std::mem::take(&mut self.fail_next_rollback)
+    }
+}
