@@ -1,5 +1,6 @@
 //! Checks of the crate's shape that no compiler makes: modules depend on one another in one
-//! direction only, and the SQLite backend is the one place that names `rusqlite`.
+//! direction only, the SQLite backend is the one place that names `rusqlite`, and the module
+//! table of `lib.rs` names every module it declares.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -149,4 +150,63 @@ fn only_the_sqlite_backend_names_rusqlite() {
             file.display()
         );
     }
+}
+
+/// The modules a crate root declares at top level: `mod x;`, `pub mod x;`, `pub(crate) mod x;`.
+fn declared_modules(root: &str) -> BTreeSet<String> {
+    root.lines()
+        .filter_map(|line| {
+            let line = line.trim_end();
+            let line = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            line.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The names in the first column of a crate root's `//!` tables, in backticks, as links or not.
+fn tabled_modules(root: &str) -> BTreeSet<String> {
+    root.lines()
+        .filter_map(|line| line.strip_prefix("//! |"))
+        .filter_map(|row| row.split('|').next())
+        .filter_map(|cell| {
+            let cell = cell.trim();
+            let cell = cell
+                .strip_prefix('[')
+                .and_then(|c| c.strip_suffix(']'))
+                .unwrap_or(cell);
+            cell.strip_prefix('`')?.strip_suffix('`').map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn the_module_table_of_lib_rs_names_every_module() {
+    let root = std::fs::read_to_string(src().join("lib.rs")).expect("src/lib.rs is readable");
+    let declared = declared_modules(&root);
+    assert!(declared.len() > 10, "the modules were found: {declared:?}");
+    let tabled = tabled_modules(&root);
+    let missing: Vec<&String> = declared.difference(&tabled).collect();
+    assert!(
+        missing.is_empty(),
+        "the module table in the `//!` comment of src/lib.rs has no row for {missing:?}"
+    );
+}
+
+#[test]
+fn the_module_readers_read_declarations_and_rows() {
+    let root = "//! | module | job |\n//! |---|---|\n//! | [`a`] | x |\n//! | `b::c` | y |\n\
+                mod a;\npub mod b;\npub(crate) mod d;\n#[cfg(test)]\nmod e;\n\
+                pub mod f {\n    mod g;\n}\n";
+    let names = |list: &[&str]| {
+        list.iter()
+            .map(|s| (*s).to_owned())
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(declared_modules(root), names(&["a", "b", "d", "e"]));
+    assert_eq!(tabled_modules(root), names(&["a", "b::c"]));
 }

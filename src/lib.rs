@@ -1,5 +1,5 @@
 //! tenantd: a REST control plane that provisions tenants and their budgets, on one SQLite
-//! file.
+//! file or a PostgreSQL database shared by any number of instances.
 //!
 //! # Layout
 //!
@@ -11,21 +11,25 @@
 //! | `server` | accept loop, connection bound, timeouts, graceful shutdown |
 //! | `router` | the route table; request id, authentication, dispatch, access log |
 //! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
-//! | `auth` | bearer extraction, constant-time admin check, tenant tokens, `Principal` |
+//! | `auth` | bearer extraction, constant-time admin check, tenant and access tokens, `Principal` |
 //! | `oidc` | the identity provider's access tokens: discovery, cached keys, claim checks |
-//! | `domain` | newtypes and entities parsed at the edge: names, amounts, ids, keys, `Tenant` |
+//! | `domain` | newtypes parsed at the edge: names, amounts, ids, keys, times; tenants, budgets, reservations, entries |
 //! | `views` | the JSON a client sees; only handlers use it |
 //! | `problem` | the one HTTP error type, rendered as RFC 9457 problem details |
-//! | `store` | the commands, errors and handle every backend implements |
-//! | `store::sqlite` | the SQLite backend: writer, readers, credentials, checkpoints, migrations, backup |
+//! | `store` | the handle handlers call; its threads, write commands and queries, written once for both backends |
+//! | `store::sqlite` | the SQLite backend: writer (group commit), syncer, checkpoints, migrations, backup, `copy` |
+//! | `store::postgres` | the PostgreSQL backend: writer under the chain's lock, `numeric` amounts, TLS, schema, `copy` |
 //! | `audit` | the typed audit events, link hashes, and verification as a fold over rows |
 //! | `app` | what every handler shares |
 //! | `ids` | monotonic tenant ids, tenant tokens, request ids |
-//! | `crypto` | SHA-256, hex, the OS random source |
+//! | `crypto` | SHA-256, hex, the OS random source, the roots TLS clients trust |
 //! | `metrics` | lock-free counters and the Prometheus text format |
+//! | `fuzzing` | what the fuzz target drives; not a stable interface |
+//! | `layout` | tests only: the crate's shape (one-way imports, who names `rusqlite`, this table) |
+//! | `proptests` | tests only: property tests of every parser at the edge and of the id generator |
 //!
 //! Modules import one another along that flow and never back: no two modules depend on each
-//! other (a test below reads the `use crate::…` lines and checks it).
+//! other (`layout` reads the `use crate::…` lines and checks it).
 
 mod app;
 mod audit;

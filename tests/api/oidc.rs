@@ -623,7 +623,7 @@ fn a_private_authority_is_trusted_through_the_ca_file() {
             .unwrap_or_else(|| panic!("{what}: no failed fetch logged; log:\n{}", app.log_text()));
         assert!(
             failed.contains("invalid peer certificate: UnknownIssuer"),
-            "{what}: the reason, as the README's troubleshooting table gives it: {failed}"
+            "{what}: the reason, as docs/authentication.md's table gives it: {failed}"
         );
         assert_eq!(app.get_path("/readyz").status, 503, "{what}: not ready");
         let resp = get_as(&app, &bearer(&token), "/v1/tenants");

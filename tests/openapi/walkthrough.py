@@ -1,4 +1,4 @@
-"""The README walk-through, driven through a client generated from openapi.json by
+"""The walk-through of docs/api.md, driven through a client generated from openapi.json by
 openapi-python-client: create, read, list, reserve, commit, release, tombstone. Every answer,
 every error kind a client can provoke included, must parse into the model the document names
 for its status. Left out: 408, 500 and 503 (they need a slow client, a broken disk or a full

@@ -1,4 +1,4 @@
-// The README walk-through's shapes, typed by the declarations openapi-typescript generates
+// The shapes of docs/api.md's walk-through, typed by the declarations openapi-typescript generates
 // from openapi.json (./schema.d.ts beside this file when it is checked): `tsc --noEmit`
 // must accept it, and each `@ts-expect-error` line must still be an error.
 import type { components, operations } from "./schema";
