@@ -505,7 +505,11 @@ mod tests {
         assert!(plain_answer.blocking_recv().expect("an answer").is_ok());
         assert_eq!(tenant_names(&writer), ["plain"]);
         let stats = writer.stats();
-        assert_eq!(stats.tenants[0].load(Ordering::Relaxed), 1, "one active tenant");
+        assert_eq!(
+            stats.tenants[0].load(Ordering::Relaxed),
+            1,
+            "one active tenant"
+        );
         assert_eq!(stats.audit_events.load(Ordering::Relaxed), 1, "one event");
         assert_eq!(audit::verify(writer.state.db_ref()).map(|h| h.seq), Ok(1));
     }
