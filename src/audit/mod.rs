@@ -16,7 +16,8 @@ use std::fmt;
 
 use crate::crypto::{hex, sha256};
 
-pub(crate) use event::{Actor, AuditEvent};
+pub(crate) use crate::domain::AuditEvent;
+pub(crate) use event::Actor;
 pub(crate) use replay::Replay;
 
 /// `prev_hash` of the first event: 64 zeros.

@@ -7,9 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{AuditEvent, Chain, Head, Linked, VerifyError};
 use crate::crypto::sha256;
+use crate::domain::rules::{self, Change, Hold, Settlement};
 use crate::domain::{
     Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryKind, Figures, LedgerEntry,
-    Memo, Name, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
+    Memo, Name, Refusal, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp,
+    Unit,
 };
 
 /// A tenant as its events leave it.
@@ -40,6 +42,15 @@ struct ReplayedBudget {
     ledger: [u8; 32],
 }
 
+/// Why a change of reservation `id` could not be made: it is in `state`.
+fn not_active(id: &ReservationId, state: &str) -> String {
+    if state == "expired" {
+        format!("acts on reservation {id} after it expired")
+    } else {
+        format!("settles reservation {id} twice")
+    }
+}
+
 /// A reservation as its events leave it.
 #[derive(Debug)]
 struct ReplayedReservation {
@@ -51,6 +62,19 @@ struct ReplayedReservation {
     expires_at: Timestamp,
     state: ReservationState,
     stored: bool,
+}
+
+impl ReplayedReservation {
+    /// The reservation `id` as the rules see it.
+    fn hold<'a>(&'a self, id: &'a ReservationId) -> Hold<'a> {
+        Hold {
+            id,
+            tenant: &self.tenant,
+            amount: self.amount,
+            state: &self.state,
+            expires_at: self.expires_at,
+        }
+    }
 }
 
 /// The actors the contract names: `admin`, `tenant`, `system` and `oidc:<sub>`.
@@ -212,49 +236,46 @@ impl Replay {
                 self.close(&id, at)?;
             }
             AuditEvent::BudgetMoved {
-                tenant,
-                budget,
+                ref tenant,
+                ref budget,
                 direction,
                 amount,
-                memo,
+                ref memo,
             } => {
                 if amount.get() == 0 {
                     return Err("moves a budget by 0".into());
                 }
-                let b = self.open_budget(&tenant, &budget)?;
-                b.figures = b
-                    .figures
-                    .moved(direction, amount.get())
-                    .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
-                let (kind, memo) = (direction.entry_kind(), memo.as_ref());
-                self.expect_entry(&budget, kind, amount, None, memo, at);
+                let figures = self.open_budget(tenant, budget)?.figures;
+                let change =
+                    rules::move_funds(tenant, budget, figures, direction, amount, memo.as_ref())
+                        .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
+                self.take(budget, change, &event, at)?;
             }
             AuditEvent::ReservationCreated {
-                tenant,
-                id,
-                budget,
+                ref tenant,
+                ref id,
+                ref budget,
                 amount,
                 expires_at,
             } => {
-                if self.reservations.contains_key(&id)
+                if self.reservations.contains_key(id)
                     || amount.get() == 0
                     || !is_allowed_hold(at, expires_at)
                 {
                     return Err(format!("a reservation {id} that cannot be made"));
                 }
-                let b = self.open_budget(&tenant, &budget)?;
-                b.figures = b
-                    .figures
-                    .reserve(amount.get())
+                let figures = self.open_budget(tenant, budget)?.figures;
+                let change = rules::reserve(tenant, budget, figures, id, amount, expires_at)
                     .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
+                self.take(budget, change, &event, at)?;
+                let b = self.budgets.get_mut(budget).expect("checked above");
                 b.active.insert(id.clone());
-                self.expect_entry(&budget, EntryKind::Reserve, amount, Some(&id), None, at);
                 self.reservations.insert(
-                    id,
+                    id.clone(),
                     ReplayedReservation {
                         created_seq: seq,
-                        tenant,
-                        budget,
+                        tenant: tenant.clone(),
+                        budget: budget.clone(),
                         amount,
                         created_at: at,
                         expires_at,
@@ -263,46 +284,110 @@ impl Replay {
                     },
                 );
             }
-            AuditEvent::ReservationCommitted { tenant, id, amount } => {
-                let (budget, held) = self.live_reservation(&tenant, &id, at)?;
-                let b = self.open_budget(&tenant, &budget)?;
-                b.figures = b
-                    .figures
-                    .commit(held.get(), amount.get())
-                    .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
-                self.expect_entry(&budget, EntryKind::Commit, amount, Some(&id), None, at);
-                self.settle(&id, ReservationState::Committed { amount, at });
-            }
-            AuditEvent::ReservationReleased { tenant, id } => {
-                let (budget, held) = self.live_reservation(&tenant, &id, at)?;
-                self.give_back(&tenant, &budget, held)?;
-                self.expect_entry(&budget, EntryKind::Release, held, Some(&id), None, at);
-                self.settle(&id, ReservationState::Released { at });
+            AuditEvent::ReservationCommitted {
+                ref tenant,
+                ref id,
+                amount,
+            } => self.settle(tenant, id, Settlement::Commit(amount), &event, at)?,
+            AuditEvent::ReservationReleased { ref tenant, ref id } => {
+                self.settle(tenant, id, Settlement::Release, &event, at)?;
             }
             AuditEvent::ReservationExtended {
-                tenant,
-                id,
+                ref tenant,
+                ref id,
                 expires_at,
             } => {
-                self.live_reservation(&tenant, &id, at)?;
+                self.own_reservation(tenant, id)?;
                 if !is_allowed_hold(at, expires_at) {
-                    return Err(format!("extends reservation {id} by a TTL out of range"));
+                    let live = self.reservations[id].hold(id).state_at(at) == "active";
+                    return Err(if live {
+                        format!("extends reservation {id} by a TTL out of range")
+                    } else {
+                        not_active(id, "expired")
+                    });
                 }
-                self.reservations
-                    .get_mut(&id)
-                    .expect("checked above")
-                    .expires_at = expires_at;
+                self.settle(tenant, id, Settlement::Extend(expires_at), &event, at)?;
             }
-            AuditEvent::ReservationExpired { tenant, id } => {
-                let r = self.active_reservation(&tenant, &id)?;
-                if r.expires_at > at {
-                    return Err(format!("expires reservation {id} before its time"));
-                }
-                let (budget, held) = (r.budget.clone(), r.amount);
-                self.give_back(&tenant, &budget, held)?;
-                self.expect_entry(&budget, EntryKind::Expire, held, Some(&id), None, at);
-                self.settle(&id, ReservationState::Expired { at });
+            AuditEvent::ReservationExpired { ref tenant, ref id } => {
+                let r = self.own_reservation(tenant, id)?;
+                let budget = r.budget.clone();
+                let figures = self.open_budget(tenant, &budget)?.figures;
+                let expired = rules::expire(figures, &self.reservations[id].hold(id), at).map_err(
+                    |refusal| match refusal {
+                        Refusal::NotDue => format!("expires reservation {id} before its time"),
+                        Refusal::NotActive { state } => not_active(id, state),
+                        _ => format!("budget {budget} returns more than it holds"),
+                    },
+                )?;
+                self.take(&budget, expired.change, &event, at)?;
+                self.end_hold(id, expired.state);
             }
+        }
+        Ok(())
+    }
+
+    /// Takes what a rule decided for `budget` if it recorded exactly `event`: the figures,
+    /// and the entry the ledger must show next.
+    fn take(
+        &mut self,
+        budget: &BudgetId,
+        change: Change,
+        event: &AuditEvent,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        if change.event != *event {
+            return Err(format!(
+                "records {:?} where its rule records {:?}",
+                event, change.event
+            ));
+        }
+        let b = self
+            .budgets
+            .get_mut(budget)
+            .expect("a budget checked by the caller");
+        if let Some(draft) = change.entry {
+            b.figures = change.figures;
+            b.ledger = entry_digest(
+                &b.ledger,
+                draft.kind,
+                draft.amount,
+                draft.reservation.as_ref(),
+                draft.memo.as_ref(),
+                at,
+            );
+        }
+        Ok(())
+    }
+
+    /// A commit, a release or an extend of tenant `tenant`'s reservation `id`, by the rule
+    /// the writer runs, which must record `event`.
+    fn settle(
+        &mut self,
+        tenant: &TenantId,
+        id: &ReservationId,
+        settlement: Settlement,
+        event: &AuditEvent,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        let budget = self.own_reservation(tenant, id)?.budget.clone();
+        let hold_state = self.reservations[id].hold(id).state_at(at);
+        if hold_state != "active" {
+            return Err(not_active(id, hold_state));
+        }
+        let figures = self.open_budget(tenant, &budget)?.figures;
+        let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
+            .map_err(|refusal| match refusal {
+                Refusal::NotActive { state } => not_active(id, state),
+                _ => format!("the commit of {id} overspends budget {budget}"),
+            })?;
+        self.take(&budget, settled.change, event, at)?;
+        if settled.state == ReservationState::Active {
+            self.reservations
+                .get_mut(id)
+                .expect("checked above")
+                .expires_at = settled.expires_at;
+        } else {
+            self.end_hold(id, settled.state);
         }
         Ok(())
     }
@@ -347,23 +432,6 @@ impl Replay {
         Ok(())
     }
 
-    /// Adds the entry a movement of `budget` implies to its expected ledger.
-    fn expect_entry(
-        &mut self,
-        budget: &BudgetId,
-        kind: EntryKind,
-        amount: Atomic,
-        reservation: Option<&ReservationId>,
-        memo: Option<&Memo>,
-        at: Timestamp,
-    ) {
-        let b = self
-            .budgets
-            .get_mut(budget)
-            .expect("a budget checked by the caller");
-        b.ledger = entry_digest(&b.ledger, kind, amount, reservation, memo, at);
-    }
-
     fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
         match self.tenants.get(id) {
             Some(t) if t.tombstoned_at.is_none() => Ok(t),
@@ -387,49 +455,22 @@ impl Replay {
         }
     }
 
-    fn active_reservation(
+    /// Tenant `tenant`'s reservation `id`, in whatever state.
+    fn own_reservation(
         &self,
         tenant: &TenantId,
         id: &ReservationId,
     ) -> Result<&ReplayedReservation, String> {
         match self.reservations.get(id) {
-            Some(r) if r.tenant == *tenant && r.state == ReservationState::Active => Ok(r),
-            Some(r) if r.tenant == *tenant => Err(format!("settles reservation {id} twice")),
+            Some(r) if r.tenant == *tenant => Ok(r),
             _ => Err(format!(
                 "names reservation {id}, which tenant {tenant} does not have"
             )),
         }
     }
 
-    /// An active reservation whose time is not up at `at`: its budget and its hold.
-    fn live_reservation(
-        &self,
-        tenant: &TenantId,
-        id: &ReservationId,
-        at: Timestamp,
-    ) -> Result<(BudgetId, Atomic), String> {
-        let r = self.active_reservation(tenant, id)?;
-        if r.expires_at <= at {
-            return Err(format!("acts on reservation {id} after it expired"));
-        }
-        Ok((r.budget.clone(), r.amount))
-    }
-
-    fn give_back(
-        &mut self,
-        tenant: &TenantId,
-        budget: &BudgetId,
-        held: Atomic,
-    ) -> Result<(), String> {
-        let b = self.open_budget(tenant, budget)?;
-        b.figures = b
-            .figures
-            .release(held.get())
-            .map_err(|_| format!("budget {budget} returns more than it holds"))?;
-        Ok(())
-    }
-
-    fn settle(&mut self, id: &ReservationId, state: ReservationState) {
+    /// Ends the hold `id` in `state`: it leaves its budget's active holds.
+    fn end_hold(&mut self, id: &ReservationId, state: ReservationState) {
         let r = self
             .reservations
             .get_mut(id)
@@ -442,7 +483,8 @@ impl Replay {
         budget.active.remove(id);
     }
 
-    /// Releases the budget's active reservations and closes it, at `at`.
+    /// Releases the budget's active reservations and closes it, at `at`, by the rule the
+    /// writer runs.
     fn close(&mut self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
         let budget = self.budgets.get_mut(id).expect("checked by the caller");
         // Released in the order the store releases them: soonest to expire first.
@@ -451,24 +493,26 @@ impl Replay {
             .map(|r| (self.reservations[&r].expires_at, r))
             .collect();
         active.sort();
-        for (_, reservation) in active {
-            let r = self
-                .reservations
-                .get_mut(&reservation)
-                .expect("an active reservation");
-            budget.figures = budget
-                .figures
-                .release(r.amount.get())
-                .map_err(|_| format!("budget {id} returns more than it holds"))?;
+        let holds: Vec<Hold<'_>> = active
+            .iter()
+            .map(|(_, r)| self.reservations[r].hold(r))
+            .collect();
+        let (figures, released) = rules::release_all(budget.figures, &holds, at)
+            .map_err(|_| format!("budget {id} returns more than it holds"))?;
+        budget.figures = figures;
+        for ((_, reservation), (draft, state, _)) in active.iter().zip(released) {
             budget.ledger = entry_digest(
                 &budget.ledger,
-                EntryKind::Release,
-                r.amount,
-                Some(&reservation),
+                draft.kind,
+                draft.amount,
+                draft.reservation.as_ref(),
                 None,
                 at,
             );
-            r.state = ReservationState::Released { at };
+            self.reservations
+                .get_mut(reservation)
+                .expect("an active reservation")
+                .state = state;
         }
         budget.closed_at = Some(at);
         Ok(())

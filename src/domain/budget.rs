@@ -81,7 +81,7 @@ impl Serialize for Memo {
     }
 }
 
-/// Why a movement was refused.
+/// Why a change was refused (see [`super::rules`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// It needs more than is available; what is available.
@@ -90,6 +90,11 @@ pub(crate) enum Refusal {
     Overflow,
     /// The figures already break the invariant: stored data that was tampered with.
     Corrupt,
+    /// The hold is not active at the change's time; the state it is in (`expired` once its
+    /// time is up, recorded or not).
+    NotActive { state: &'static str },
+    /// An expiry before the hold's time is up.
+    NotDue,
 }
 
 /// A budget's running totals. `balance = credited − debited − spent`,

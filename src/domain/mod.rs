@@ -9,11 +9,13 @@
 //! Nothing here knows HTTP, JSON bodies or SQL.
 
 mod budget;
+mod event;
 mod id;
 mod idempotency;
 mod ledger;
 mod money;
 mod reservation;
+pub(crate) mod rules;
 mod tenant;
 mod time;
 
@@ -21,6 +23,7 @@ pub(crate) use budget::{
     Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
     Refusal, Unit,
 };
+pub(crate) use event::AuditEvent;
 pub(crate) use id::{BudgetId, EntryId, ReservationId, TenantId};
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};

@@ -152,19 +152,6 @@ pub(crate) struct Reservation {
     pub(crate) expires_at: Timestamp,
 }
 
-impl Reservation {
-    /// The state a write must act on at `now`: an active reservation whose time is up is
-    /// expired (at its expiry), recorded or not.
-    pub(crate) fn effective_state(&self, now: Timestamp) -> ReservationState {
-        match &self.state {
-            ReservationState::Active if self.expires_at <= now => ReservationState::Expired {
-                at: self.expires_at,
-            },
-            state => state.clone(),
-        }
-    }
-}
-
 /// A validated reservation request. The budget id is kept as sent: one that names no budget
 /// of the tenant (malformed ones included) is a `404`, decided with the write.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! `DELETE /v1/tenants/<id>/budgets/<bid>`: the budget's holds released and the budget
 //! frozen for good. A closed budget is answered as it is.
 
-use crate::audit::{Actor, AuditEvent};
+use crate::audit::Actor;
+use crate::domain::rules;
 use crate::domain::{Budget, BudgetId, TenantId};
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
@@ -38,11 +39,7 @@ impl WriteOp for CloseBudget {
         let now = w.now();
         w.expire_due_in(&mut budget, now)?;
         w.close(&mut budget, now)?;
-        let event = AuditEvent::BudgetClosed {
-            tenant,
-            id: budget.id.clone(),
-        };
-        w.record(now, &actor, &event)?;
+        w.record(now, &actor, &rules::close(&tenant, &budget.id))?;
         Ok(budget)
     }
 }

@@ -2,10 +2,11 @@
 //! reservation's new state, a budget closed, and the expiries recorded before anything else
 //! touches a budget.
 
-use crate::audit::{Actor, AuditEvent};
+use crate::audit::Actor;
+use crate::domain::rules::{self, Change, Draft};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, LedgerEntry, Memo, Refusal,
-    Reservation, ReservationId, ReservationState, TenantId, Timestamp,
+    Atomic, Budget, BudgetId, BudgetState, EntryId, LedgerEntry, Memo, Refusal, Reservation,
+    ReservationId, TenantId, Timestamp,
 };
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
@@ -17,6 +18,8 @@ impl From<Refusal> for StoreError {
             Refusal::InsufficientFunds { available } => Self::InsufficientFunds(available),
             Refusal::Overflow => Self::AmountOverflow,
             Refusal::Corrupt => Self::Internal("a stored budget breaks the invariant".into()),
+            Refusal::NotActive { state } => Self::ReservationNotActive(state),
+            Refusal::NotDue => Self::Internal("an expiry before the hold's time".into()),
         }
     }
 }
@@ -118,42 +121,48 @@ impl<D: Sql> WriterState<D> {
         mut reservation: Reservation,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        budget.figures = budget.figures.release(reservation.amount.get())?;
-        reservation.state = ReservationState::Expired { at: now };
+        let expired = rules::expire(budget.figures, &reservation.hold(), now)?;
+        reservation.state = expired.state;
         self.write_reservation(&reservation)?;
-        self.write_figures(budget)?;
-        self.append_entry(
-            budget,
-            EntryKind::Expire,
-            reservation.amount,
-            Some(&reservation.id),
-            None,
-            now,
-        )?;
-        let event = AuditEvent::ReservationExpired {
-            tenant: reservation.tenant_id.clone(),
-            id: reservation.id.clone(),
-        };
-        self.record(now, &Actor::System, &event)
+        self.apply(budget, expired.change, &Actor::System, now)?;
+        Ok(())
     }
 
-    /// Closes `budget` (a close or a tombstone): releases every active reservation, a
-    /// `release` entry each and no event of their own, writes the figures and marks the
-    /// budget closed at `now`.
+    /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money,
+    /// and its event, by `actor`. The entry, if any.
+    pub(crate) fn apply(
+        &mut self,
+        budget: &mut Budget,
+        change: Change,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Option<LedgerEntry>, StoreError> {
+        let entry = match change.entry {
+            Some(draft) => {
+                budget.figures = change.figures;
+                self.write_figures(budget)?;
+                Some(self.append_entry(budget, draft, now)?)
+            }
+            None => None,
+        };
+        self.record(now, actor, &change.event)?;
+        Ok(entry)
+    }
+
+    /// Closes `budget` (a close or a tombstone): every active hold returns, a `release` entry
+    /// each and no event of their own; the figures are written and the budget is marked
+    /// closed at `now`.
     pub(crate) fn close(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
-        for mut reservation in queries::active_in_budget(self.db(), &budget.id)? {
-            budget.figures = budget.figures.release(reservation.amount.get())?;
-            reservation.state = ReservationState::Released { at: now };
-            self.write_reservation(&reservation)?;
-            self.append_entry(
-                budget,
-                EntryKind::Release,
-                reservation.amount,
-                Some(&reservation.id),
-                None,
-                now,
-            )?;
+        let mut active = queries::active_in_budget(self.db(), &budget.id)?;
+        let holds: Vec<_> = active.iter().map(Reservation::hold).collect();
+        let (figures, released) = rules::release_all(budget.figures, &holds, now)?;
+        for (reservation, (draft, state, after)) in active.iter_mut().zip(released) {
+            budget.figures = after;
+            reservation.state = state;
+            self.write_reservation(reservation)?;
+            self.append_entry(budget, draft, now)?;
         }
+        budget.figures = figures;
         self.write_figures(budget)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
@@ -237,14 +246,12 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Appends the entry of a movement that left `budget` with its current figures.
-    pub(crate) fn append_entry(
+    /// Appends the entry a rule drafted, of a movement that left `budget` with its current
+    /// figures.
+    fn append_entry(
         &mut self,
         budget: &Budget,
-        kind: EntryKind,
-        amount: Atomic,
-        reservation: Option<&ReservationId>,
-        memo: Option<Memo>,
+        draft: Draft,
         now: Timestamp,
     ) -> Result<LedgerEntry, StoreError> {
         let figure = |value: Option<u128>| {
@@ -255,10 +262,10 @@ impl<D: Sql> WriterState<D> {
         let entry = LedgerEntry {
             id: EntryId::from_ulid(self.next_ulid(now)),
             budget_id: budget.id.clone(),
-            kind,
-            amount,
-            reservation_id: reservation.cloned(),
-            memo,
+            kind: draft.kind,
+            amount: draft.amount,
+            reservation_id: draft.reservation,
+            memo: draft.memo,
             occurred_at: now,
             balance: figure(budget.figures.balance())?,
             available: figure(budget.figures.available())?,

@@ -1,7 +1,8 @@
 //! `POST …/credits` and `POST …/debits`: money into or out of an open budget, with its
 //! ledger entry.
 
-use crate::audit::{Actor, AuditEvent};
+use crate::audit::Actor;
+use crate::domain::rules;
 use crate::domain::{BudgetId, LedgerEntry, Movement, TenantId};
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
@@ -37,20 +38,16 @@ impl WriteOp for MoveBudget {
         w.keyed(keyed, |w| {
             let now = w.now();
             let mut budget = w.open_budget(&tenant, id.as_ref(), now)?;
-            let amount = movement.amount;
-            budget.figures = budget.figures.moved(movement.direction, amount.get())?;
-            w.write_figures(&budget)?;
-            let kind = movement.direction.entry_kind();
-            let entry = w.append_entry(&budget, kind, amount, None, movement.memo.clone(), now)?;
-            let event = AuditEvent::BudgetMoved {
-                tenant: tenant.clone(),
-                budget: budget.id.clone(),
-                direction: movement.direction,
-                amount,
-                memo: movement.memo.clone(),
-            };
-            w.record(now, &actor, &event)?;
-            Ok(entry)
+            let change = rules::move_funds(
+                &tenant,
+                &budget.id,
+                budget.figures,
+                movement.direction,
+                movement.amount,
+                movement.memo.as_ref(),
+            )?;
+            w.apply(&mut budget, change, &actor, now)?
+                .ok_or_else(|| StoreError::Internal("a movement without its entry".into()))
         })
     }
 }

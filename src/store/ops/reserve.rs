@@ -1,10 +1,9 @@
 //! `POST /v1/tenants/<id>/reservations`: a hold on what a budget has available, until it
 //! is committed, released or expires.
 
-use crate::audit::{Actor, AuditEvent};
-use crate::domain::{
-    EntryKind, Memo, NewReservation, Reservation, ReservationId, ReservationState, TenantId,
-};
+use crate::audit::Actor;
+use crate::domain::rules;
+use crate::domain::{Memo, NewReservation, Reservation, ReservationId, ReservationState, TenantId};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
@@ -45,16 +44,25 @@ fn reserve<D: Sql>(
 ) -> Result<Reservation, StoreError> {
     let now = w.now();
     let mut budget = w.open_budget(tenant, new.budget_id().as_ref(), now)?;
-    budget.figures = budget.figures.reserve(new.amount.get())?;
+    let id = ReservationId::from_ulid(w.next_ulid(now));
+    let expires_at = now.plus_seconds(new.ttl.seconds());
+    let change = rules::reserve(
+        tenant,
+        &budget.id,
+        budget.figures,
+        &id,
+        new.amount,
+        expires_at,
+    )?;
     let reservation = Reservation {
-        id: ReservationId::from_ulid(w.next_ulid(now)),
+        id,
         tenant_id: tenant.clone(),
         budget_id: budget.id.clone(),
         state: ReservationState::Active,
         amount: new.amount,
         memo: new.memo.clone(),
         created_at: now,
-        expires_at: now.plus_seconds(new.ttl.seconds()),
+        expires_at,
     };
     w.db().send(
         "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
@@ -70,23 +78,7 @@ fn reserve<D: Sql>(
             Param::Text(&reservation.expires_at.to_string()),
         ],
     )?;
-    w.write_figures(&budget)?;
-    w.append_entry(
-        &budget,
-        EntryKind::Reserve,
-        reservation.amount,
-        Some(&reservation.id),
-        None,
-        now,
-    )?;
-    let event = AuditEvent::ReservationCreated {
-        tenant: tenant.clone(),
-        id: reservation.id.clone(),
-        budget: budget.id.clone(),
-        amount: reservation.amount,
-        expires_at: reservation.expires_at,
-    };
-    w.record(now, actor, &event)?;
+    w.apply(&mut budget, change, actor, now)?;
     w.counts().reservation_created();
     w.expiry_at(reservation.expires_at);
     Ok(reservation)

@@ -1,8 +1,9 @@
 //! `POST …/reservations/<rid>/commit`, `…/release` and `…/extend`: an active reservation
 //! spent (within or above its hold), returned, or held longer.
 
-use crate::audit::{Actor, AuditEvent};
-use crate::domain::{EntryKind, Reservation, ReservationId, ReservationState, Settle, TenantId};
+use crate::audit::Actor;
+use crate::domain::rules::{self, Settlement};
+use crate::domain::{Reservation, ReservationId, Settle, TenantId};
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
@@ -53,59 +54,20 @@ fn settle<D: Sql>(
     if budget.is_open() {
         w.expire_due_in(&mut budget, now)?;
     }
-    let state = reservation.effective_state(now);
-    if state != ReservationState::Active {
-        return Err(StoreError::ReservationNotActive(state.name()));
-    }
     // An active reservation's budget is open: closing releases every reservation.
-    let held = reservation.amount;
-    let (event, kind, entry_amount) = match settle {
-        Settle::Commit(spent) => {
-            budget.figures = budget.figures.commit(held.get(), spent.get())?;
-            reservation.state = ReservationState::Committed {
-                amount: spent,
-                at: now,
-            };
-            let event = AuditEvent::ReservationCommitted {
-                tenant: tenant.clone(),
-                id: reservation.id.clone(),
-                amount: spent,
-            };
-            (event, Some(EntryKind::Commit), spent)
-        }
-        Settle::Release => {
-            budget.figures = budget.figures.release(held.get())?;
-            reservation.state = ReservationState::Released { at: now };
-            let event = AuditEvent::ReservationReleased {
-                tenant: tenant.clone(),
-                id: reservation.id.clone(),
-            };
-            (event, Some(EntryKind::Release), held)
-        }
-        Settle::Extend(ttl) => {
-            // A shorter TTL than the hold had brings its expiry forward.
-            reservation.expires_at = now.plus_seconds(ttl.seconds());
-            w.expiry_at(reservation.expires_at);
-            let event = AuditEvent::ReservationExtended {
-                tenant: tenant.clone(),
-                id: reservation.id.clone(),
-                expires_at: reservation.expires_at,
-            };
-            (event, None, held)
-        }
+    let settlement = match settle {
+        Settle::Commit(spent) => Settlement::Commit(spent),
+        Settle::Release => Settlement::Release,
+        Settle::Extend(ttl) => Settlement::Extend(now.plus_seconds(ttl.seconds())),
     };
-    w.write_reservation(&reservation)?;
-    if let Some(kind) = kind {
-        w.write_figures(&budget)?;
-        w.append_entry(
-            &budget,
-            kind,
-            entry_amount,
-            Some(&reservation.id),
-            None,
-            now,
-        )?;
+    let settled = rules::settle(budget.figures, &reservation.hold(), settlement, now)?;
+    reservation.state = settled.state;
+    if reservation.expires_at != settled.expires_at {
+        // An extend: a shorter TTL than the hold had brings the soonest expiry forward.
+        reservation.expires_at = settled.expires_at;
+        w.expiry_at(reservation.expires_at);
     }
-    w.record(now, actor, &event)?;
+    w.write_reservation(&reservation)?;
+    w.apply(&mut budget, settled.change, actor, now)?;
     Ok(reservation)
 }

@@ -1,7 +1,8 @@
 //! `DELETE /v1/tenants/<id>`: every open budget closed (its holds released), the token
 //! revoked and the name freed. A tombstoned tenant is answered as it is.
 
-use crate::audit::{Actor, AuditEvent};
+use crate::audit::Actor;
+use crate::domain::rules;
 use crate::domain::{Tenant, TenantId, TenantState};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
@@ -41,11 +42,7 @@ impl WriteOp for TombstoneTenant {
                 Param::Text(&now.to_string()),
             ],
         )?;
-        w.record(
-            now,
-            &actor,
-            &AuditEvent::TenantTombstoned { id: id.clone() },
-        )?;
+        w.record(now, &actor, &rules::tombstone(&id))?;
         w.counts().tenant_moved(&state);
         queries::tenant(w.db(), &id)?
             .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))

@@ -1,0 +1,481 @@
+//! The business rules, written once: every change of a budget or a reservation as a pure
+//! function from the current state and figures to the new ones, the ledger entries it writes
+//! and the audit event that records it, or a refusal.
+//!
+//! Two interpreters run them. The store's writer reads the rows, runs the rule, and writes
+//! what it decided (`store::ops`). The audit replay reads an event, runs the rule on the
+//! state the events before it left, and compares: the event the rule would have written must
+//! be the event recorded (`audit::replay`). A rule changed here changes both. The model test
+//! of the store (`store::model_tests`) keeps an oracle of its own, written apart from these.
+//!
+//! Rules never read a clock or a database: the time of the change and every id come in as
+//! arguments.
+
+use super::{
+    Atomic, AuditEvent, BudgetId, Direction, EntryKind, Figures, Memo, Refusal, Reservation,
+    ReservationId, ReservationState, TenantId, Timestamp,
+};
+
+/// A ledger entry as a rule decides it; the store gives it its id, its time and the
+/// figures it leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Draft {
+    /// What moved.
+    pub(crate) kind: EntryKind,
+    /// How much.
+    pub(crate) amount: Atomic,
+    /// The hold it belongs to, if any.
+    pub(crate) reservation: Option<ReservationId>,
+    /// The request's note, if any.
+    pub(crate) memo: Option<Memo>,
+}
+
+/// A hold as the rules see it: what a reservation's row (or its replayed events) says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hold<'a> {
+    /// Its id.
+    pub(crate) id: &'a ReservationId,
+    /// Whose it is.
+    pub(crate) tenant: &'a TenantId,
+    /// What it holds.
+    pub(crate) amount: Atomic,
+    /// Its recorded state.
+    pub(crate) state: &'a ReservationState,
+    /// From this instant on it holds nothing.
+    pub(crate) expires_at: Timestamp,
+}
+
+impl Reservation {
+    /// The reservation as the rules see it.
+    pub(crate) fn hold(&self) -> Hold<'_> {
+        Hold {
+            id: &self.id,
+            tenant: &self.tenant_id,
+            amount: self.amount,
+            state: &self.state,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+impl Hold<'_> {
+    /// The state a change must act on at `now`: an active hold whose time is up is expired,
+    /// recorded or not.
+    pub(crate) fn state_at(&self, now: Timestamp) -> &'static str {
+        match self.state {
+            ReservationState::Active if self.expires_at <= now => "expired",
+            state => state.name(),
+        }
+    }
+
+    /// Refuses a hold that is not active at `now`.
+    fn live(&self, now: Timestamp) -> Result<(), Refusal> {
+        match self.state_at(now) {
+            "active" => Ok(()),
+            state => Err(Refusal::NotActive { state }),
+        }
+    }
+}
+
+/// What a rule decided for one budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Change {
+    /// The budget's new figures.
+    pub(crate) figures: Figures,
+    /// The ledger entry it writes, if it moves money.
+    pub(crate) entry: Option<Draft>,
+    /// The event that records it.
+    pub(crate) event: AuditEvent,
+}
+
+/// What a rule decided for a hold and its budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settled {
+    /// The budget's change.
+    pub(crate) change: Change,
+    /// The hold's new state.
+    pub(crate) state: ReservationState,
+    /// The hold's expiry, moved by an extend.
+    pub(crate) expires_at: Timestamp,
+}
+
+/// How an active hold ends, or lasts longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settlement {
+    /// Spend this much (0 or more, within the hold or above it) and return the rest.
+    Commit(Atomic),
+    /// Return the whole hold.
+    Release,
+    /// Hold until this instant instead.
+    Extend(Timestamp),
+}
+
+/// A credit or a debit of `amount` to an open budget.
+pub(crate) fn move_funds(
+    tenant: &TenantId,
+    budget: &BudgetId,
+    figures: Figures,
+    direction: Direction,
+    amount: Atomic,
+    memo: Option<&Memo>,
+) -> Result<Change, Refusal> {
+    Ok(Change {
+        figures: figures.moved(direction, amount.get())?,
+        entry: Some(Draft {
+            kind: direction.entry_kind(),
+            amount,
+            reservation: None,
+            memo: memo.cloned(),
+        }),
+        event: AuditEvent::BudgetMoved {
+            tenant: tenant.clone(),
+            budget: budget.clone(),
+            direction,
+            amount,
+            memo: memo.cloned(),
+        },
+    })
+}
+
+/// A hold of `amount` on an open budget until `expires_at`: at most what is available.
+pub(crate) fn reserve(
+    tenant: &TenantId,
+    budget: &BudgetId,
+    figures: Figures,
+    id: &ReservationId,
+    amount: Atomic,
+    expires_at: Timestamp,
+) -> Result<Change, Refusal> {
+    Ok(Change {
+        figures: figures.reserve(amount.get())?,
+        entry: Some(Draft {
+            kind: EntryKind::Reserve,
+            amount,
+            reservation: Some(id.clone()),
+            memo: None,
+        }),
+        event: AuditEvent::ReservationCreated {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            budget: budget.clone(),
+            amount,
+            expires_at,
+        },
+    })
+}
+
+/// A commit (within the hold, or above it out of what is available), a release or an
+/// extend of a hold that is active at `now`, on its open budget's `figures`.
+pub(crate) fn settle(
+    figures: Figures,
+    hold: &Hold<'_>,
+    settlement: Settlement,
+    now: Timestamp,
+) -> Result<Settled, Refusal> {
+    hold.live(now)?;
+    let (tenant, id, held) = (hold.tenant.clone(), hold.id.clone(), hold.amount);
+    let entry = |kind, amount| {
+        Some(Draft {
+            kind,
+            amount,
+            reservation: Some(hold.id.clone()),
+            memo: None,
+        })
+    };
+    Ok(match settlement {
+        Settlement::Commit(spent) => Settled {
+            change: Change {
+                figures: figures.commit(held.get(), spent.get())?,
+                entry: entry(EntryKind::Commit, spent),
+                event: AuditEvent::ReservationCommitted {
+                    tenant,
+                    id,
+                    amount: spent,
+                },
+            },
+            state: ReservationState::Committed {
+                amount: spent,
+                at: now,
+            },
+            expires_at: hold.expires_at,
+        },
+        Settlement::Release => Settled {
+            change: Change {
+                figures: figures.release(held.get())?,
+                entry: entry(EntryKind::Release, held),
+                event: AuditEvent::ReservationReleased { tenant, id },
+            },
+            state: ReservationState::Released { at: now },
+            expires_at: hold.expires_at,
+        },
+        // A shorter TTL than the hold had brings its expiry forward.
+        Settlement::Extend(expires_at) => Settled {
+            change: Change {
+                figures,
+                entry: None,
+                event: AuditEvent::ReservationExtended {
+                    tenant,
+                    id,
+                    expires_at,
+                },
+            },
+            state: ReservationState::Active,
+            expires_at,
+        },
+    })
+}
+
+/// The expiry of an active hold whose time is up at `now`: the hold returns.
+pub(crate) fn expire(
+    figures: Figures,
+    hold: &Hold<'_>,
+    now: Timestamp,
+) -> Result<Settled, Refusal> {
+    if *hold.state != ReservationState::Active {
+        return Err(Refusal::NotActive {
+            state: hold.state.name(),
+        });
+    }
+    if hold.expires_at > now {
+        return Err(Refusal::NotDue);
+    }
+    Ok(Settled {
+        change: Change {
+            figures: figures.release(hold.amount.get())?,
+            entry: Some(Draft {
+                kind: EntryKind::Expire,
+                amount: hold.amount,
+                reservation: Some(hold.id.clone()),
+                memo: None,
+            }),
+            event: AuditEvent::ReservationExpired {
+                tenant: hold.tenant.clone(),
+                id: hold.id.clone(),
+            },
+        },
+        state: ReservationState::Expired { at: now },
+        expires_at: hold.expires_at,
+    })
+}
+
+/// One hold returned by a close: its entry, its new state, and the budget's figures once it
+/// has returned (what its entry shows).
+pub(crate) type Released = (Draft, ReservationState, Figures);
+
+/// What closing a budget does to its figures and holds: every active hold (in the order
+/// given: soonest to expire first) returns, a `release` entry each; the event is the
+/// caller's (a budget closed, or a tenant tombstoned). The final figures, and each release.
+pub(crate) fn release_all(
+    figures: Figures,
+    holds: &[Hold<'_>],
+    now: Timestamp,
+) -> Result<(Figures, Vec<Released>), Refusal> {
+    let mut figures = figures;
+    let mut released = Vec::with_capacity(holds.len());
+    for hold in holds {
+        if *hold.state != ReservationState::Active {
+            return Err(Refusal::NotActive {
+                state: hold.state.name(),
+            });
+        }
+        figures = figures.release(hold.amount.get())?;
+        let draft = Draft {
+            kind: EntryKind::Release,
+            amount: hold.amount,
+            reservation: Some(hold.id.clone()),
+            memo: None,
+        };
+        released.push((draft, ReservationState::Released { at: now }, figures));
+    }
+    Ok((figures, released))
+}
+
+/// The event of a budget's close (its holds released by [`release_all`]).
+pub(crate) fn close(tenant: &TenantId, budget: &BudgetId) -> AuditEvent {
+    AuditEvent::BudgetClosed {
+        tenant: tenant.clone(),
+        id: budget.clone(),
+    }
+}
+
+/// The event of a tenant's tombstone (each open budget closed by [`release_all`]).
+pub(crate) fn tombstone(tenant: &TenantId) -> AuditEvent {
+    AuditEvent::TenantTombstoned { id: tenant.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> (TenantId, BudgetId, ReservationId) {
+        let tenant = TenantId::from_ulid(ulid::Ulid(1));
+        let budget = tenant.default_budget();
+        let reservation = ReservationId::from_ulid(ulid::Ulid(2));
+        (tenant, budget, reservation)
+    }
+
+    fn at(ms: u64) -> Timestamp {
+        Timestamp::from_unix_ms(ms)
+    }
+
+    /// Figures of `credited` with `reserved` held.
+    fn figures(credited: u128, reserved: u128) -> Figures {
+        Figures {
+            credited,
+            reserved,
+            ..Figures::default()
+        }
+    }
+
+    #[test]
+    fn a_commit_within_the_hold_returns_the_rest_and_above_it_needs_what_is_available() {
+        let (tenant, _, id) = ids();
+        let state = ReservationState::Active;
+        let hold = Hold {
+            id: &id,
+            tenant: &tenant,
+            amount: Atomic::new(30),
+            state: &state,
+            expires_at: at(10_000),
+        };
+        let within = settle(
+            figures(100, 30),
+            &hold,
+            Settlement::Commit(Atomic::new(20)),
+            at(1),
+        )
+        .expect("within the hold");
+        assert_eq!(within.change.figures.spent, 20);
+        assert_eq!(within.change.figures.reserved, 0);
+        assert_eq!(within.change.figures.available(), Some(80));
+        let above = settle(
+            figures(100, 30),
+            &hold,
+            Settlement::Commit(Atomic::new(100)),
+            at(1),
+        )
+        .expect("above the hold, all of it available");
+        assert_eq!(above.change.figures.available(), Some(0));
+        assert_eq!(
+            settle(
+                figures(100, 30),
+                &hold,
+                Settlement::Commit(Atomic::new(101)),
+                at(1)
+            ),
+            Err(Refusal::InsufficientFunds {
+                available: Atomic::new(70)
+            }),
+            "the excess over the hold must be available"
+        );
+    }
+
+    #[test]
+    fn a_hold_whose_time_is_up_is_expired_for_every_settlement_but_its_expiry() {
+        let (tenant, _, id) = ids();
+        let state = ReservationState::Active;
+        let hold = Hold {
+            id: &id,
+            tenant: &tenant,
+            amount: Atomic::new(5),
+            state: &state,
+            expires_at: at(1_000),
+        };
+        for settlement in [
+            Settlement::Commit(Atomic::new(1)),
+            Settlement::Release,
+            Settlement::Extend(at(5_000)),
+        ] {
+            assert_eq!(
+                settle(figures(10, 5), &hold, settlement, at(1_000)),
+                Err(Refusal::NotActive { state: "expired" }),
+                "{settlement:?}"
+            );
+        }
+        assert_eq!(expire(figures(10, 5), &hold, at(999)), Err(Refusal::NotDue));
+        let expired = expire(figures(10, 5), &hold, at(1_000)).expect("due");
+        assert_eq!(expired.change.figures.reserved, 0);
+        assert_eq!(expired.state, ReservationState::Expired { at: at(1_000) });
+    }
+
+    #[test]
+    fn a_settled_hold_is_refused_with_its_state() {
+        let (tenant, _, id) = ids();
+        let state = ReservationState::Released { at: at(1) };
+        let hold = Hold {
+            id: &id,
+            tenant: &tenant,
+            amount: Atomic::new(5),
+            state: &state,
+            expires_at: at(1_000),
+        };
+        assert_eq!(
+            settle(figures(10, 0), &hold, Settlement::Release, at(2)),
+            Err(Refusal::NotActive { state: "released" })
+        );
+        assert_eq!(
+            release_all(figures(10, 0), &[hold], at(2)),
+            Err(Refusal::NotActive { state: "released" })
+        );
+    }
+
+    #[test]
+    fn a_close_returns_each_hold_in_turn_and_each_entry_shows_its_own_figures() {
+        let (tenant, _, first) = ids();
+        let second = ReservationId::from_ulid(ulid::Ulid(3));
+        let state = ReservationState::Active;
+        let hold = |id, amount| Hold {
+            id,
+            tenant: &tenant,
+            amount: Atomic::new(amount),
+            state: &state,
+            expires_at: at(1_000),
+        };
+        let holds = [hold(&first, 3), hold(&second, 4)];
+        let (figures, released) = release_all(figures(10, 7), &holds, at(5)).expect("a close");
+        assert_eq!(figures.reserved, 0);
+        let available: Vec<_> = released.iter().map(|(_, _, f)| f.available()).collect();
+        assert_eq!(available, [Some(6), Some(10)], "after the first, then both");
+        assert!(released.iter().all(|(d, s, _)| d.kind == EntryKind::Release
+            && *s == ReservationState::Released { at: at(5) }));
+    }
+
+    #[test]
+    fn a_reserve_and_a_debit_take_at_most_what_is_available() {
+        let (tenant, budget, id) = ids();
+        assert_eq!(
+            reserve(
+                &tenant,
+                &budget,
+                figures(10, 4),
+                &id,
+                Atomic::new(7),
+                at(1_000)
+            ),
+            Err(Refusal::InsufficientFunds {
+                available: Atomic::new(6)
+            })
+        );
+        let debit = move_funds(
+            &tenant,
+            &budget,
+            figures(10, 4),
+            Direction::Debit,
+            Atomic::new(6),
+            None,
+        )
+        .expect("all that is available");
+        assert_eq!(debit.figures.available(), Some(0));
+        assert_eq!(
+            move_funds(
+                &tenant,
+                &budget,
+                figures(u128::MAX, 0),
+                Direction::Credit,
+                Atomic::new(1),
+                None
+            ),
+            Err(Refusal::Overflow)
+        );
+    }
+}
