@@ -10,7 +10,10 @@
 pub(crate) mod blocking;
 mod codec;
 pub(super) mod copy;
+// The one scratch database of the tests, shared with the black-box tests and the load
+// generator (see the file's own doc for why it is included rather than exported).
 #[cfg(test)]
+#[path = "../../../tests/scratch/mod.rs"]
 pub(crate) mod scratch;
 mod tls;
 pub(crate) mod verify;

@@ -5,6 +5,16 @@ use super::*;
 use crate::store::postgres::scratch::Scratch;
 use crate::store::sql::text;
 
+/// A connection to `db` as the role `tenantd`.
+fn connect(db: &Scratch) -> Blocking {
+    Blocking::connect(&db.url).expect("the role tenantd connects")
+}
+
+/// A connection to `db` as the superuser.
+fn admin(db: &Scratch) -> Blocking {
+    Blocking::connect(db.admin_url()).expect("the superuser connects")
+}
+
 /// Each row of `sql`'s result, its columns as text (`None` for NULL).
 fn texts(conn: &mut Blocking, sql: &str, params: &[Param<'_>]) -> Vec<Vec<Option<String>>> {
     conn.query(sql, params, |row| {
@@ -25,8 +35,8 @@ fn one(conn: &mut Blocking, sql: &str, params: &[Param<'_>]) -> String {
 
 #[test]
 fn every_parameter_is_bound_and_read_back() {
-    let db = Scratch::new("bind");
-    let mut conn = db.connect();
+    let db = Scratch::from_env("bind");
+    let mut conn = connect(&db);
     conn.batch(
         "CREATE TABLE scratch (k integer PRIMARY KEY, t text, b bigint, i integer, \
          s smallint, y bytea, n numeric(39,0))",
@@ -194,8 +204,8 @@ fn every_parameter_is_bound_and_read_back() {
 
 #[test]
 fn a_clash_on_a_unique_name_is_the_refusal() {
-    let db = Scratch::new("unique");
-    let mut conn = db.connect();
+    let db = Scratch::from_env("unique");
+    let mut conn = connect(&db);
     conn.runtime
         .block_on(crate::store::postgres::create_schema(&mut conn.client))
         .expect("the schema");
@@ -260,8 +270,8 @@ fn a_clash_on_a_unique_name_is_the_refusal() {
 
 #[test]
 fn what_the_server_cannot_take_now_is_unavailable() {
-    let db = Scratch::new("unavailable");
-    let mut conn = db.connect();
+    let db = Scratch::from_env("unavailable");
+    let mut conn = connect(&db);
     conn.batch("CREATE TABLE scratch (n integer)")
         .expect("a table");
 
@@ -285,7 +295,7 @@ fn what_the_server_cannot_take_now_is_unavailable() {
     let pid = one(&mut conn, "SELECT pg_backend_pid()::text", &[]);
     let pid: i64 = pid.parse().expect("a pid");
     assert!(!conn.is_closed());
-    let mut admin = db.admin();
+    let mut admin = admin(&db);
     assert_eq!(
         one(
             &mut admin,
@@ -309,7 +319,7 @@ fn what_the_server_cannot_take_now_is_unavailable() {
     ));
 
     // A new connection works.
-    let mut again = db.connect();
+    let mut again = connect(&db);
     assert_eq!(
         one(&mut again, "SELECT count(*)::text FROM scratch", &[]),
         "0"
