@@ -477,7 +477,7 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
         Backend::Sqlite => dir.path().join("model.db"),
         Backend::Postgres => {
             let n = DATABASES.fetch_add(1, Ordering::Relaxed);
-            scratch = super::postgres::scratch::Scratch::new(&format!("model_{n}"));
+            scratch = super::postgres::scratch::Scratch::from_env(&format!("model_{n}"));
             std::path::PathBuf::from(&scratch.url)
         }
     };

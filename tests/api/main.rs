@@ -20,6 +20,8 @@ mod oidc;
 mod postgres_copy;
 mod postgres_instances;
 mod reservations;
+#[path = "../scratch/mod.rs"]
+mod scratch;
 mod shutdown;
 mod spending_concurrency;
 mod timeouts;

@@ -561,9 +561,8 @@ fn connections_the_server_ended_while_idle_are_replaced_unseen() {
     assert_eq!(first.status, 201, "{}", first.describe());
     let id = first.json()["id"].as_str().unwrap().to_owned();
     // Every connection of the instance is ended by the server (as a restart would).
-    let admin_url = std::env::var(ADMIN_URL_VAR).expect("the superuser's URL");
     let ended = psql(
-        &admin_url,
+        db.admin_url(),
         &format!(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}'",
             db.name

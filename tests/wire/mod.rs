@@ -1,5 +1,5 @@
 //! A wire-level HTTP/1.1 client: the one request writer and the one response parser of the
-//! black-box tests and of the load generator (`benches/load.rs`).
+//! black-box tests and of the load generator (`benches/load/`).
 //!
 //! It is written by hand rather than taken from an HTTP crate, so that a test sees the exact
 //! bytes the server sends and can send bytes no well-behaved client would: a NUL in a header,

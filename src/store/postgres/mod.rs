@@ -1,26 +1,29 @@
 //! PostgreSQL, the second backend: connecting (TLS as libpq's URLs say it), the schema, and
-//! reading the stored rows as the SQLite backend reads them.
+//! the store's threads on it.
 //!
 //! Every value of the chain and of the ids is stored as the text SQLite stores; amounts are
-//! `numeric(39,0)`, read back in decimal ([`Decimal`]) and written as text cast by the server,
-//! never through a float or an `i64`.
+//! `numeric(39,0)`, never through a float or an `i64`. The store's threads send them in
+//! `numeric`'s binary form, built digit group by digit group from the integer, and read them
+//! back in decimal from that form ([`codec`]); `tenantd copy` moves them as their decimal text,
+//! cast by the server ([`copy`]).
 
 pub(crate) mod blocking;
+mod codec;
 pub(super) mod copy;
+// The one scratch database of the tests, shared with the black-box tests and the load
+// generator (see the file's own doc for why it is included rather than exported).
 #[cfg(test)]
+#[path = "../../../tests/scratch/mod.rs"]
 pub(crate) mod scratch;
 mod tls;
 pub(crate) mod verify;
 mod writer;
 
-use std::borrow::Cow;
 use std::time::Duration;
 
-use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::{Client, NoTls};
 
 use super::queries::Reads;
-use super::rows::TextRow;
 use super::write::batch;
 use super::{StoreConfig, threads};
 
@@ -244,98 +247,9 @@ pub(super) fn open(
 
 pub(crate) use super::sql::RowError;
 
-impl TextRow for tokio_postgres::Row {
-    type Error = RowError;
-
-    fn column(&self, i: usize) -> Result<Option<Cow<'_, str>>, RowError> {
-        let unreadable =
-            |e: tokio_postgres::Error| RowError::Read(format!("column {i}: {}", explain(&e)));
-        if *self.columns()[i].type_() == Type::NUMERIC {
-            let value: Option<Decimal> = self.try_get(i).map_err(unreadable)?;
-            Ok(value.map(|d| Cow::Owned(d.0)))
-        } else {
-            let value: Option<&str> = self.try_get(i).map_err(unreadable)?;
-            Ok(value.map(Cow::Borrowed))
-        }
-    }
-
-    fn blob(&self, i: usize) -> Result<Option<Cow<'_, [u8]>>, RowError> {
-        let value: Option<&[u8]> = self
-            .try_get(i)
-            .map_err(|e| RowError::Read(format!("column {i}: {}", explain(&e))))?;
-        Ok(value.map(Cow::Borrowed))
-    }
-
-    fn corrupt(&self, i: usize, what: String) -> RowError {
-        RowError::Corrupt(format!("column {i}: {what}"))
-    }
-
-    fn len(&self) -> usize {
-        self.columns().len()
-    }
-}
-
-/// A `numeric` in decimal, from PostgreSQL's binary form: a sign, a weight and base-10000
-/// digits. Anything but a whole number comes out as text no amount parser takes (a sign,
-/// "not a whole number"), so it is refused where it is read, never rounded.
-pub(crate) struct Decimal(pub(crate) String);
-
-impl<'a> FromSql<'a> for Decimal {
-    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        let word = |i: usize| -> Result<u16, Box<dyn std::error::Error + Sync + Send>> {
-            raw.get(2 * i..2 * i + 2)
-                .map(|b| u16::from_be_bytes([b[0], b[1]]))
-                .ok_or_else(|| "a numeric cut short".into())
-        };
-        let (ndigits, weight, sign, dscale) = (word(0)?, word(1)? as i16, word(2)?, word(3)?);
-        let whole = i32::from(weight) + 1;
-        if sign == 0xC000 || dscale > 0 || (ndigits > 0 && i32::from(ndigits) > whole) {
-            return Ok(Self("not a whole number".into()));
-        }
-        let mut text = String::new();
-        if sign == 0x4000 {
-            text.push('-');
-        }
-        if ndigits == 0 {
-            text.push('0');
-            return Ok(Self(text));
-        }
-        // The digit groups, then the zero groups below them that the form leaves out.
-        for i in 0..whole {
-            let digit = if i < i32::from(ndigits) {
-                word(4 + i as usize)?
-            } else {
-                0
-            };
-            if i == 0 {
-                text.push_str(&digit.to_string());
-            } else {
-                text.push_str(&format!("{digit:04}"));
-            }
-        }
-        Ok(Self(text))
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::NUMERIC
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn numeric(ndigits: u16, weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
-        let mut raw = Vec::new();
-        for w in [ndigits, weight as u16, sign, dscale].iter().chain(digits) {
-            raw.extend_from_slice(&w.to_be_bytes());
-        }
-        raw
-    }
-
-    fn decode(raw: &[u8]) -> String {
-        Decimal::from_sql(&Type::NUMERIC, raw).expect("a numeric").0
-    }
 
     #[test]
     fn a_url_is_shown_without_its_password_or_parameters() {
@@ -358,30 +272,5 @@ mod tests {
         }
         assert!(is_url("Postgres://h/db") && is_url("postgresql://h/db"));
         assert!(!is_url("./postgres.db") && !is_url("host=h password=secret"));
-    }
-
-    #[test]
-    fn whole_numerics_come_out_in_decimal() {
-        assert_eq!(decode(&numeric(0, 0, 0, 0, &[])), "0");
-        assert_eq!(decode(&numeric(1, 0, 0, 0, &[7])), "7");
-        assert_eq!(decode(&numeric(2, 1, 0, 0, &[12, 34])), "120034");
-        // 10^8: one digit group of weight 2, the two zero groups below it left out.
-        assert_eq!(decode(&numeric(1, 2, 0, 0, &[1])), "100000000");
-        let max = [340, 2823, 6692, 938, 4634, 6337, 4607, 4317, 6821, 1455];
-        assert_eq!(decode(&numeric(10, 9, 0, 0, &max)), u128::MAX.to_string());
-    }
-
-    #[test]
-    fn what_is_not_a_whole_number_is_no_amount() {
-        for raw in [
-            numeric(1, 0, 0x4000, 0, &[5]),
-            numeric(0, 0, 0xC000, 0, &[]),
-            numeric(1, -1, 0, 4, &[5000]),
-            numeric(2, 0, 0, 4, &[1, 5000]),
-        ] {
-            let text = decode(&raw);
-            assert!(crate::domain::Atomic::parse(&text).is_err(), "{text}");
-        }
-        assert!(Decimal::from_sql(&Type::NUMERIC, &[0, 1]).is_err());
     }
 }

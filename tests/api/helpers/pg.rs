@@ -5,16 +5,14 @@
 //! into a panic or an assertion message.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A database of its own on the test cluster, owned by the unprivileged role `tenantd`,
+/// empty, dropped (`WITH (FORCE)`) when this value is dropped: the one scratch database of
+/// `tests/scratch/`, named `tenantd_t_<pid>_<n>` here.
+pub use crate::scratch::Scratch as TestDb;
 
 /// The variable that chooses the backend of every [`TestApp`](super::TestApp).
 pub const BACKEND_VAR: &str = "TENANTD_TEST_BACKEND";
-
-/// The superuser's URL on the test cluster (database `postgres`).
-pub const ADMIN_URL_VAR: &str = "TENANTD_TEST_POSTGRES_ADMIN_URL";
-
-/// The URL of the unprivileged role tenantd runs as (database `tenantd`).
-pub const URL_VAR: &str = "TENANTD_TEST_POSTGRES_URL";
 
 /// Which store the servers under test run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,85 +39,15 @@ impl Backend {
     }
 }
 
-/// Tells databases of one test process apart; with the process id, tells them apart from
-/// those of other runs.
-static NEXT_DB: AtomicU64 = AtomicU64::new(0);
-
-/// A database of its own on the test cluster, owned by the unprivileged role `tenantd`,
-/// empty, dropped (`WITH (FORCE)`) when this value is dropped.
-pub struct TestDb {
-    /// `tenantd_t_<pid>_<n>`: unique among parallel tests and successive runs.
-    pub name: String,
-    /// The superuser's URL, which creates and drops the database.
-    admin: String,
-    /// The URL tenantd is given: the role `tenantd`, which owns nothing else.
-    pub url: String,
-}
-
 impl TestDb {
     /// Creates the database; panics with what to do when the cluster's URLs are not set.
     pub fn new() -> Self {
-        let var =
-            |name: &str| {
-                std::env::var(name).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| {
-                panic!(
-                    "{name} is not set: the PostgreSQL tests (and {BACKEND_VAR}=postgres) run \
-                     beside the private cluster of scripts/with-postgres.sh, as in \
-                     `scripts/with-postgres.sh cargo test` or `make test`"
-                )
-            })
-            };
-        let admin = var(ADMIN_URL_VAR);
-        let base = var(URL_VAR);
-        let name = format!(
-            "tenantd_t_{}_{}",
-            std::process::id(),
-            NEXT_DB.fetch_add(1, Ordering::Relaxed)
-        );
-        // A run killed before its drops ran may have left one of this name (a reused pid).
-        psql(
-            &admin,
-            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-        );
-        psql(&admin, &format!("CREATE DATABASE {name} OWNER tenantd"));
-        let url = with_database(&base, &name);
-        Self { name, admin, url }
+        Self::from_env("t")
     }
 
     /// Runs `sql` as the role tenantd runs as, and returns what it printed (unaligned).
     pub fn psql(&self, sql: &str) -> String {
         psql(&self.url, sql)
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([self.admin.as_str(), "-Xqc"])
-            .arg(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .output();
-    }
-}
-
-/// `url` with its database replaced by `name`; the query (`?sslmode=…`) is kept.
-fn with_database(url: &str, name: &str) -> String {
-    let (path, query) = match url.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (url, None),
-    };
-    let server = match path.split_once("://") {
-        Some((_, rest)) if rest.contains('/') => path
-            .rsplit_once('/')
-            .map(|(server, _)| server)
-            .unwrap_or(path),
-        _ => panic!("{URL_VAR} names no database (postgres://USER:PASS@HOST:PORT/DB)"),
-    };
-    match query {
-        Some(query) => format!("{server}/{name}?{query}"),
-        None => format!("{server}/{name}"),
     }
 }
 

@@ -1,0 +1,325 @@
+//! The command line: every flag declared once for clap (which gives `--help` and the errors),
+//! then the presets resolved and the flags checked against one another into [`Args`].
+//!
+//! `--quick` and `--smoke` stand for flags of their own; as when they were spelled out, the
+//! later of a preset and a flag it names wins (`--smoke --connections 8` runs 8 connections,
+//! `--connections 8 --smoke` runs 4). Clap cannot say "the later one", so the positions clap
+//! recorded decide.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+
+use crate::scratch::database_url;
+
+/// Most keep-alive connections `--connections` opens.
+const CONNECTIONS_MAX: u64 = 4096;
+
+/// Most tenantd instances `--instances` starts on one database.
+const INSTANCES_MAX: u64 = 64;
+
+/// Longest a measured or a warm-up phase may last, in seconds.
+const PHASE_S_MAX: f64 = 3600.0;
+
+/// `--connections` without the flag or a preset.
+const CONNECTIONS_DEFAULT: u64 = 32;
+/// `--duration-s` without the flag or a preset.
+const DURATION_DEFAULT: Duration = Duration::from_secs(10);
+/// `--warmup-s` without the flag or a preset.
+const WARMUP_DEFAULT: Duration = Duration::from_secs(1);
+/// `--scale` without the flag or a preset.
+const SCALE_DEFAULT: u64 = 1_000_000;
+/// `--base` without the flag or a preset.
+const BASE_DEFAULT: u64 = 2_000;
+/// `--instances` without the flag.
+const INSTANCES_DEFAULT: u64 = 1;
+
+/// What `--quick` stands for: `--duration-s 3 --scale 100000`.
+const QUICK_DURATION: Duration = Duration::from_secs(3);
+const QUICK_SCALE: u64 = 100_000;
+
+/// What `--smoke` stands for: `--connections 4 --duration-s 0.5 --warmup-s 0.2 --scale 3000
+/// --base 500`.
+const SMOKE_CONNECTIONS: u64 = 4;
+const SMOKE_DURATION: Duration = Duration::from_millis(500);
+const SMOKE_WARMUP: Duration = Duration::from_millis(200);
+const SMOKE_SCALE: u64 = 3_000;
+const SMOKE_BASE: u64 = 500;
+
+/// The load generator behind `make bench`: tenantd started on a fresh database, driven over
+/// keep-alive connections, one markdown table of throughput, latency and cost per request.
+#[derive(Parser, Debug)]
+#[command(
+    name = "load",
+    bin_name = "cargo bench --bench load --",
+    args_override_self = true,
+    after_help = "\
+A preset (--quick, --smoke) sets the flags it names; of a preset and such a flag, the one \
+later on the command line wins.
+
+Examples:
+  cargo bench --bench load -- --quick             the whole table in about a minute
+  cargo bench --bench load -- --smoke             what CI runs (exits 1 on any error)
+  cargo bench --bench load -- --only spend --duration-s 5
+  make bench BACKEND=postgres BENCH_ARGS=--quick  PostgreSQL with 1 and 3 instances, then SQLite"
+)]
+struct Cli {
+    /// Keep-alive connections [default: 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=CONNECTIONS_MAX))]
+    connections: Option<u64>,
+
+    /// Measured seconds per row [default: 10]
+    #[arg(long = "duration-s", value_name = "S", value_parser = seconds)]
+    duration_s: Option<Duration>,
+
+    /// Unmeasured seconds before each row [default: 1]
+    #[arg(long = "warmup-s", value_name = "S", value_parser = seconds)]
+    warmup_s: Option<Duration>,
+
+    /// Tenants to seed for the scale check [default: 1000000]
+    #[arg(long, value_name = "N")]
+    scale: Option<u64>,
+
+    /// Tenants present for the read rows [default: 2000]
+    #[arg(long, value_name = "N")]
+    base: Option<u64>,
+
+    /// --duration-s 3 --scale 100000
+    #[arg(long)]
+    quick: bool,
+
+    /// A few seconds in all; exits 1 on any error (CI): --connections 4 --duration-s 0.5
+    /// --warmup-s 0.2 --scale 3000 --base 500
+    #[arg(long)]
+    smoke: bool,
+
+    /// The tenantd binary [default: the one cargo built]
+    #[arg(long, value_name = "PATH", hide_default_value = true,
+          default_value = env!("CARGO_BIN_EXE_tenantd"))]
+    server: PathBuf,
+
+    /// Keep the server's log in FILE [default: discarded]
+    #[arg(long = "server-log", value_name = "FILE")]
+    server_log: Option<PathBuf>,
+
+    /// Run one group of rows [default: all]
+    #[arg(long, value_name = "GROUP")]
+    only: Option<Group>,
+
+    /// Serve from PostgreSQL: a fresh database per server on the cluster of this superuser
+    /// URL (psql runs CREATE DATABASE … OWNER tenantd and, when the server stops, DROP
+    /// DATABASE … WITH (FORCE)); needs --postgres-url
+    #[arg(long, value_name = "ADMIN_URL")]
+    postgres: Option<String>,
+
+    /// tenantd's URL on that cluster (role tenantd); its database name is replaced by each
+    /// server's own (make bench BACKEND=postgres passes scripts/with-postgres.sh's
+    /// TENANTD_TEST_POSTGRES_ADMIN_URL and _URL)
+    #[arg(long = "postgres-url", value_name = "URL")]
+    postgres_url: Option<String>,
+
+    /// tenantd processes on the one database, connections dealt out to them round-robin
+    /// (more than 1 only with --postgres) [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=INSTANCES_MAX))]
+    instances: Option<u64>,
+
+    /// What `cargo bench` passes to every bench target; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// A group of rows, each run on a server of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Group {
+    /// GET /healthz, the reads, and the 90 % read / 10 % create mix
+    Base,
+    /// Creates with group commit
+    Create,
+    /// Creates with --commit-batch-max 1
+    #[value(name = "create1")]
+    Create1,
+    /// Reserve+commit cycles over 1,000 budgets and on one
+    Spend,
+    /// Reads at --scale tenants
+    Scale,
+}
+
+/// The PostgreSQL cluster every server gets a database of its own on.
+#[derive(Debug, Clone)]
+pub(crate) struct Postgres {
+    /// A superuser's URL, for `psql`: creates and drops the databases.
+    pub(crate) admin: String,
+    /// tenantd's URL (role `tenantd`), whose database name each server replaces by its own.
+    pub(crate) url: String,
+}
+
+/// What a run does, the command line resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Args {
+    /// Keep-alive connections, dealt out to the instances round-robin.
+    pub(crate) connections: usize,
+    /// How long each row is measured.
+    pub(crate) duration: Duration,
+    /// How long each row runs unmeasured first.
+    pub(crate) warmup: Duration,
+    /// Tenants seeded for the scale row.
+    pub(crate) scale: u64,
+    /// Tenants present for the read rows.
+    pub(crate) base: u64,
+    /// Whether any failed request fails the run (exit 1).
+    pub(crate) smoke: bool,
+    /// The tenantd binary to start.
+    pub(crate) server: PathBuf,
+    /// Where the servers' log is appended, if it is kept.
+    pub(crate) server_log: Option<PathBuf>,
+    /// The one group of rows to run, or all of them.
+    pub(crate) only: Option<Group>,
+    /// The PostgreSQL cluster to serve from, or SQLite.
+    pub(crate) postgres: Option<Postgres>,
+    /// tenantd processes on the one database.
+    pub(crate) instances: usize,
+}
+
+impl Args {
+    /// The arguments of this process; prints the help, or an error and exits 2, as clap does.
+    pub(crate) fn parse() -> Self {
+        let matches = Cli::command().get_matches();
+        let resolved = Cli::from_arg_matches(&matches)
+            .map_err(|e| e.to_string())
+            .and_then(|cli| Self::resolve(cli, &matches));
+        resolved.unwrap_or_else(|message| {
+            Cli::command()
+                .error(ErrorKind::ArgumentConflict, message)
+                .exit()
+        })
+    }
+
+    /// The presets applied where they come later than the flags they name, and the flags
+    /// checked against one another.
+    fn resolve(cli: Cli, matches: &ArgMatches) -> Result<Self, String> {
+        let quick = ("quick", cli.quick);
+        let smoke = ("smoke", cli.smoke);
+        let connections = latest(
+            matches,
+            CONNECTIONS_DEFAULT,
+            [
+                ("connections", cli.connections),
+                on(smoke, SMOKE_CONNECTIONS),
+            ],
+        );
+        let duration = latest(
+            matches,
+            DURATION_DEFAULT,
+            [
+                ("duration_s", cli.duration_s),
+                on(quick, QUICK_DURATION),
+                on(smoke, SMOKE_DURATION),
+            ],
+        );
+        let warmup = latest(
+            matches,
+            WARMUP_DEFAULT,
+            [("warmup_s", cli.warmup_s), on(smoke, SMOKE_WARMUP)],
+        );
+        let scale = latest(
+            matches,
+            SCALE_DEFAULT,
+            [
+                ("scale", cli.scale),
+                on(quick, QUICK_SCALE),
+                on(smoke, SMOKE_SCALE),
+            ],
+        );
+        let base = latest(
+            matches,
+            BASE_DEFAULT,
+            [("base", cli.base), on(smoke, SMOKE_BASE)],
+        );
+        if base > scale {
+            return Err("--base must not exceed --scale".into());
+        }
+        let count = |n: u64| usize::try_from(n).expect("a bound within usize");
+        let args = Args {
+            connections: count(connections),
+            duration,
+            warmup,
+            scale,
+            base,
+            smoke: cli.smoke,
+            server: cli.server,
+            server_log: cli.server_log,
+            only: cli.only,
+            postgres: postgres(cli.postgres, cli.postgres_url)?,
+            instances: count(cli.instances.unwrap_or(INSTANCES_DEFAULT)),
+        };
+        if args.instances > 1 && args.postgres.is_none() {
+            return Err(
+                "--instances above 1 needs --postgres: a SQLite file has one server".into(),
+            );
+        }
+        if args.connections < args.instances {
+            return Err(
+                "--connections must be at least --instances, so every instance has one".into(),
+            );
+        }
+        Ok(args)
+    }
+}
+
+/// The PostgreSQL cluster of `--postgres` and `--postgres-url`, which come together. A URL is
+/// never repeated in a message: it may hold a password.
+fn postgres(admin: Option<String>, url: Option<String>) -> Result<Option<Postgres>, String> {
+    match (admin, url) {
+        (Some(admin), Some(url)) => {
+            database_url(&url, "x")
+                .ok_or("--postgres-url must name a database: postgres://…/NAME")?;
+            Ok(Some(Postgres { admin, url }))
+        }
+        (None, None) => Ok(None),
+        (Some(_), None) => Err("--postgres needs --postgres-url (tenantd's URL)".into()),
+        (None, Some(_)) => Err("--postgres-url needs --postgres (a superuser's URL)".into()),
+    }
+}
+
+/// A preset's value for a flag it names, when the preset was given.
+fn on<T>((id, given): (&'static str, bool), value: T) -> (&'static str, Option<T>) {
+    (id, given.then_some(value))
+}
+
+/// Of the flag and the presets in `given` (each by clap's id, with its value if it was
+/// given), the value of the one latest on the command line; `default` when none was.
+fn latest<T, const N: usize>(
+    matches: &ArgMatches,
+    default: T,
+    given: [(&'static str, Option<T>); N],
+) -> T {
+    given
+        .into_iter()
+        .filter_map(|(id, value)| Some((position(matches, id)?, value?)))
+        .max_by_key(|(at, _)| *at)
+        .map_or(default, |(_, value)| value)
+}
+
+/// Where on the command line the argument `id` was last given, if it was.
+fn position(matches: &ArgMatches, id: &str) -> Option<usize> {
+    if matches.value_source(id) != Some(ValueSource::CommandLine) {
+        return None;
+    }
+    matches.indices_of(id)?.next_back()
+}
+
+/// A number of seconds above 0 and at most [`PHASE_S_MAX`], as `--duration-s` and
+/// `--warmup-s` take it.
+fn seconds(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= PHASE_S_MAX)
+        .map(Duration::from_secs_f64)
+        .ok_or(format!(
+            "not a number of seconds above 0 and at most {PHASE_S_MAX}"
+        ))
+}

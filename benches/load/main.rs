@@ -1,0 +1,192 @@
+//! `make bench`: a closed-loop load generator for tenantd.
+//!
+//! It starts the release binary on 127.0.0.1 with a fresh temporary database, drives it over
+//! keep-alive connections (each sends a request, waits for the whole answer, sends the next),
+//! records every latency in an HDR histogram, and prints one markdown table: requests/s,
+//! p50/p99/p99.9, errors (any non-2xx), server CPU µs per request (from `/proc/PID/stat`) and
+//! the server's peak RSS (`VmHWM`). The client is one thread speaking raw HTTP/1.1, so it
+//! leaves the server as much of the machine as it can.
+//!
+//! `--smoke` is a run of a few seconds that fails on any error; CI runs it so the generator
+//! cannot rot.
+//!
+//! With `--postgres ADMIN_URL --postgres-url URL` every server serves from a fresh database of
+//! its own on that PostgreSQL cluster (made with `CREATE DATABASE … OWNER tenantd` through
+//! `psql ADMIN_URL`, dropped `WITH (FORCE)` when the server stops), and `--instances N` starts
+//! N tenantd processes on it, the load's connections dealt out to them round-robin. The server
+//! CPU and peak RSS are then sums over the instances; the table adds the cluster's own CPU
+//! (the postmaster and its children, from `/proc`, when the cluster runs on this machine) and
+//! the commands per batch the writers committed (from `/metrics`), in place of WAL frames.
+//!
+//! Requests are written and responses parsed by the black-box tests' wire-level client
+//! (`tests/wire/`), into buffers each connection reuses, so the client allocates nothing per
+//! request. The PostgreSQL databases are the tests' scratch databases (`tests/scratch/`).
+//!
+//! # Layout
+//!
+//! - `main.rs`: which groups of rows run, in what order, each on a server of its own;
+//! - `args.rs`: the command line (`--help` lists every flag), presets resolved;
+//! - `server.rs`: tenantd started on a fresh database and stopped, and what it costs;
+//! - `client.rs`: one connection's requests, their latencies and statuses;
+//! - `workloads.rs`: the requests of each row, the phases that send them, the seeding;
+//! - `spend.rs`: the reserve+commit rows, and the hot budget checked at the end;
+//! - `report.rs`: the markdown table and the comparisons under it.
+
+mod args;
+mod client;
+mod report;
+mod server;
+mod spend;
+mod workloads;
+
+// The load generator uses the scratch database's making and dropping and its psql, not the
+// test environment's variables; the file is shared with the tests (see its own doc).
+#[allow(dead_code)]
+#[path = "../../tests/scratch/mod.rs"]
+mod scratch;
+
+// The load generator uses the request writer, the response parser and a one-shot request
+// (to wait for the server); the rest of the module (the blocking connection's finer tools)
+// serves the tests only.
+#[allow(dead_code)]
+#[path = "../../tests/wire/mod.rs"]
+mod wire;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::args::{Args, Group};
+use crate::report::render;
+use crate::server::Server;
+use crate::spend::{SPREAD_BUDGETS, check_budget, measure_alone, measure_cycles};
+use crate::workloads::{Kind, measure, seed, tenant_path};
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let report = runtime.block_on(run(&args));
+    match report {
+        Ok(report) => {
+            print!("{}", report.text);
+            if args.smoke && report.errors > 0 {
+                eprintln!("smoke run: {} requests failed", report.errors);
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// What a run prints, and how many of its requests failed.
+struct Report {
+    text: String,
+    errors: u64,
+}
+
+/// Runs the groups of rows `args` asks for, each on a server of its own, and renders the
+/// table.
+async fn run(args: &Args) -> Result<Report, String> {
+    let wanted = |group: Group| args.only.is_none_or(|only| only == group);
+    let mut rows = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let no_paths = Arc::new(Vec::new());
+    let mut db_bytes = 0;
+
+    if wanted(Group::Base) {
+        eprintln!("server: health, reads and the mix at {} tenants", args.base);
+        let server = Server::start(args, &[])?;
+        rows.push(measure(args, &server, "GET /healthz", Kind::Healthz, &no_paths).await?);
+        let paths = Arc::new(seed(&server, args, 0, args.base).await?);
+        let name = format!("GET tenant ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
+        let name = format!("GET tenant, own token ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::ReadOwn, &paths).await?);
+        let name = format!("GET budget ({} tenants)", args.base);
+        rows.push(measure(args, &server, &name, Kind::ReadBudget, &paths).await?);
+        let mix = Kind::Mix { read_percent: 90 };
+        rows.push(measure(args, &server, "90 % read / 10 % create", mix, &paths).await?);
+        server.stop();
+    }
+    if wanted(Group::Create) {
+        eprintln!("server: creates with group commit");
+        let server = Server::start(args, &[])?;
+        let name = "POST create (group commit)";
+        rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
+        server.stop();
+    }
+    if wanted(Group::Create1) {
+        eprintln!("server: creates with --commit-batch-max 1");
+        let server = Server::start(args, &["--commit-batch-max", "1"])?;
+        let name = "POST create (--commit-batch-max 1)";
+        rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
+        server.stop();
+    }
+    if wanted(Group::Spend) {
+        eprintln!("server: reserve+commit cycles over {SPREAD_BUDGETS} budgets, then on one");
+        let server = Server::start(args, &[])?;
+        let spread = Arc::new(seed(&server, args, 0, SPREAD_BUDGETS).await?);
+        let name = format!("{SPREAD_BUDGETS} budgets");
+        rows.extend(measure_cycles(args, &server, &name, &spread).await?.0);
+        let name = format!("{SPREAD_BUDGETS} budgets, each kind alone");
+        rows.extend(measure_alone(args, &server, &name, &spread).await?);
+        let auth = format!("Bearer {}", server.token);
+        let deposit = u128::from(u64::MAX);
+        let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        let created = wire::request(
+            &server.addr(0).to_string(),
+            "POST",
+            "/v1/tenants",
+            &headers,
+            Some(body.as_bytes()),
+        );
+        let hot = Arc::new(vec![
+            tenant_path(&created.body).ok_or("the hot tenant was not created")?,
+        ]);
+        let (hot_rows, committed, outstanding) =
+            measure_cycles(args, &server, "one hot budget", &hot).await?;
+        rows.extend(hot_rows);
+        notes.push(check_budget(
+            &server,
+            &hot[0],
+            deposit,
+            committed,
+            outstanding,
+        )?);
+        server.stop();
+    }
+    if wanted(Group::Scale) {
+        eprintln!("server: reads at {} tenants", args.scale);
+        let server = Server::start(args, &[])?;
+        let paths = Arc::new(seed(&server, args, 0, args.scale).await?);
+        db_bytes = server.db_bytes();
+        if server.database.is_some() {
+            eprintln!("  database {:.1} MiB", db_bytes as f64 / 1048576.0);
+        } else {
+            eprintln!(
+                "  database {:.1} MiB, of which WAL {:.1} MiB",
+                db_bytes as f64 / 1048576.0,
+                server.file_bytes("tenantd.db-wal") as f64 / 1048576.0
+            );
+        }
+        let name = format!("GET tenant ({} tenants)", args.scale);
+        rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
+        server.stop();
+    }
+
+    let mut text = render(args, &rows, db_bytes);
+    for note in notes {
+        let _ = writeln!(text, "- {note}");
+    }
+    let errors = rows.iter().map(|r| r.tally.errors).sum();
+    Ok(Report { text, errors })
+}

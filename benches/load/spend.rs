@@ -1,0 +1,353 @@
+//! The spending rows: reserve+commit cycles over many budgets and on one hot budget, each
+//! request kind alone, and the hot budget checked against what the service acknowledged.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+
+use crate::args::Args;
+use crate::client::{
+    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
+    seed_from_clock,
+};
+use crate::report::Row;
+use crate::server::Server;
+use crate::wire;
+use crate::workloads::Seeded;
+
+/// Budgets the spread reserve+commit cycles pick from (each its tenant's default budget).
+pub(crate) const SPREAD_BUDGETS: u64 = 1000;
+
+/// Reserve+commit cycles: each connection reserves [`SPEND_HOLD`] atomic units from a budget
+/// (its tenant's own token), then commits 0 to `SPEND_HOLD + 1` (below, at or above the hold).
+const SPEND_HOLD: u64 = 2;
+
+/// What a spending connection does: reserve+commit cycles (each hold committed at once), or
+/// one kind of request alone: reserves that it keeps, or commits of holds taken before.
+enum Plan {
+    Cycles,
+    Reserve,
+    Commit(Vec<Hold>),
+}
+
+/// A hold to commit: the index of its target and the reservation's id.
+type Hold = (usize, String);
+
+/// What one connection did: a histogram and a tally per request kind, what the service
+/// acknowledged (to compare with the budget at the end), and the holds it kept.
+struct Spent {
+    reserve: (Histogram<u64>, Tally),
+    commit: (Histogram<u64>, Tally),
+    committed: u128,
+    /// Atomic units held by granted reservations, and those of holds settled by a commit.
+    held: u128,
+    settled: u128,
+    holds: Vec<Hold>,
+}
+
+impl Spent {
+    fn new() -> Self {
+        Spent {
+            reserve: (histogram(), Tally::default()),
+            commit: (histogram(), Tally::default()),
+            committed: 0,
+            held: 0,
+            settled: 0,
+            holds: Vec::new(),
+        }
+    }
+}
+
+/// One connection's closed loop of reserves and commits on budgets picked at random, as
+/// `plan` says; a commit phase ends early when its holds run out.
+async fn spend_connection(
+    addr: SocketAddr,
+    targets: Arc<Vec<Seeded>>,
+    stop: Stop,
+    seed: u64,
+    plan: Plan,
+) -> Result<Spent, String> {
+    let mut stream = connect(addr).await?;
+    let mut rng = seed | 1;
+    let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
+    let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut spent = Spent::new();
+    let (cycles, mut to_commit) = match plan {
+        Plan::Cycles => (true, Vec::new()),
+        Plan::Reserve => (false, Vec::new()),
+        Plan::Commit(holds) => (false, holds),
+    };
+    let committing_only = !to_commit.is_empty();
+    while stop.take() {
+        body.clear();
+        // The commit of a hold, or a new hold on a budget picked at random.
+        let (t, path, committing, amount) = if let Some((t, id)) = to_commit.pop() {
+            let amount = next(&mut rng) % (SPEND_HOLD + 2);
+            write!(body, r#"{{"amount_atomic":"{amount}"}}"#).expect("a Vec");
+            let path = format!("{}/reservations/{id}/commit", targets[t].path);
+            (t, path, true, amount)
+        } else if committing_only {
+            break;
+        } else {
+            let t = (next(&mut rng) % targets.len() as u64) as usize;
+            write!(
+                body,
+                r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
+                targets[t].budget_id
+            )
+            .expect("a Vec");
+            (t, format!("{}/reservations", targets[t].path), false, 0)
+        };
+        let headers = [
+            HOST,
+            ("Authorization", targets[t].auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        request.clear();
+        wire::write_request(
+            &mut request,
+            "POST",
+            &path,
+            wire::HTTP_11,
+            &headers,
+            Some(&body),
+        );
+        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
+        let status = frame.head.status;
+        let (hist, tally) = if committing {
+            &mut spent.commit
+        } else {
+            &mut spent.reserve
+        };
+        hist.saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        tally.count(status);
+        if committing {
+            if status == 200 {
+                spent.committed += u128::from(amount);
+                spent.settled += u128::from(SPEND_HOLD);
+            }
+        } else if status == 201 {
+            // The id is the body's first member: found without parsing the whole body, so
+            // the client spends as little of the shared machine as for a create.
+            let id =
+                reservation_id(&buf[frame.body.clone()]).ok_or("a reservation without an id")?;
+            let hold = (t, id.to_owned());
+            if cycles {
+                to_commit.push(hold);
+            } else {
+                spent.holds.push(hold);
+            }
+            spent.held += u128::from(SPEND_HOLD);
+        }
+        buf.drain(..frame.len);
+    }
+    // A cycle cut short by the stop leaves its hold outstanding.
+    spent.holds.extend(to_commit);
+    Ok(spent)
+}
+
+/// The `res_…` id at the start of a reservation's JSON body (`{"id":"res_…",…}`).
+fn reservation_id(body: &[u8]) -> Option<&str> {
+    const START: &[u8] = br#"{"id":""#;
+    let rest = body.strip_prefix(START)?;
+    let end = rest.iter().position(|b| *b == b'"')?;
+    std::str::from_utf8(&rest[..end])
+        .ok()
+        .filter(|id| id.starts_with("res_"))
+}
+
+/// Runs one spending loop per plan until `stop`, and merges what they saw.
+async fn spend_phase(
+    server: &Server,
+    targets: &Arc<Vec<Seeded>>,
+    plans: Vec<Plan>,
+    stop: Stop,
+) -> Result<Spent, String> {
+    let mut tasks = Vec::with_capacity(plans.len());
+    for (i, plan) in plans.into_iter().enumerate() {
+        let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
+        tasks.push(tokio::spawn(spend_connection(
+            server.addr(i),
+            Arc::clone(targets),
+            stop.clone(),
+            seed,
+            plan,
+        )));
+    }
+    let mut all = Spent::new();
+    for task in tasks {
+        let one = task.await.map_err(|e| e.to_string())??;
+        for (into, from) in [
+            (&mut all.reserve, one.reserve),
+            (&mut all.commit, one.commit),
+        ] {
+            into.0.add(&from.0).map_err(|e| e.to_string())?;
+            into.1.merge(from.1);
+        }
+        all.committed += one.committed;
+        all.held += one.held;
+        all.settled += one.settled;
+        all.holds.extend(one.holds);
+    }
+    Ok(all)
+}
+
+/// Plans for `connections` connections: cycles, reserves, or commits of `holds` dealt out
+/// round-robin.
+fn plans(connections: usize, make: impl Fn() -> Plan, holds: Option<Vec<Hold>>) -> Vec<Plan> {
+    match holds {
+        None => (0..connections).map(|_| make()).collect(),
+        Some(holds) => {
+            let mut dealt: Vec<Vec<Hold>> = (0..connections).map(|_| Vec::new()).collect();
+            for (i, hold) in holds.into_iter().enumerate() {
+                dealt[i % connections].push(hold);
+            }
+            dealt.into_iter().map(Plan::Commit).collect()
+        }
+    }
+}
+
+/// A phase of spending, with the server's counters over it, made into rows: one for the
+/// reserves and one for the commits it sent (each counted on its own, and each request
+/// charged the phase's CPU and frames alike).
+async fn spend_rows(
+    server: &Server,
+    targets: &Arc<Vec<Seeded>>,
+    plans: Vec<Plan>,
+    stop: Stop,
+    name: &str,
+) -> Result<(Spent, Vec<Row>), String> {
+    let before = server.sample_before();
+    let started = Instant::now();
+    let mut spent = spend_phase(server, targets, plans, stop).await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cost = server.sample_after().since(before);
+    let requests = spent.reserve.1.requests + spent.commit.1.requests;
+    let mut rows = Vec::new();
+    for (what, counted) in [
+        ("POST reserve", &mut spent.reserve),
+        ("POST commit", &mut spent.commit),
+    ] {
+        if counted.1.requests == 0 {
+            continue;
+        }
+        let (hist, tally) = std::mem::replace(counted, (histogram(), Tally::default()));
+        rows.push(Row {
+            name: format!("{what} ({name})"),
+            requests_per_s: tally.requests as f64 / elapsed,
+            cost,
+            charged: requests,
+            peak_rss_kib: server.peak_rss_kib(),
+            hist,
+            tally,
+        });
+    }
+    Ok((spent, rows))
+}
+
+/// A warm-up and a measured phase of reserve+commit cycles over `targets`: a row for the
+/// reserves and one for the commits, and what was acknowledged in both phases.
+pub(crate) async fn measure_cycles(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<(Vec<Row>, u128, u128), String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s measured",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let cycles = || plans(args.connections, || Plan::Cycles, None);
+    let warm = spend_phase(
+        server,
+        targets,
+        cycles(),
+        Stop::At(Instant::now() + args.warmup),
+    )
+    .await?;
+    let stop = Stop::At(Instant::now() + args.duration);
+    let (spent, rows) = spend_rows(server, targets, cycles(), stop, name).await?;
+    Ok((
+        rows,
+        warm.committed + spent.committed,
+        (warm.held + spent.held) - (warm.settled + spent.settled),
+    ))
+}
+
+/// Reserves alone, then commits alone of the holds they took (until they run out, at most
+/// as long), over `targets`: each request kind's own throughput, after a warm-up of cycles.
+pub(crate) async fn measure_alone(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<Vec<Row>, String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s of reserves, then their commits",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let connections = args.connections;
+    spend_phase(
+        server,
+        targets,
+        plans(connections, || Plan::Cycles, None),
+        Stop::At(Instant::now() + args.warmup),
+    )
+    .await?;
+    let stop = Stop::At(Instant::now() + args.duration);
+    let reserves = plans(connections, || Plan::Reserve, None);
+    let (spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
+    let commits = plans(connections, || Plan::Cycles, Some(spent.holds));
+    let stop = Stop::At(Instant::now() + args.duration);
+    rows.extend(spend_rows(server, targets, commits, stop, name).await?.1);
+    Ok(rows)
+}
+
+/// Reads the budget at `target` and checks it against what was acknowledged: every commit
+/// spent exactly once, every unsettled hold still reserved, and the invariant.
+pub(crate) fn check_budget(
+    server: &Server,
+    target: &Seeded,
+    deposit: u128,
+    committed: u128,
+    outstanding: u128,
+) -> Result<String, String> {
+    let auth = format!("Bearer {}", server.token);
+    let headers = [("Authorization", auth.as_str())];
+    let addr = server.addr(0).to_string();
+    let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
+    let budget: serde_json::Value =
+        serde_json::from_slice(&resp.body).map_err(|e| format!("the budget is not JSON: {e}"))?;
+    let figure = |name: &str| -> Result<u128, String> {
+        budget[name]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .ok_or(format!("the budget has no {name}: {budget}"))
+    };
+    let (credited, debited, spent, reserved) = (
+        figure("credited_atomic")?,
+        figure("debited_atomic")?,
+        figure("spent_atomic")?,
+        figure("reserved_atomic")?,
+    );
+    if credited != deposit || debited != 0 || spent != committed || reserved != outstanding {
+        return Err(format!(
+            "the hot budget does not match what was acknowledged: credited {credited} (deposit \
+             {deposit}), spent {spent} (commits acknowledged {committed}), reserved {reserved} \
+             (holds unsettled {outstanding})"
+        ));
+    }
+    if credited < debited + spent + reserved {
+        return Err(format!("the hot budget is overspent: {budget}"));
+    }
+    Ok(format!(
+        "hot budget at the end: spent {spent} = the commits acknowledged, reserved {reserved} = \
+         the holds left unsettled, available {}; nothing overspent",
+        credited - debited - spent - reserved
+    ))
+}

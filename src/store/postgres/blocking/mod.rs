@@ -1,0 +1,121 @@
+//! A PostgreSQL connection for the store's threads: the [`Sql`] seam run synchronously.
+//!
+//! The store's writer and readers are plain threads. Each holds a [`Blocking`]: a
+//! `tokio_postgres` client with a current-thread runtime of its own, on which every statement
+//! is run to its end (`block_on`); the connection's task runs whenever a statement does.
+//!
+//! This file holds the connection and the seam; the rest is split by concern:
+//!
+//! - `connection.rs`: connecting, the session's bounds, a closed connection replaced, and
+//!   statements prepared once;
+//! - `pipeline.rs`: statements sent together and answered in one round trip;
+//! - `errors.rs`: the server's errors as the store's;
+//! - [`super::codec`]: parameters encoded as the server's types, and rows decoded (the
+//!   codec serves the async clients of `audit verify` too, so it sits beside this folder);
+//! - `tests.rs`: the connection as a whole, against a live server.
+
+mod connection;
+mod errors;
+mod pipeline;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use tokio_postgres::{Client, Statement};
+
+use self::errors::store_error;
+use self::pipeline::{Answer, Last, Owned, PIPELINE_MAX, Pending};
+use super::codec::bound;
+use crate::store::StoreError;
+use crate::store::sql::{self, Param, Row, RowError, Sql};
+
+/// A PostgreSQL connection used synchronously, from one thread, with its prepared statements.
+pub(crate) struct Blocking {
+    /// The client; its connection's task runs on `runtime`.
+    client: Client,
+    /// The statements prepared so far, by the SQL as the caller gave it (with `?N`).
+    statements: HashMap<String, Statement>,
+    /// The runtime every statement is run on, and the connection's task with it.
+    runtime: tokio::runtime::Runtime,
+    /// Where to connect again, for a connection that may be replaced between two statements
+    /// when it is found closed (a reader's); `None` for the writer's, which is replaced
+    /// only between transactions, by the writer.
+    reconnect: Option<String>,
+    /// Inside [`Sql::in_snapshot`]: the connection is not replaced until the snapshot ends.
+    in_snapshot: bool,
+    /// Statements sent ([`Sql::send`]) and not yet run: they go to the server together with
+    /// the next statement that must be answered, in one round trip.
+    pending: Vec<Pending>,
+}
+
+impl Sql for Blocking {
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
+        self.flush()?;
+        let statement = self.statement(sql)?;
+        let changed = self
+            .runtime
+            .block_on(self.client.execute(&statement, &bound(params)))
+            .map_err(|e| store_error(&e))?;
+        usize::try_from(changed)
+            .map_err(|_| StoreError::Internal(format!("{changed} rows changed")))
+    }
+
+    fn query<T>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.retried(|db| {
+            let statement = db.statement(sql)?;
+            match db.round_trip(Last::Query(&statement, params))? {
+                Answer::Rows(rows) => Ok(rows),
+                Answer::Nothing => Err(StoreError::Internal("a query answered no rows".into())),
+            }
+        })?;
+        rows.iter()
+            .map(|row| read(row).map_err(StoreError::from))
+            .collect()
+    }
+
+    fn send(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
+        let statement = self.statement(sql)?;
+        self.pending.push(Pending {
+            statement,
+            params: params.iter().map(Owned::new).collect(),
+        });
+        if self.pending.len() >= PIPELINE_MAX {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.round_trip(Last::Nothing).map(drop)
+    }
+
+    fn run(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.batch(sql)
+    }
+
+    /// A read-only transaction at `REPEATABLE READ` (one snapshot for all its statements),
+    /// ended whatever happens, a panic in `read` included.
+    fn in_snapshot<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.in_snapshot {
+            return read(self);
+        }
+        self.retried(|db| db.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"))?;
+        self.in_snapshot = true;
+        sql::ended(self, read, |db| {
+            db.in_snapshot = false;
+            db.batch("ROLLBACK")
+        })
+    }
+}

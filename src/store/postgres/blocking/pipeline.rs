@@ -1,0 +1,183 @@
+//! Statements sent together: a command's writes ([`Sql::send`]) wait for the next statement
+//! that must be answered, then go to the server with it in one round trip, every request
+//! written before any answer is awaited.
+//!
+//! [`Sql::send`]: crate::store::sql::Sql::send
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use bytes::BytesMut;
+use tokio_postgres::Statement;
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+
+use super::Blocking;
+use super::errors::store_error;
+use crate::store::StoreError;
+use crate::store::postgres::codec::{BindError, bound};
+use crate::store::sql::Param;
+
+/// The statements sent in one round trip, at most; more are run at once.
+pub(super) const PIPELINE_MAX: usize = 64;
+
+/// A statement sent and not yet run, with its parameters.
+pub(super) struct Pending {
+    pub(super) statement: Statement,
+    pub(super) params: Vec<Owned>,
+}
+
+/// A parameter kept until its statement runs.
+#[derive(Debug)]
+pub(super) enum Owned {
+    Null,
+    Text(String),
+    Int(i64),
+    Bytes(Vec<u8>),
+    Amount(u128),
+}
+
+impl Owned {
+    pub(super) fn new(param: &Param<'_>) -> Self {
+        match *param {
+            Param::Null => Self::Null,
+            Param::Text(text) => Self::Text(text.to_owned()),
+            Param::Int(n) => Self::Int(n),
+            Param::Bytes(bytes) => Self::Bytes(bytes.to_vec()),
+            Param::Amount(amount) => Self::Amount(amount),
+        }
+    }
+
+    fn param(&self) -> Param<'_> {
+        match self {
+            Self::Null => Param::Null,
+            Self::Text(text) => Param::Text(text),
+            Self::Int(n) => Param::Int(*n),
+            Self::Bytes(bytes) => Param::Bytes(bytes),
+            Self::Amount(amount) => Param::Amount(*amount),
+        }
+    }
+}
+
+impl ToSql for Owned {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BindError> {
+        self.param().to_sql(ty, out)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// What is run last in a round trip, after the statements sent: the one whose answer is
+/// awaited.
+pub(super) enum Last<'a> {
+    /// Nothing: the statements sent only.
+    Nothing,
+    /// A prepared query, and its parameters.
+    Query(&'a Statement, &'a [Param<'a>]),
+    /// Statements without parameters, unprepared.
+    Batch(&'a str),
+}
+
+/// What the last statement of a round trip answered.
+pub(super) enum Answer {
+    Nothing,
+    Rows(Vec<tokio_postgres::Row>),
+}
+
+impl Blocking {
+    /// Runs `sql`, one or more statements without parameters (`BEGIN`, `COMMIT`,
+    /// `ROLLBACK`, `SAVEPOINT` …), unprepared.
+    pub(crate) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.round_trip(Last::Batch(sql)).map(drop)
+    }
+
+    /// Runs the statements sent, then `last`, in one round trip: every request is written
+    /// before any answer is awaited. The first error in order wins; after it, the server
+    /// refuses the rest of the transaction anyway.
+    pub(super) fn round_trip(&mut self, last: Last<'_>) -> Result<Answer, StoreError> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            // The usual case outside a write: no futures to juggle.
+            return match last {
+                Last::Nothing => Ok(Answer::Nothing),
+                Last::Query(statement, params) => self
+                    .runtime
+                    .block_on(self.client.query(statement, &bound(params)))
+                    .map(Answer::Rows)
+                    .map_err(|e| store_error(&e)),
+                Last::Batch(sql) => self
+                    .runtime
+                    .block_on(self.client.batch_execute(sql))
+                    .map(|()| Answer::Nothing)
+                    .map_err(|e| store_error(&e)),
+            };
+        }
+        let client = &self.client;
+        let bound_pending: Vec<Vec<&(dyn ToSql + Sync)>> = pending
+            .iter()
+            .map(|p| p.params.iter().map(|o| o as &(dyn ToSql + Sync)).collect())
+            .collect();
+        let last_params = match &last {
+            Last::Query(_, params) => bound(params),
+            _ => Vec::new(),
+        };
+        self.runtime.block_on(async {
+            type Sent<'f> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + 'f>>;
+            let mut sent: Vec<Sent<'_>> = pending
+                .iter()
+                .zip(&bound_pending)
+                .map(|(p, params)| Box::pin(client.execute(&p.statement, params)) as Sent<'_>)
+                .collect();
+            type Awaited<'f> =
+                Pin<Box<dyn Future<Output = Result<Answer, tokio_postgres::Error>> + 'f>>;
+            let mut awaited: Awaited<'_> =
+                match last {
+                    Last::Nothing => Box::pin(async { Ok(Answer::Nothing) }),
+                    Last::Query(statement, _) => Box::pin(async {
+                        client
+                            .query(statement, &last_params)
+                            .await
+                            .map(Answer::Rows)
+                    }),
+                    Last::Batch(sql) => Box::pin(async move {
+                        client.batch_execute(sql).await.map(|()| Answer::Nothing)
+                    }),
+                };
+            // Every future is polled in order, so each writes its request before the next;
+            // then all are polled until each has its answer.
+            let mut results: Vec<Option<Result<u64, tokio_postgres::Error>>> =
+                sent.iter().map(|_| None).collect();
+            let mut answer = None;
+            std::future::poll_fn(|cx| {
+                for (future, result) in sent.iter_mut().zip(results.iter_mut()) {
+                    if result.is_none()
+                        && let Poll::Ready(done) = future.as_mut().poll(cx)
+                    {
+                        *result = Some(done);
+                    }
+                }
+                if answer.is_none()
+                    && let Poll::Ready(done) = awaited.as_mut().poll(cx)
+                {
+                    answer = Some(done);
+                }
+                if answer.is_some() && results.iter().all(Option::is_some) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            for result in results.into_iter().flatten() {
+                result.map_err(|e| store_error(&e))?;
+            }
+            answer
+                .expect("polled to its end")
+                .map_err(|e| store_error(&e))
+        })
+    }
+}
