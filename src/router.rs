@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::body::Incoming;
-use hyper::header::HeaderValue;
+use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request};
 
 use crate::app::App;
@@ -14,7 +14,7 @@ use crate::auth::{self, Needs};
 use crate::domain::Direction;
 use crate::domain::valid_request_id;
 use crate::handlers::reservations::Action;
-use crate::handlers::{HttpResponse, budgets, health, reservations, tenants};
+use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
@@ -285,7 +285,8 @@ pub(crate) async fn handle(
     let uri = request.uri().clone();
     let path = uri.path();
     let target = Target::parse(path);
-    let mut response = match dispatch(&app, target, path, request).await {
+    let mut unread = Some(request);
+    let mut response = match dispatch(&app, target, path, &mut unread).await {
         Ok(response) => response,
         Err(error) => {
             if let Some(cause) = error.log_cause() {
@@ -301,6 +302,15 @@ pub(crate) async fn handle(
             error.into_response(&request_id)
         }
     };
+    // A request no handler took still has its body on the wire; it goes before the answer
+    // does, or the answer must say that the connection ends with it.
+    if let Some(request) = unread
+        && !drop_unread_body(request, app.limits.body_read_timeout).await
+    {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response.headers_mut().insert(
         "x-request-id",
         HeaderValue::from_str(&request_id).expect("request ids are visible ASCII"),
@@ -317,13 +327,21 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
+/// Hands the request to a handler that reads its body; a request left in `unread` has its
+/// body dropped by [`handle`].
+fn take(unread: &mut Option<Request<Incoming>>) -> Request<Incoming> {
+    unread.take().expect("one handler takes a request, once")
+}
+
 /// Authentication first (`401`, `403`), then the route (`404`, `405`), then the handler.
+/// The handlers that read a body [`take`] the request out of `unread`.
 async fn dispatch(
     app: &App,
     target: Target<'_>,
     path: &str,
-    request: Request<Incoming>,
+    unread: &mut Option<Request<Incoming>>,
 ) -> Result<HttpResponse, ApiError> {
+    let request = unread.as_ref().expect("handle passes the request in");
     let principal = if target.needs_token(path) {
         let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
         auth::authorize(&principal, target.needs(request.method()))?;
@@ -345,7 +363,7 @@ async fn dispatch(
         (Target::OpenApi, _) if is_read(method) => Ok(health::openapi()),
         // Provision a tenant.
         (Target::Tenants, Some(who)) if method == Method::POST => {
-            tenants::create(app, who, request).await
+            tenants::create(app, who, take(unread)).await
         }
         // List tenants.
         (Target::Tenants, Some(_)) if is_read(method) => tenants::list(app, query).await,
@@ -357,7 +375,7 @@ async fn dispatch(
         }
         // Create a budget.
         (Target::Budgets(id), Some(who)) if method == Method::POST => {
-            budgets::create(app, who, request, id).await
+            budgets::create(app, who, take(unread), id).await
         }
         // List a tenant's budgets.
         (Target::Budgets(id), Some(_)) if is_read(method) => budgets::list(app, id, query).await,
@@ -369,11 +387,11 @@ async fn dispatch(
         }
         // Top a budget up.
         (Target::Credits(id, b), Some(who)) if method == Method::POST => {
-            budgets::movement(app, who, request, (id, b), Direction::Credit).await
+            budgets::movement(app, who, take(unread), (id, b), Direction::Credit).await
         }
         // Withdraw from a budget.
         (Target::Debits(id, b), Some(who)) if method == Method::POST => {
-            budgets::movement(app, who, request, (id, b), Direction::Debit).await
+            budgets::movement(app, who, take(unread), (id, b), Direction::Debit).await
         }
         // A budget's ledger.
         (Target::Entries(id, b), Some(_)) if is_read(method) => {
@@ -381,7 +399,7 @@ async fn dispatch(
         }
         // Reserve.
         (Target::Reservations(id), Some(who)) if method == Method::POST => {
-            reservations::create(app, who, request, id).await
+            reservations::create(app, who, take(unread), id).await
         }
         // List a tenant's reservations.
         (Target::Reservations(id), Some(_)) if is_read(method) => {
@@ -393,7 +411,7 @@ async fn dispatch(
         }
         // Commit, release or extend a reservation.
         (Target::Settle(id, r, action), Some(who)) if method == Method::POST => {
-            reservations::settle(app, who, request, (id, r), action).await
+            reservations::settle(app, who, take(unread), (id, r), action).await
         }
         // No such path.
         (Target::Unknown, _) => Err(ApiError::RouteNotFound),
