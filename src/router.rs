@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use hyper::body::Incoming;
-use hyper::header::HeaderValue;
+use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request};
 
 use crate::app::App;
@@ -20,7 +20,7 @@ use crate::auth::{self, Needs, Principal};
 use crate::domain::Direction;
 use crate::domain::valid_request_id;
 use crate::handlers::reservations::Action;
-use crate::handlers::{HttpResponse, budgets, health, reservations, tenants};
+use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
@@ -41,7 +41,9 @@ pub(crate) struct Call<'a> {
     app: &'a App,
     /// `None` on a public route only.
     principal: Option<&'a Principal>,
-    request: Request<Incoming>,
+    /// The request; a handler that reads its body [`take`]s it, and one left here has its
+    /// body dropped by [`handle`] before the answer goes out.
+    unread: &'a mut Option<Request<Incoming>>,
     /// The path's placeholders, in order (`{id}`, then `{budget_id}` or `{reservation_id}`).
     params: Params<'a>,
     /// The query string, if any.
@@ -74,6 +76,11 @@ const PARAMS_MAX: usize = 2;
 
 /// A handler's answer, to be awaited.
 type Answer<'a> = Pin<Box<dyn Future<Output = Result<HttpResponse, ApiError>> + Send + 'a>>;
+
+/// Hands the request to a handler that reads its body.
+fn take(unread: &mut Option<Request<Incoming>>) -> Request<Incoming> {
+    unread.take().expect("one handler takes a request, once")
+}
 
 /// A handler, as the table holds it.
 type Handler = for<'a> fn(Call<'a>) -> Answer<'a>;
@@ -114,13 +121,13 @@ pub(crate) const ROUTES: &[Route] = &[
     route("GET", "/v1/openapi.json", Public, handler!(|_c| Ok(health::openapi()))),
     // List tenants; provision one.
     route("GET", "/v1/tenants", Admin, handler!(|c| tenants::list(c.app, c.query).await)),
-    route("POST", "/v1/tenants", Admin, handler!(|c| tenants::create(c.app, c.who(), c.request).await)),
+    route("POST", "/v1/tenants", Admin, handler!(|c| tenants::create(c.app, c.who(), take(c.unread)).await)),
     // Read a tenant's overview; tombstone it.
     route("GET", "/v1/tenants/{id}", tenant(Read), handler!(|c| tenants::get(c.app, c.tenant()).await)),
     route("DELETE", "/v1/tenants/{id}", tenant(Manage), handler!(|c| tenants::tombstone(c.app, c.who(), c.tenant()).await)),
     // List a tenant's budgets; create one.
     route("GET", "/v1/tenants/{id}/budgets", tenant(Read), handler!(|c| budgets::list(c.app, c.tenant(), c.query).await)),
-    route("POST", "/v1/tenants/{id}/budgets", tenant(Manage), handler!(|c| { let (who, id) = (c.who(), c.tenant()); budgets::create(c.app, who, c.request, id).await })),
+    route("POST", "/v1/tenants/{id}/budgets", tenant(Manage), handler!(|c| { let (who, id) = (c.who(), c.tenant()); budgets::create(c.app, who, take(c.unread), id).await })),
     // Read a budget; close it.
     route("GET", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Read), handler!(|c| { let (id, b) = c.pair(); budgets::get(c.app, id, b).await })),
     route("DELETE", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (id, b) = c.pair(); budgets::close(c.app, c.who(), id, b).await })),
@@ -131,7 +138,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route("GET", "/v1/tenants/{id}/budgets/{budget_id}/entries", tenant(Read), handler!(|c| budgets::entries(c.app, c.pair(), c.query).await)),
     // List a tenant's reservations; reserve.
     route("GET", "/v1/tenants/{id}/reservations", tenant(Read), handler!(|c| reservations::list(c.app, c.tenant(), c.query).await)),
-    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); reservations::create(c.app, who, c.request, id).await })),
+    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); reservations::create(c.app, who, take(c.unread), id).await })),
     // Read a reservation.
     route("GET", "/v1/tenants/{id}/reservations/{reservation_id}", tenant(Read), handler!(|c| { let (id, r) = c.pair(); reservations::get(c.app, id, r).await })),
     // Commit, release or extend a reservation.
@@ -163,13 +170,13 @@ const fn tenant(permission: Permission) -> Access {
 /// A credit or a debit.
 async fn movement(call: Call<'_>, direction: Direction) -> Result<HttpResponse, ApiError> {
     let (who, ids) = (call.who(), call.pair());
-    budgets::movement(call.app, who, call.request, ids, direction).await
+    budgets::movement(call.app, who, take(call.unread), ids, direction).await
 }
 
 /// Commit, release or extend.
 async fn settle(call: Call<'_>, action: Action) -> Result<HttpResponse, ApiError> {
     let (who, ids) = (call.who(), call.pair());
-    reservations::settle(call.app, who, call.request, ids, action).await
+    reservations::settle(call.app, who, take(call.unread), ids, action).await
 }
 
 /// A path template of the table, with what is derived from its rows.
@@ -364,7 +371,8 @@ pub(crate) async fn handle(
     let uri = request.uri().clone();
     let path = uri.path();
     let target = Target::parse(path);
-    let mut response = match dispatch(&app, target, path, uri.query(), request).await {
+    let mut unread = Some(request);
+    let mut response = match dispatch(&app, target, path, uri.query(), &mut unread).await {
         Ok(response) => response,
         Err(error) => {
             if let Some(cause) = error.log_cause() {
@@ -380,6 +388,15 @@ pub(crate) async fn handle(
             error.into_response(&request_id)
         }
     };
+    // A request no handler took still has its body on the wire; it goes before the answer
+    // does, or the answer must say that the connection ends with it.
+    if let Some(request) = unread
+        && !drop_unread_body(request, app.limits.body_read_timeout).await
+    {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response.headers_mut().insert(
         "x-request-id",
         HeaderValue::from_str(&request_id).expect("request ids are visible ASCII"),
@@ -397,13 +414,15 @@ pub(crate) async fn handle(
 }
 
 /// Authentication first (`401`, `403`), then the route (`404`, `405`), then the handler.
+/// The handlers that read a body take the request out of `unread`.
 async fn dispatch(
     app: &App,
     target: Target<'_>,
     path: &str,
     query: Option<&str>,
-    request: Request<Incoming>,
+    unread: &mut Option<Request<Incoming>>,
 ) -> Result<HttpResponse, ApiError> {
+    let request = unread.as_ref().expect("handle passes the request in");
     let principal = match target.needs(request.method(), path) {
         Some(needs) => {
             let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
@@ -423,7 +442,7 @@ async fn dispatch(
     let call = Call {
         app,
         principal: principal.as_ref(),
-        request,
+        unread,
         params: target.params,
         query,
     };

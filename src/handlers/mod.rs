@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode, Version};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
@@ -153,6 +153,61 @@ async fn read_body(
         Err(e) => Err(ApiError::MalformedJson(format!(
             "the body could not be read ({e})"
         ))),
+    }
+}
+
+/// Reads and drops the body of a request that no handler read, such as one answered `401`
+/// or `404` from its head alone, so that the connection can carry the next request. Left
+/// unread, hyper would find the body abandoned once the answer's head is written, and close
+/// the connection unless the rest of the body had already arrived, with nothing in the
+/// answer to warn the client. Returns whether the body is gone; when it is not, the answer
+/// must say `Connection: close`. It is not read when the connection ends with this request
+/// anyway, when it is over [`BODY_BYTES_MAX`], or when the client waits for
+/// `100 Continue` (asking for a body only to drop it would cost the client an upload); nor
+/// past `timeout`.
+pub(crate) async fn drop_unread_body(request: Request<Incoming>, timeout: Duration) -> bool {
+    if request.body().is_end_stream() {
+        return true;
+    }
+    if !keeps_alive(&request) || request.headers().contains_key(header::EXPECT) {
+        return false;
+    }
+    let mut body = request.into_body();
+    if body.size_hint().lower() > BODY_BYTES_MAX as u64 {
+        return false;
+    }
+    let drain = async {
+        let mut bytes = 0;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return false;
+            };
+            bytes += frame.data_ref().map_or(0, Bytes::len);
+            if bytes > BODY_BYTES_MAX {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(timeout, drain).await.unwrap_or(false)
+}
+
+/// Whether the client means to send another request on this connection (RFC 9112 §9.3):
+/// in HTTP/1.1 unless it said `Connection: close`, in HTTP/1.0 only if it said `keep-alive`.
+fn keeps_alive<B>(request: &Request<B>) -> bool {
+    let says = |option: &str| {
+        request
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case(option))
+    };
+    if request.version() == Version::HTTP_10 {
+        says("keep-alive")
+    } else {
+        !says("close")
     }
 }
 
@@ -616,6 +671,34 @@ mod tests {
             assert_eq!(is_json(&headers), want, "{value}");
         }
         assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_client_keeps_the_connection_unless_it_says_otherwise() {
+        let cases = [
+            (Version::HTTP_11, None, true),
+            (Version::HTTP_11, Some("close"), false),
+            (Version::HTTP_11, Some("Keep-Alive, Close"), false),
+            (Version::HTTP_11, Some("keep-alive"), true),
+            (Version::HTTP_11, Some("closed"), true),
+            (Version::HTTP_10, None, false),
+            (Version::HTTP_10, Some("keep-alive"), true),
+            (Version::HTTP_10, Some("close"), false),
+        ];
+        for (version, connection, want) in cases {
+            let mut request = Request::new(());
+            *request.version_mut() = version;
+            if let Some(value) = connection {
+                request
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static(value));
+            }
+            assert_eq!(
+                keeps_alive(&request),
+                want,
+                "{version:?} with Connection: {connection:?}"
+            );
+        }
     }
 
     #[test]

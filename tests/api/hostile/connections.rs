@@ -1,5 +1,6 @@
-//! Hostile connections: heads sent a byte at a time (slowloris) and a thousand idle
-//! connections.
+//! Hostile connections: heads sent a byte at a time (slowloris), a thousand idle
+//! connections, and keep-alive connections answered from a request's head while its body is
+//! still on its way.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -9,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::wire::{HTTP_11, IO_TIMEOUT, parse_response};
+use crate::wire::{HTTP_11, IO_TIMEOUT, chunked, parse_response};
 
 /// The header-read limit of the slowloris test, in milliseconds.
 const HEADER_READ_TIMEOUT_MS: u64 = 1000;
@@ -362,6 +363,276 @@ fn a_thousand_idle_connections_do_not_starve_new_clients() {
         rss.saturating_sub(rss_before),
         rss.saturating_sub(rss_before) as f64 / IDLE as f64,
         millis(fell_in),
+        millis(started.elapsed())
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Answers decided from the head while the body is still on its way.
+// ---------------------------------------------------------------------------------------
+
+/// The pause between a request's head and its body: long enough for the server to decide
+/// its answer from the head alone before the body arrives.
+const BODY_DELAY: Duration = Duration::from_millis(50);
+
+/// The body-read limit of the test whose bodies cannot be read and dropped, in milliseconds.
+const DRAIN_TIMEOUT_MS: u64 = 3000;
+
+/// How much earlier than the limit an answer that waited for it may come: the timers of the
+/// server and of the test do not start at the same instant.
+const DRAIN_TIMER_SLACK: Duration = Duration::from_millis(50);
+
+/// How soon a body that is not worth waiting for must be answered: well within
+/// [`DRAIN_TIMEOUT_MS`], so that an answer that waited for the limit fails.
+const UNDRAINED_ANSWER_WITHIN: Duration = Duration::from_millis(DRAIN_TIMEOUT_MS / 2);
+
+/// One request whose answer the server can decide from its head alone.
+struct EarlyAnswer<'a> {
+    msg: &'a str,
+    method: &'a str,
+    path: String,
+    headers: Vec<(&'a str, &'a [u8])>,
+    body: Vec<u8>,
+    status: u16,
+    code: &'a str,
+}
+
+/// The head of a request and its body, split at the blank line.
+fn head_and_body(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a request has a blank line")
+        + 4;
+    bytes.split_at(end)
+}
+
+#[test]
+fn an_answer_given_before_the_body_arrived_leaves_the_connection_usable() {
+    let started = Instant::now();
+    let app = spawn_app();
+    let auth = app.admin();
+    let created = app.create_ok(&unique("early-owner"), "1");
+    let own = bearer(&tenant_token(&created));
+    let body = tenant_body(&unique("early"), "1").into_bytes();
+    let json: (&str, &[u8]) = ("Content-Type", b"application/json");
+    let rows = [
+        EarlyAnswer {
+            msg: "401: a create with a bad token",
+            method: "POST",
+            path: "/v1/tenants".to_owned(),
+            headers: vec![("Authorization", b"Bearer not-a-token"), json],
+            body: body.clone(),
+            status: 401,
+            code: "unauthorized",
+        },
+        EarlyAnswer {
+            msg: "401: a create with a bad token and a chunked body",
+            method: "POST",
+            path: "/v1/tenants".to_owned(),
+            headers: vec![
+                ("Authorization", b"Bearer not-a-token"),
+                json,
+                ("Transfer-Encoding", b"chunked"),
+            ],
+            body: chunked(&body, 16),
+            status: 401,
+            code: "unauthorized",
+        },
+        EarlyAnswer {
+            msg: "403: a tenant token on the admin's create",
+            method: "POST",
+            path: "/v1/tenants".to_owned(),
+            headers: vec![("Authorization", own.as_bytes()), json],
+            body: body.clone(),
+            status: 403,
+            code: "forbidden",
+        },
+        EarlyAnswer {
+            msg: "404: an unknown path under /v1 with the admin token",
+            method: "POST",
+            path: "/v1/nope".to_owned(),
+            headers: vec![("Authorization", auth.as_bytes()), json],
+            body: body.clone(),
+            status: 404,
+            code: "not_found",
+        },
+        EarlyAnswer {
+            msg: "405: PUT on the tenants collection",
+            method: "PUT",
+            path: "/v1/tenants".to_owned(),
+            headers: vec![("Authorization", auth.as_bytes()), json],
+            body: body.clone(),
+            status: 405,
+            code: "method_not_allowed",
+        },
+        EarlyAnswer {
+            msg: "404 from a handler that reads no body: DELETE of an unknown tenant",
+            method: "DELETE",
+            path: "/v1/tenants/ten_00000000000000000000000000".to_owned(),
+            headers: vec![("Authorization", auth.as_bytes()), json],
+            body: body.clone(),
+            status: 404,
+            code: "tenant_not_found",
+        },
+    ];
+    let follow_up = request_with_host(
+        "GET",
+        "/healthz",
+        HTTP_11,
+        &[("X-Request-Id", b"follow-up"), ("Connection", b"close")],
+        None,
+    );
+    for row in &rows {
+        let ctx = format!("{} ({} {})", row.msg, row.method, row.path);
+        let before = written(&app);
+        let mut headers = row.headers.clone();
+        headers.push(("X-Request-Id", b"early"));
+        let bytes = request_with_host(row.method, &row.path, HTTP_11, &headers, Some(&row.body));
+        let (head, body) = head_and_body(&bytes);
+        let mut conn = Conn::open(&app.addr);
+        conn.send(head);
+        thread::sleep(BODY_DELAY);
+        conn.send(body);
+        let resp = answer(&mut conn, IO_TIMEOUT)
+            .unwrap_or_else(|| panic!("{ctx}: no answer; got {:?}", lossy_head(conn.unread())));
+        assert_problem(&resp, row.status, row.code, &ctx);
+        assert_eq!(resp.header("x-request-id"), Some("early"), "{ctx}");
+        assert!(
+            resp.header("connection").is_none(),
+            "{ctx}: a body within the bound is read and dropped, so the connection stays \
+             open: {}",
+            resp.describe()
+        );
+        let sent = conn.try_send(&follow_up);
+        let next = answer(&mut conn, IO_TIMEOUT);
+        let next = next.unwrap_or_else(|| {
+            panic!(
+                "{ctx}: the server closed the connection after an answer without \
+                 Connection: close, so the next request on it failed (write: {sent:?})"
+            )
+        });
+        assert_eq!(
+            next.status,
+            200,
+            "{ctx}: the next request: {}",
+            next.describe()
+        );
+        assert_eq!(
+            next.header("x-request-id"),
+            Some("follow-up"),
+            "{ctx}: the next answer is the next request's: {}",
+            next.describe()
+        );
+        assert_closed(&mut conn, &ctx);
+        assert_nothing_written(&app, before, &ctx);
+    }
+    assert_still_serves(&app, "answers before the body");
+    println!(
+        "hostile: answers decided before the body ({} later): {} cases (401, 401 chunked, 403, \
+         404, 405, a handler's 404), each followed by GET /healthz 200 on the same connection \
+         ({} total)",
+        millis(BODY_DELAY),
+        rows.len(),
+        millis(started.elapsed())
+    );
+}
+
+/// A request answered `401` from its head, whose body the server cannot read and drop first.
+struct Undrainable<'a> {
+    msg: &'a str,
+    headers: Vec<(&'a str, &'a [u8])>,
+    /// The part of the body sent right after the head.
+    sent: &'a [u8],
+    /// Whether the answer waits for the body-read limit.
+    waits: bool,
+}
+
+#[test]
+fn an_answer_before_a_body_that_cannot_be_dropped_says_connection_close() {
+    let started = Instant::now();
+    let app = AppBuilder::new()
+        .arg("--body-read-timeout-ms")
+        .arg(&DRAIN_TIMEOUT_MS.to_string())
+        .spawn();
+    let json: (&str, &[u8]) = ("Content-Type", b"application/json");
+    let bad: (&str, &[u8]) = ("Authorization", b"Bearer not-a-token");
+    let rows = [
+        Undrainable {
+            msg: "a body over the size bound",
+            headers: vec![bad, json, ("Content-Length", b"70000")],
+            sent: b"",
+            waits: false,
+        },
+        Undrainable {
+            msg: "a client waiting for 100 Continue",
+            headers: vec![
+                bad,
+                json,
+                ("Content-Length", b"30"),
+                ("Expect", b"100-continue"),
+            ],
+            sent: b"",
+            waits: false,
+        },
+        Undrainable {
+            msg: "a client that said Connection: close",
+            headers: vec![
+                bad,
+                json,
+                ("Content-Length", b"30"),
+                ("Connection", b"close"),
+            ],
+            sent: b"",
+            waits: false,
+        },
+        Undrainable {
+            msg: "a body that stops arriving",
+            headers: vec![bad, json, ("Content-Length", b"30")],
+            sent: b"{\"name\":",
+            waits: true,
+        },
+    ];
+    let mut took = Vec::new();
+    for Undrainable {
+        msg,
+        headers,
+        sent,
+        waits,
+    } in &rows
+    {
+        let ctx = format!("401 before {msg}");
+        let bytes = request_with_host("POST", "/v1/tenants", HTTP_11, headers, None);
+        let mut conn = Conn::open(&app.addr);
+        let t = Instant::now();
+        conn.send(&bytes);
+        conn.send(sent);
+        let resp = answer(&mut conn, IO_TIMEOUT)
+            .unwrap_or_else(|| panic!("{ctx}: no answer; got {:?}", lossy_head(conn.unread())));
+        let elapsed = t.elapsed();
+        assert_problem(&resp, 401, "unauthorized", &ctx);
+        assert_close_header(&resp, &ctx);
+        assert_closed(&mut conn, &ctx);
+        let limit = Duration::from_millis(DRAIN_TIMEOUT_MS);
+        if *waits {
+            assert!(
+                elapsed >= limit - DRAIN_TIMER_SLACK,
+                "{ctx}: the body had until --body-read-timeout-ms ({limit:?}) to arrive, \
+                 answered after {elapsed:?}"
+            );
+        } else {
+            assert!(
+                elapsed < UNDRAINED_ANSWER_WITHIN,
+                "{ctx}: answered at once, not after waiting for the body: {elapsed:?}"
+            );
+        }
+        took.push(format!("{msg}: 401+close in {}", millis(elapsed)));
+    }
+    assert_still_serves(&app, "answers before bodies that cannot be dropped");
+    println!(
+        "hostile: answers before bodies that cannot be dropped (--body-read-timeout-ms \
+         {DRAIN_TIMEOUT_MS}): {} ({} total)",
+        took.join(", "),
         millis(started.elapsed())
     );
 }

@@ -10,7 +10,8 @@
 //! - `framing`: NUL/CR/LF on the wire, oversized heads, HTTP/1.0, pipelining, bodies where
 //!   none belong, conflicting framing, unknown transfer codings;
 //! - `paths`: other spellings of a tenant's id;
-//! - `connections`: slowloris, a thousand idle connections.
+//! - `connections`: slowloris, a thousand idle connections, answers decided before the body
+//!   arrived.
 //!
 //! Each test prints one `hostile: …` line (run with `--nocapture`) with the figures that
 //! ROBUSTNESS.md quotes.
