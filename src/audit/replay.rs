@@ -42,9 +42,9 @@ struct ReplayedBudget {
     ledger: [u8; 32],
 }
 
-/// Why a change of reservation `id` could not be made: it is in `state`.
-fn not_active(id: &ReservationId, state: &str) -> String {
-    if state == "expired" {
+/// Why a change of reservation `id` could not be made: it had ended (in `state`).
+fn not_active(id: &ReservationId, state: &ReservationState) -> String {
+    if matches!(state, ReservationState::Expired { .. }) {
         format!("acts on reservation {id} after it expired")
     } else {
         format!("settles reservation {id} twice")
@@ -299,11 +299,9 @@ impl Replay {
             } => {
                 self.own_reservation(tenant, id)?;
                 if !is_allowed_hold(at, expires_at) {
-                    let live = self.reservations[id].hold(id).state_at(at) == "active";
-                    return Err(if live {
-                        format!("extends reservation {id} by a TTL out of range")
-                    } else {
-                        not_active(id, "expired")
+                    return Err(match self.reservations[id].hold(id).ended_at(at) {
+                        None => format!("extends reservation {id} by a TTL out of range"),
+                        Some(state) => not_active(id, &state),
                     });
                 }
                 self.settle(tenant, id, Settlement::Extend(expires_at), &event, at)?;
@@ -315,7 +313,7 @@ impl Replay {
                 let expired = rules::expire(figures, &self.reservations[id].hold(id), at).map_err(
                     |refusal| match refusal {
                         Refusal::NotDue => format!("expires reservation {id} before its time"),
-                        Refusal::NotActive { state } => not_active(id, state),
+                        Refusal::NotActive { .. } => format!("settles reservation {id} twice"),
                         _ => format!("budget {budget} returns more than it holds"),
                     },
                 )?;
@@ -370,16 +368,12 @@ impl Replay {
         at: Timestamp,
     ) -> Result<(), String> {
         let budget = self.own_reservation(tenant, id)?.budget.clone();
-        let hold_state = self.reservations[id].hold(id).state_at(at);
-        if hold_state != "active" {
-            return Err(not_active(id, hold_state));
+        if let Some(state) = self.reservations[id].hold(id).ended_at(at) {
+            return Err(not_active(id, &state));
         }
         let figures = self.open_budget(tenant, &budget)?.figures;
         let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
-            .map_err(|refusal| match refusal {
-                Refusal::NotActive { state } => not_active(id, state),
-                _ => format!("the commit of {id} overspends budget {budget}"),
-            })?;
+            .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
         self.take(&budget, settled.change, event, at)?;
         if settled.state == ReservationState::Active {
             self.reservations

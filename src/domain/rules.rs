@@ -59,20 +59,25 @@ impl Reservation {
 }
 
 impl Hold<'_> {
-    /// The state a change must act on at `now`: an active hold whose time is up is expired,
-    /// recorded or not.
-    pub(crate) fn state_at(&self, now: Timestamp) -> &'static str {
+    /// The state a change must act on at `now`, if the hold is not active then: an active
+    /// hold whose time is up is expired (at its expiry), recorded or not.
+    pub(crate) fn ended_at(&self, now: Timestamp) -> Option<ReservationState> {
         match self.state {
-            ReservationState::Active if self.expires_at <= now => "expired",
-            state => state.name(),
+            ReservationState::Active if self.expires_at <= now => Some(ReservationState::Expired {
+                at: self.expires_at,
+            }),
+            ReservationState::Active => None,
+            state => Some(state.clone()),
         }
     }
 
     /// Refuses a hold that is not active at `now`.
     fn live(&self, now: Timestamp) -> Result<(), Refusal> {
-        match self.state_at(now) {
-            "active" => Ok(()),
-            state => Err(Refusal::NotActive { state }),
+        match self.ended_at(now) {
+            None => Ok(()),
+            Some(state) => Err(Refusal::NotActive {
+                state: state.name(),
+            }),
         }
     }
 }

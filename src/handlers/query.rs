@@ -92,7 +92,7 @@ fn is_id(raw: &str, prefix: &str) -> bool {
 mod tests {
     use super::*;
 
-    const STATES: &[&str] = &["open", "closed"];
+    const STATES: &[&str] = &crate::domain::BudgetState::NAMES;
 
     fn fields(raw: &str, budget_filter: bool) -> Vec<String> {
         match list(Some(raw), "bud_", STATES, budget_filter) {

@@ -21,7 +21,8 @@ use super::rows::{
 use super::sql::{Param, Row, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
 use crate::domain::{
-    Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId, Timestamp,
+    Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId,
+    TenantState, Timestamp,
 };
 
 /// Tenants joined to their default budgets.
@@ -44,7 +45,7 @@ pub(crate) fn tenant_active(db: &mut impl Sql, id: &TenantId) -> Result<Option<b
     db.query_opt(
         "SELECT state FROM tenants WHERE id = ?1",
         &[id.as_str().into()],
-        |row| Ok(text(row, 0)? == "active"),
+        |row| Ok(text(row, 0)? == TenantState::Active.name()),
     )
 }
 
@@ -98,7 +99,12 @@ pub(crate) fn budget_to_write(
             " FROM budgets b JOIN tenants t ON t.id = b.tenant_id \
              WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
         ),
-        |row| Ok((rows::budget(row, 1)?, text(row, 0)? == "active")),
+        |row| {
+            Ok((
+                rows::budget(row, 1)?,
+                text(row, 0)? == TenantState::Active.name(),
+            ))
+        },
     )
 }
 
@@ -146,7 +152,7 @@ pub(crate) fn reservation_to_settle(
         |row| {
             Ok((
                 rows::reservation(row)?,
-                text(row, RESERVATION_WIDTH)? == "active",
+                text(row, RESERVATION_WIDTH)? == TenantState::Active.name(),
                 rows::budget(row, RESERVATION_WIDTH + 1)?,
             ))
         },
@@ -438,7 +444,7 @@ pub(crate) fn credential(
                 .map_err(|_| row.corrupt(0, format!("tenant {id} has a bad token hash")))?;
             Ok(Credential {
                 token_hash,
-                active: text(row, 1)? == "active",
+                active: text(row, 1)? == TenantState::Active.name(),
             })
         },
     )
