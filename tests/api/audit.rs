@@ -20,7 +20,11 @@ fn the_chain_recomputes_from_the_file_alone() {
     let replay = app.create_with_key("audit-b \"quoted\" ü", "200", "audit-key");
     assert_eq!(replay.status, 201, "replaying b: {}", replay.describe());
     assert_eq!(app.create("audit-a", "1").status, 409, "a refused create");
-    assert_eq!(app.post_tenants("{}", &[]).status, 422, "an invalid create");
+    assert_eq!(
+        app.post_tenants("{}", None).status,
+        422,
+        "an invalid create"
+    );
 
     let rows = app.audit_rows();
     assert_eq!(rows.len(), 4, "three creates and one tombstone: {rows:#?}");

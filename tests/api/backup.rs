@@ -31,7 +31,8 @@ fn a_backup_taken_while_serving_is_consistent_and_self_contained() {
             while !stop.load(Ordering::Relaxed) {
                 let name = format!("during-backup-{i}");
                 i += 1;
-                let resp = post_tenant(&addr, &auth, &name);
+                let body = tenant_body(&name, "1");
+                let resp = send(&addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
                 assert_eq!(
                     resp.status,
                     201,

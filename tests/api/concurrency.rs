@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::helpers::*;
-use crate::wire::{Response, request};
+use crate::wire::Response;
 
 const THREADS: usize = 24;
 
@@ -20,21 +20,9 @@ fn race(app: &TestApp, body: String, key: Option<&str>) -> Vec<Response> {
             let body = body.clone();
             let key = key.map(str::to_owned);
             thread::spawn(move || {
-                let mut headers = vec![
-                    ("Authorization", auth.as_str()),
-                    ("Content-Type", "application/json"),
-                ];
-                if let Some(k) = key.as_deref() {
-                    headers.push(("Idempotency-Key", k));
-                }
                 barrier.wait();
-                request(
-                    &addr,
-                    "POST",
-                    "/v1/tenants",
-                    &headers,
-                    Some(body.as_bytes()),
-                )
+                let key = key.as_deref();
+                send(&addr, "POST", "/v1/tenants", &auth, Some(&body), key, &[])
             })
         })
         .collect();

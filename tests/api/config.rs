@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::helpers::*;
-use crate::wire::request;
 
 /// How long a refusing start-up may take before the test calls it a hang.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -55,18 +54,8 @@ impl Drop for Running {
 
 /// Creates a tenant with `token` and returns the status.
 fn create_status(addr: &str, token: &str) -> u16 {
-    let auth = bearer(token);
-    request(
-        addr,
-        "POST",
-        "/v1/tenants",
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ],
-        Some(tenant_body(&unique("cfg"), "1").as_bytes()),
-    )
-    .status
+    let (auth, body) = (bearer(token), tenant_body(&unique("cfg"), "1"));
+    send(addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]).status
 }
 
 fn assert_mentions_how_to_make_a_token(out: &CliOutput, ctx: &str) {
@@ -275,16 +264,8 @@ fn environment_variables_configure_listen_db_and_public_url_and_flags_beat_them(
     );
     let server = Running(server);
     let auth = bearer(&token);
-    let resp = request(
-        &server.0.addr,
-        "POST",
-        "/v1/tenants",
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ],
-        Some(tenant_body("env-configured", "1").as_bytes()),
-    );
+    let (addr, body) = (&server.0.addr, tenant_body("env-configured", "1"));
+    let resp = send(addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
     assert_eq!(
         resp.status,
         201,
@@ -321,16 +302,8 @@ fn environment_variables_configure_listen_db_and_public_url_and_flags_beat_them(
         "--listen beats TENANTD_LISTEN: {}",
         server.0.addr
     );
-    let resp = request(
-        &server.0.addr,
-        "POST",
-        "/v1/tenants",
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ],
-        Some(tenant_body("flag-configured", "1").as_bytes()),
-    );
+    let (addr, body) = (&server.0.addr, tenant_body("flag-configured", "1"));
+    let resp = send(addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
     assert_eq!(
         resp.status,
         201,

@@ -14,7 +14,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::helpers::*;
-use crate::wire::try_request;
 
 const CYCLES_DEFAULT: usize = 10;
 const CLIENTS: usize = 6;
@@ -71,16 +70,12 @@ fn spender(
     spent: Arc<Mutex<Spent>>,
 ) {
     let mut rng = Rng::new(seed);
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-    ];
     loop {
         let amount = rng.range(1, 60);
         let body =
             format!(r#"{{"budget_id":"{budget}","amount_atomic":"{amount}","ttl_seconds":3600}}"#);
         let path = format!("/v1/tenants/{tenant}/reservations");
-        let id = match try_request(&addr, "POST", &path, &headers, Some(body.as_bytes())) {
+        let id = match try_send(&addr, "POST", &path, &auth, Some(&body), None, &[]) {
             Ok(resp) if resp.status == 201 => {
                 let Ok(r) = serde_json::from_slice::<serde_json::Value>(&resp.body) else {
                     return;
@@ -103,8 +98,8 @@ fn spender(
             ("commit", format!(r#"{{"amount_atomic":"{committed}"}}"#))
         };
         let path = format!("/v1/tenants/{tenant}/reservations/{id}/{action}");
-        let body = (!body.is_empty()).then_some(body.as_bytes());
-        match try_request(&addr, "POST", &path, &headers, body) {
+        let body = (!body.is_empty()).then_some(body.as_str());
+        match try_send(&addr, "POST", &path, &auth, body, None, &[]) {
             Ok(resp) if resp.status == 200 => {
                 let settled = if release {
                     Settled::Released
@@ -183,14 +178,8 @@ fn client(
         let tombstone = !mine.is_empty() && i.is_multiple_of(TOMBSTONE_EVERY);
         if tombstone {
             let id = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
-            let headers = [("Authorization", auth.as_str())];
-            match try_request(
-                &addr,
-                "DELETE",
-                &format!("/v1/tenants/{id}"),
-                &headers,
-                None,
-            ) {
+            let path = format!("/v1/tenants/{id}");
+            match try_send(&addr, "DELETE", &path, &auth, None, None, &[]) {
                 Ok(resp) if resp.status == 200 => {
                     acked.lock().expect("acked lock").tombstoned.push(id);
                 }
@@ -199,7 +188,8 @@ fn client(
             }
         } else {
             let name = format!("{tag}-{i}");
-            match try_post_tenant(&addr, &auth, &name) {
+            let body = tenant_body(&name, "1");
+            match try_send(&addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]) {
                 Ok(resp) if resp.status == 201 => {
                     // A body cut short by the kill is no acknowledgement.
                     let Ok(created) = serde_json::from_slice::<serde_json::Value>(&resp.body)

@@ -271,7 +271,9 @@ fn concurrent_creates_get_distinct_ids_in_creation_order() {
                 barrier.wait();
                 (0..PER_THREAD)
                     .map(|i| {
-                        let resp = post_tenant(&addr, &auth, &format!("burst-{t}-{i}"));
+                        let body = tenant_body(&format!("burst-{t}-{i}"), "1");
+                        let resp =
+                            send(&addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
                         assert_eq!(
                             resp.status,
                             201,

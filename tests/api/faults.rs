@@ -166,17 +166,10 @@ fn stop(server: &mut Running) {
     );
 }
 
+/// Creates a tenant of `name` with a deposit of 1000 through `addr`, as `token`'s holder.
 fn create(addr: &str, token: &str, name: &str) -> Response {
-    request(
-        addr,
-        "POST",
-        "/v1/tenants",
-        &[
-            ("Authorization", &bearer(token)),
-            ("Content-Type", "application/json"),
-        ],
-        Some(tenant_body(name, "1000").as_bytes()),
-    )
+    let (auth, body) = (bearer(token), tenant_body(name, "1000"));
+    send(addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[])
 }
 
 fn read(addr: &str, token: &str, id: &str) -> Response {

@@ -190,7 +190,6 @@ fn no_secret_reaches_the_log_at_every_level() {
 /// secret or a header value.
 fn secret_session(app: &TestApp) {
     let admin = app.admin();
-    let json = ("Content-Type", "application/json");
     let user_agent = format!("agent-{}", random_hex(12));
     let custom = format!("custom-{}", random_hex(12));
     let idem_key = format!("idem-{}", random_hex(12));
@@ -209,51 +208,42 @@ fn secret_session(app: &TestApp) {
             error_bodies.push(resp.text());
         }
     };
-
-    let with = |extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
-        common
-            .iter()
-            .chain(extra.iter())
-            .map(|(k, v)| (*k, v.to_string()))
-            .collect()
+    // Every request of the session carries the two headers of `common`.
+    let call = |method: &str, path: &str, auth: &str, body: Option<&str>, key: Option<&str>| {
+        send(&app.addr, method, path, auth, body, key, &common)
     };
-    let send =
-        |method: &str, path: &str, headers: Vec<(&'static str, String)>, body: Option<&str>| {
-            let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            app.request(method, path, &h, body.map(str::as_bytes))
-        };
+    let key = Some(idem_key.as_str());
 
-    let plain = send(
+    let plain = call(
         "POST",
         "/v1/tenants",
-        with(&[("Authorization", admin.as_str()), json]),
+        &admin,
         Some(&tenant_body("secret-a", "1")),
+        None,
     );
     assert_eq!(plain.status, 201, "create a: {}", plain.describe());
-    let keyed_headers = with(&[
-        ("Authorization", admin.as_str()),
-        json,
-        ("Idempotency-Key", idem_key.as_str()),
-    ]);
-    let keyed = send(
+    let keyed = call(
         "POST",
         "/v1/tenants",
-        keyed_headers.clone(),
+        &admin,
         Some(&tenant_body("secret-b", "2")),
+        key,
     );
     assert_eq!(keyed.status, 201, "create b: {}", keyed.describe());
-    let replay = send(
+    let replay = call(
         "POST",
         "/v1/tenants",
-        keyed_headers.clone(),
+        &admin,
         Some(&tenant_body("secret-b", "2")),
+        key,
     );
     assert_eq!(replay.status, 201, "replay b: {}", replay.describe());
-    keep(&send(
+    keep(&call(
         "POST",
         "/v1/tenants",
-        keyed_headers,
+        &admin,
         Some(&tenant_body("secret-c", "2")),
+        key,
     ));
 
     let (a, b) = (plain.json(), keyed.json());
@@ -261,74 +251,41 @@ fn secret_session(app: &TestApp) {
     let (a_token, b_token) = (tenant_token(&a), tenant_token(&b));
     let a_auth = bearer(&a_token);
     let b_auth = bearer(&b_token);
+    let (a_path, b_path) = (format!("/v1/tenants/{a_id}"), format!("/v1/tenants/{b_id}"));
 
-    let own = send(
-        "GET",
-        &format!("/v1/tenants/{a_id}"),
-        with(&[("Authorization", a_auth.as_str())]),
-        None,
-    );
+    let own = call("GET", &a_path, &a_auth, None, None);
     assert_eq!(own.status, 200, "a reads itself: {}", own.describe());
-    keep(&send(
-        "GET",
-        &format!("/v1/tenants/{a_id}"),
-        with(&[("Authorization", b_auth.as_str())]),
-        None,
-    ));
-    keep(&send(
+    keep(&call("GET", &a_path, &b_auth, None, None));
+    keep(&call(
         "POST",
         "/v1/tenants",
-        with(&[("Authorization", a_auth.as_str()), json]),
+        &a_auth,
         Some(&tenant_body("secret-d", "1")),
+        None,
     ));
     for bad in &bad_tokens {
-        keep(&send(
-            "GET",
-            &format!("/v1/tenants/{a_id}"),
-            with(&[("Authorization", bearer(bad).as_str())]),
-            None,
-        ));
+        keep(&call("GET", &a_path, &bearer(bad), None, None));
     }
-    keep(&send(
-        "GET",
-        "/v1/tenants/nope",
-        with(&[(
-            "Authorization",
-            format!("Basic {}", app.admin_token).as_str(),
-        )]),
-        None,
-    ));
-    keep(&send(
+    let basic = format!("Basic {}", app.admin_token);
+    keep(&call("GET", "/v1/tenants/nope", &basic, None, None));
+    keep(&call(
         "POST",
         "/v1/tenants",
-        with(&[("Authorization", admin.as_str()), json]),
+        &admin,
         Some(&tenant_body("secret-a", "1")),
+        None,
     ));
-    keep(&send(
+    keep(&call(
         "POST",
         "/v1/tenants",
-        with(&[("Authorization", admin.as_str()), json]),
+        &admin,
         Some("{\"name\":\"\"}"),
-    ));
-    let deleted = send(
-        "DELETE",
-        &format!("/v1/tenants/{a_id}"),
-        with(&[("Authorization", admin.as_str())]),
         None,
-    );
+    ));
+    let deleted = call("DELETE", &a_path, &admin, None, None);
     assert_eq!(deleted.status, 200, "delete a: {}", deleted.describe());
-    keep(&send(
-        "GET",
-        &format!("/v1/tenants/{a_id}"),
-        with(&[("Authorization", a_auth.as_str())]),
-        None,
-    ));
-    keep(&send(
-        "GET",
-        &format!("/v1/tenants/{b_id}"),
-        with(&[("Authorization", a_auth.as_str())]),
-        None,
-    ));
+    keep(&call("GET", &a_path, &a_auth, None, None));
+    keep(&call("GET", &b_path, &a_auth, None, None));
     assert_eq!(
         error_bodies.len(),
         11,

@@ -87,13 +87,10 @@ fn fixture(app: &TestApp, name: &str) -> Fixture {
     let created = app.create_ok(name, "1000");
     let tid = tenant_id(&created);
     let bid = str_of(&created["budget"], "id").to_owned();
+    let (path, admin) = (reservations_path(&tid), app.admin());
+    let body = reserve_body(&bid, "1", None).to_string();
     let holds = [0, 1, 2].map(|_| {
-        let resp = post_as(
-            app,
-            &app.admin(),
-            &reservations_path(&tid),
-            &reserve_body(&bid, "1", None),
-        );
+        let resp = send(&app.addr, "POST", &path, &admin, Some(&body), None, &[]);
         str_of(&assert_status(&resp, 201, "a hold"), "id").to_owned()
     });
     let token = tenant_token(&created);
@@ -235,14 +232,9 @@ fn every_principal_on_every_route() {
                     reach >= need
                 }
             });
-            let resp = send(
-                &app.addr,
-                method,
-                &path,
-                &bearer(&principal.token),
-                body.as_ref(),
-                &[],
-            );
+            let auth = bearer(&principal.token);
+            let body = body.as_ref().map(Value::to_string);
+            let resp = send(&app.addr, method, &path, &auth, body.as_deref(), None, &[]);
             let want = if allowed { success } else { 403 };
             let ctx = format!("{} {method} {path}", principal.name);
             assert_eq!(resp.status, want, "{ctx}: {}", resp.describe());
@@ -602,12 +594,9 @@ fn a_private_authority_is_trusted_through_the_ca_file() {
 
     let trusting = spawn(Some(&authority.cert));
     wait_ready(&trusting);
-    let resp = post_as(
-        &trusting,
-        &bearer(&token),
-        "/v1/tenants",
-        &json!({"name": "over-tls", "opening_deposit_atomic": "5"}),
-    );
+    let body = json!({"name": "over-tls", "opening_deposit_atomic": "5"}).to_string();
+    let (addr, auth) = (&trusting.addr, bearer(&token));
+    let resp = send(addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
     assert_eq!(resp.status, 201, "{}", resp.describe());
 
     let other = Authority::new(dir.path(), "other");
@@ -648,16 +637,9 @@ fn identities_act_under_their_sub_without_an_admin_token() {
         "no admin token was configured"
     );
     let (admin, admin_token) = provider.identity(&[], true);
-    let body = json!({"name": "by-oidc", "opening_deposit_atomic": "10"});
-    let key = [("Idempotency-Key", "one-key")];
-    let created = send(
-        &app.addr,
-        "POST",
-        "/v1/tenants",
-        &bearer(&admin_token),
-        Some(&body),
-        &key,
-    );
+    let body = json!({"name": "by-oidc", "opening_deposit_atomic": "10"}).to_string();
+    let (addr, auth, key) = (&app.addr, bearer(&admin_token), Some("one-key"));
+    let created = send(addr, "POST", "/v1/tenants", &auth, Some(&body), key, &[]);
     let created = assert_created(&created, "/v1/tenants", "create as an identity");
     let tid = tenant_id(&created);
     let bid = str_of(&created["budget"], "id").to_owned();
@@ -666,28 +648,16 @@ fn identities_act_under_their_sub_without_an_admin_token() {
     assert_eq!(app.get(&tid, Some(&own)).status, 200);
     // A spender of that tenant reserves; the same key as the admin identity's is its own.
     let (spender, spend_token) = provider.identity(&[grant(&tid, "spend")], false);
-    let held = send(
-        &app.addr,
-        "POST",
-        &reservations_path(&tid),
-        &bearer(&spend_token),
-        Some(&reserve_body(&bid, "4", None)),
-        &key,
-    );
+    let reserve = reserve_body(&bid, "4", None).to_string();
+    let (path, as_spender) = (reservations_path(&tid), bearer(&spend_token));
+    let held = send(addr, "POST", &path, &as_spender, Some(&reserve), key, &[]);
     assert_eq!(
         held.status,
         201,
         "the spender's key is not the admin identity's: {}",
         held.describe()
     );
-    let replay = send(
-        &app.addr,
-        "POST",
-        "/v1/tenants",
-        &bearer(&admin_token),
-        Some(&body),
-        &key,
-    );
+    let replay = send(addr, "POST", "/v1/tenants", &auth, Some(&body), key, &[]);
     assert_eq!(replay.status, 201);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let actors: Vec<String> = app.audit_rows().into_iter().map(|r| r.actor).collect();

@@ -88,17 +88,10 @@ impl Drop for Instances {
     }
 }
 
-/// A request with a JSON body (and a key, if any) to `addr`; `None` for a transport error.
+/// `POST path` of a JSON body (and a key, if any) to `addr`; `None` for a transport error,
+/// which the threads here expect of an instance killed under them.
 fn post(addr: &str, auth: &str, path: &str, body: &Value, key: Option<&str>) -> Option<Response> {
-    let text = body.to_string();
-    let mut headers = vec![
-        ("Authorization", auth),
-        ("Content-Type", "application/json"),
-    ];
-    if let Some(key) = key {
-        headers.push(("Idempotency-Key", key));
-    }
-    wire::try_request(addr, "POST", path, &headers, Some(text.as_bytes())).ok()
+    try_send(addr, "POST", path, auth, Some(&body.to_string()), key, &[]).ok()
 }
 
 /// Creates a tenant through `addr`: the tenant, its id and its default budget's id.

@@ -25,7 +25,7 @@ fn reserve_returns_201_with_every_field() {
         let bid = &s.bid;
         let text = format!(r#"{{"budget_id":"{bid}","amount_atomic":"300","memo":"m{i}"{ttl}}}"#);
         let before = now_ms();
-        let resp = post_raw(&app, &s.token, &path, &text, None);
+        let resp = send(&app.addr, "POST", &path, &s.token, Some(&text), None, &[]);
         let after = now_ms();
         let r = assert_created(&resp, &path, &text);
         assert_reservation_shape(&r, &text);
@@ -112,7 +112,8 @@ fn refused_reservation_bodies_name_every_bad_field() {
         cases.push((with("ttl_seconds", raw), vec!["ttl_seconds"]));
     }
     for (text, fields) in &cases {
-        assert_invalid(&post_raw(&app, &s.token, &path, text, None), fields, text);
+        let resp = send(&app.addr, "POST", &path, &s.token, Some(text), None, &[]);
+        assert_invalid(&resp, fields, text);
     }
 
     let lower = s.bid.to_ascii_lowercase();
@@ -247,7 +248,7 @@ fn release_takes_no_body_or_an_empty_object() {
         let ctx = format!("a release with {body}");
         assert_invalid(&s.post(&path, &body), &[field], &ctx);
     }
-    let array = post_raw(&app, &s.token, &path, "[]", None);
+    let array = send(&app.addr, "POST", &path, &s.token, Some("[]"), None, &[]);
     assert_problem(&array, 400, "malformed_json", "a JSON array");
     assert_eq!(s.state(&rid), "active", "no refused release settled it");
 }
@@ -420,13 +421,13 @@ fn a_replayed_reserve_returns_the_first_answer_and_reserves_once() {
     let s = Scene::new(&app, "replayed", "100");
     let (path, key, bid) = (reservations_path(&s.tid), Some("key-1"), &s.bid);
     let text = format!(r#"{{"budget_id":"{bid}","amount_atomic":"30"}}"#);
-    let first = post_raw(&app, &s.token, &path, &text, key);
+    let first = send(&app.addr, "POST", &path, &s.token, Some(&text), key, &[]);
     let rid = id_of(&assert_created(&first, &path, "the first reserve"));
     assert_eq!(first.header("idempotent-replayed"), None, "not a replay");
     let events = app.audit_count();
     let same = format!("{{ \"amount_atomic\" : \"30\",\n \"budget_id\" : \"{bid}\" }}");
     for when in ["at once", "after the commit"] {
-        let again = post_raw(&app, &s.token, &path, &same, key);
+        let again = send(&app.addr, "POST", &path, &s.token, Some(&same), key, &[]);
         assert_status(&again, 201, &format!("a replay {when}"));
         let replayed = again.header("idempotent-replayed");
         assert_eq!(replayed, Some("true"), "a replay {when} says so");
@@ -505,24 +506,20 @@ fn a_release_without_a_body_and_with_an_empty_object_are_one_request() {
     let (rid, other) = (s.hold_id("10"), s.hold_id("10"));
     let path = s.rpath(&rid, "release");
     let key = Some("release-key");
-    let headers = [
-        ("Authorization", s.token.as_str()),
-        ("Idempotency-Key", "release-key"),
-    ];
-    let first = app.request("POST", &path, &headers, None);
+    let first = send(&app.addr, "POST", &path, &s.token, None, key, &[]);
     assert_ok(&first, "a keyed release without a body");
     let events = app.audit_count();
-    let empty = post_raw(&app, &s.token, &path, "{}", key);
+    let empty = s.post_keyed(&path, &json!({}), "release-key");
     assert_status(&empty, 200, "the same key with {}");
     let replayed = empty.header("idempotent-replayed");
     assert_eq!(replayed, Some("true"), "{{}} replays the bodiless release");
     assert_eq!(empty.body, first.body, "the same body");
-    let bare = app.request("POST", &path, &headers, None);
+    let bare = send(&app.addr, "POST", &path, &s.token, None, key, &[]);
     let replayed = bare.header("idempotent-replayed");
     assert_eq!(replayed, Some("true"), "no body replays it again");
     assert_events(&app, events, "the replays appended none");
     let elsewhere = s.rpath(&other, "release");
-    let mismatch = post_raw(&app, &s.token, &elsewhere, "{}", key);
+    let mismatch = s.post_keyed(&elsewhere, &json!({}), "release-key");
     let ctx = "the key on another reservation's path";
     assert_problem(&mismatch, 422, "idempotency_key_mismatch", ctx);
 }
@@ -727,7 +724,7 @@ fn a_ttl_is_a_whole_number_however_it_is_written() {
             r#"{{"budget_id":"{}","amount_atomic":"1","ttl_seconds":{raw}}}"#,
             s.bid
         );
-        let resp = post_raw(&app, &s.token, &path, &text, None);
+        let resp = send(&app.addr, "POST", &path, &s.token, Some(&text), None, &[]);
         assert_eq!(resp.status, 201, "ttl {raw}: {}", resp.describe());
         let r = resp.json();
         let held = timestamp_ms(r["expires_at"].as_str().expect("expires_at"))

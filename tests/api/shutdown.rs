@@ -26,7 +26,9 @@ fn sigterm_under_load_exits_0_with_every_acknowledged_create_stored() {
                 while !stop.load(Ordering::Relaxed) {
                     let name = format!("term-{client}-{i}");
                     i += 1;
-                    let result = try_post_tenant(&addr, &auth, &name);
+                    let body = tenant_body(&name, "1");
+                    let result =
+                        try_send(&addr, "POST", "/v1/tenants", &auth, Some(&body), None, &[]);
                     match result {
                         Ok(resp) if resp.status == 201 => {
                             let id = resp.json()["id"].as_str().unwrap_or_default().to_owned();

@@ -78,17 +78,11 @@ fn racing_reservations_never_overspend_and_commits_keep_the_invariant() {
 
     // Phase 1: 3N reserves of A, half with the tenant token, for N holds' worth of funds.
     let (addr, path) = (app.addr.clone(), reservations_path(&s.tid));
-    let body = reserve_body(&s.bid, &A.to_string(), None);
+    let body = reserve_body(&s.bid, &A.to_string(), None).to_string();
     let reserving = auths.clone();
     let answers = race((0..ATTEMPTS).collect(), move |_, thread_no| {
-        send(
-            &addr,
-            "POST",
-            &path,
-            &reserving[thread_no % 2],
-            Some(&body),
-            &[],
-        )
+        let auth = &reserving[thread_no % 2];
+        send(&addr, "POST", &path, auth, Some(&body), None, &[])
     });
     assert_eq!(answers.len(), ATTEMPTS, "every reserve was answered");
     let statuses: Vec<u16> = answers.iter().map(|(_, r)| r.status).collect();
@@ -148,8 +142,8 @@ fn racing_reservations_never_overspend_and_commits_keep_the_invariant() {
             }
             Job::Debit(asked) => (budget_path(&tid, &bid, "debits"), asked, 1),
         };
-        let body = amount_body(&asked.to_string());
-        send(&addr, "POST", &path, &auths[auth], Some(&body), &[])
+        let body = amount_body(&asked.to_string()).to_string();
+        send(&addr, "POST", &path, &auths[auth], Some(&body), None, &[])
     });
 
     let (mut spent, mut debited, mut still_held) = (0u128, 0u128, 0u128);

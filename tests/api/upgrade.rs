@@ -62,7 +62,7 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
         .expect("the version");
     assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
 
-    let replay = app.post_tenants(FIXTURE_BODY, &[("Idempotency-Key", FIXTURE_KEY)]);
+    let replay = app.post_tenants(FIXTURE_BODY, Some(FIXTURE_KEY));
     assert_eq!(replay.status, 201, "the replay: {}", replay.describe());
     assert_eq!(
         replay.header("idempotent-replayed"),
@@ -87,7 +87,7 @@ fn a_revision_1_database_is_migrated_and_keeps_replaying_its_keys() {
 
     let other = app.post_tenants(
         r#"{"name":"fixture-keyed","opening_deposit_atomic":"1001"}"#,
-        &[("Idempotency-Key", FIXTURE_KEY)],
+        Some(FIXTURE_KEY),
     );
     assert_problem(&other, 422, "idempotency_key_mismatch", "another body");
 
@@ -188,7 +188,7 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
     assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
 
     let body = r#"{"name":"fixture-keyed","opening_deposit_atomic":"2000"}"#;
-    let replay = app.post_tenants(body, &[("Idempotency-Key", "fixture-key-2")]);
+    let replay = app.post_tenants(body, Some("fixture-key-2"));
     assert_eq!(
         replay.header("idempotent-replayed"),
         Some("true"),
@@ -231,8 +231,9 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
     let id = tenant_id(&created);
     let token = format!("Bearer {}", tenant_token(&created));
     let budget = id.replacen("ten_", "bud_", 1);
-    let reserve = serde_json::json!({"budget_id": budget, "amount_atomic": "300"});
-    let held = post_as(&app, &token, &reservations_path(&id), &reserve);
+    let reserve = serde_json::json!({"budget_id": budget, "amount_atomic": "300"}).to_string();
+    let path = reservations_path(&id);
+    let held = send(&app.addr, "POST", &path, &token, Some(&reserve), None, &[]);
     assert_eq!(held.status, 201, "{}", held.describe());
     let entries = get_as(&app, &token, &budget_path(&id, &budget, "entries")).json();
     let kinds: Vec<&str> = entries["data"]
@@ -355,15 +356,10 @@ fn a_revision_3_database_keeps_every_reservation_and_entry() {
     let tenant = id("tenant");
     let keyed = serde_json::json!({
         "budget_id": id("budget"), "amount_atomic": "200", "ttl_seconds": 86400
-    });
-    let replay = send(
-        &app.addr,
-        "POST",
-        &reservations_path(&tenant),
-        &token,
-        Some(&keyed),
-        &[("Idempotency-Key", "fixture-key-3")],
-    );
+    })
+    .to_string();
+    let (path, key) = (reservations_path(&tenant), Some("fixture-key-3"));
+    let replay = send(&app.addr, "POST", &path, &token, Some(&keyed), key, &[]);
     assert_eq!(replay.status, 201, "{}", replay.describe());
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let answered = std::fs::read_to_string(fixture("revision-3.keyed-reserve.json"))
@@ -372,16 +368,13 @@ fn a_revision_3_database_keeps_every_reservation_and_entry() {
 
     // Spending goes on: a hold and its commit on the second budget.
     let hold = serde_json::json!({"budget_id": id("second_budget"), "amount_atomic": "30"});
-    let held = post_as(&app, &token, &reservations_path(&tenant), &hold);
+    let hold = hold.to_string();
+    let held = send(&app.addr, "POST", &path, &token, Some(&hold), None, &[]);
     let held = assert_created(&held, &reservations_path(&tenant), "a new hold");
     let rid = str_of(&held, "id");
-    let spent = serde_json::json!({"amount_atomic": "25"});
-    let committed = post_as(
-        &app,
-        &token,
-        &reservation_path(&tenant, rid, "commit"),
-        &spent,
-    );
+    let spent = serde_json::json!({"amount_atomic": "25"}).to_string();
+    let commit = reservation_path(&tenant, rid, "commit");
+    let committed = send(&app.addr, "POST", &commit, &token, Some(&spent), None, &[]);
     let committed = assert_ok(&committed, "its commit");
     assert_eq!(committed["state"], "committed", "{committed}");
 

@@ -53,26 +53,44 @@ pub fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
 
-/// `POST /v1/tenants` of `name` with an opening deposit of 1, on a fresh connection; for
-/// threads, which hold an address and an `Authorization` value rather than a `TestApp`.
-pub fn try_post_tenant(addr: &str, auth: &str, name: &str) -> io::Result<Response> {
-    let body = tenant_body(name, "1");
-    wire::try_request(
-        addr,
-        "POST",
-        "/v1/tenants",
-        &[
-            ("Authorization", auth),
-            ("Content-Type", "application/json"),
-        ],
-        Some(body.as_bytes()),
-    )
+/// One API request on a fresh connection to `addr`, the way every POST helper sends it; it
+/// takes an address, so a thread can call it without a [`TestApp`]. After `Host` and
+/// `Connection: close` come `Authorization: auth`, then `Content-Type: application/json` if
+/// there is a body text, then `Idempotency-Key: key` if given, then `extra` in the order
+/// given; the body is framed by a `Content-Length`. `Err` for a transport error or a response
+/// cut short, which a test of a server going away expects. A test of the request's own shape
+/// (no credential, another media type, framing, bytes that are not UTF-8) uses
+/// [`TestApp::request`] or `tests/wire/` instead.
+pub fn try_send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    auth: &str,
+    body: Option<&str>,
+    key: Option<&str>,
+    extra: &[(&str, &str)],
+) -> io::Result<Response> {
+    let mut headers = vec![("Authorization", auth)];
+    if body.is_some() {
+        headers.push(("Content-Type", "application/json"));
+    }
+    headers.extend(key.map(|k| ("Idempotency-Key", k)));
+    headers.extend_from_slice(extra);
+    wire::try_request(addr, method, path, &headers, body.map(str::as_bytes))
 }
 
-/// [`try_post_tenant`], panicking on a transport error.
-pub fn post_tenant(addr: &str, auth: &str, name: &str) -> Response {
-    try_post_tenant(addr, auth, name)
-        .unwrap_or_else(|e| panic!("POST /v1/tenants on {addr} failed: {e}"))
+/// [`try_send`], panicking on a transport error.
+pub fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    auth: &str,
+    body: Option<&str>,
+    key: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Response {
+    try_send(addr, method, path, auth, body, key, extra)
+        .unwrap_or_else(|e| panic!("{method} {path} on {addr} failed: {e}"))
 }
 
 /// A running server: the child, its address and the log it writes.
@@ -393,25 +411,20 @@ impl TestApp {
         self.request("GET", path, &[], None)
     }
 
-    /// `POST /v1/tenants` as admin with a JSON body text and extra headers.
-    pub fn post_tenants(&self, body: &str, extra: &[(&str, &str)]) -> Response {
-        let auth = self.admin();
-        let mut headers = vec![
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ];
-        headers.extend_from_slice(extra);
-        self.request("POST", "/v1/tenants", &headers, Some(body.as_bytes()))
+    /// `POST /v1/tenants` as admin of a JSON body text, with an `Idempotency-Key` if given.
+    pub fn post_tenants(&self, body: &str, key: Option<&str>) -> Response {
+        let (addr, admin) = (&self.addr, self.admin());
+        send(addr, "POST", "/v1/tenants", &admin, Some(body), key, &[])
     }
 
     /// Creates a tenant as admin.
     pub fn create(&self, name: &str, amount: &str) -> Response {
-        self.post_tenants(&tenant_body(name, amount), &[])
+        self.post_tenants(&tenant_body(name, amount), None)
     }
 
     /// Creates a tenant as admin with an `Idempotency-Key`.
     pub fn create_with_key(&self, name: &str, amount: &str, key: &str) -> Response {
-        self.post_tenants(&tenant_body(name, amount), &[("Idempotency-Key", key)])
+        self.post_tenants(&tenant_body(name, amount), Some(key))
     }
 
     /// Creates a tenant and asserts `201`; returns the body.
@@ -438,13 +451,8 @@ impl TestApp {
 
     /// `DELETE /v1/tenants/<id>` as admin.
     pub fn delete(&self, id: &str) -> Response {
-        let auth = self.admin();
-        self.request(
-            "DELETE",
-            &format!("/v1/tenants/{id}"),
-            &[("Authorization", auth.as_str())],
-            None,
-        )
+        let path = format!("/v1/tenants/{id}");
+        send(&self.addr, "DELETE", &path, &self.admin(), None, None, &[])
     }
 
     /// The backend the server runs on.

@@ -9,7 +9,7 @@
 //! Makefile's `SQLITE_ONLY_TESTS`.
 //!
 //! - `app`: a server under test ([`spawn_app`], [`AppBuilder`], [`TestApp`]) and requests
-//!   to it;
+//!   to it; [`try_send`] is the one way a helper sends a POST to the server;
 //! - `cli`: the binary run as a command, with a clean environment and bounded waits;
 //! - `db`: the database read independently: counts, audit rows, the hash chain;
 //! - `files`: private files, permission bits, secrets searched in a directory;

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::app::{TestApp, bearer, tenant_id, tenant_token};
+use super::app::{TestApp, bearer, send, tenant_id, tenant_token};
 use super::problem::{assert_problem, error_fields};
 use super::shapes::{CROCKFORD, ULID_CHARS, is_timestamp, now_ms};
-use crate::wire::{self, Response};
+use crate::wire::Response;
 
 /// The `ttl_seconds` of a reservation that names none.
 pub const TTL_S_DEFAULT: i64 = 300;
@@ -95,44 +95,9 @@ pub fn with_query(path: &str, query: &str) -> String {
     format!("{path}{sep}{query}")
 }
 
-/// One request on a fresh connection to `addr` with `Authorization: auth`; a body is sent as
-/// JSON with `Content-Type: application/json`. Usable from threads, which hold an address.
-pub fn send(
-    addr: &str,
-    method: &str,
-    path: &str,
-    auth: &str,
-    body: Option<&Value>,
-    extra: &[(&str, &str)],
-) -> Response {
-    let text = body.map(Value::to_string);
-    let mut headers = vec![("Authorization", auth)];
-    if text.is_some() {
-        headers.push(("Content-Type", "application/json"));
-    }
-    headers.extend_from_slice(extra);
-    let body = text.as_deref().map(str::as_bytes);
-    wire::request(addr, method, path, &headers, body)
-}
-
-/// A JSON text `POST` as `auth`, for bodies `serde_json` would not write (`1e2`, a layout).
-pub fn post_raw(app: &TestApp, auth: &str, path: &str, text: &str, key: Option<&str>) -> Response {
-    let mut headers = vec![
-        ("Authorization", auth),
-        ("Content-Type", "application/json"),
-    ];
-    headers.extend(key.map(|k| ("Idempotency-Key", k)));
-    app.request("POST", path, &headers, Some(text.as_bytes()))
-}
-
 /// `GET path` as `auth`.
 pub fn get_as(app: &TestApp, auth: &str, path: &str) -> Response {
-    send(&app.addr, "GET", path, auth, None, &[])
-}
-
-/// `POST path` as `auth` with a JSON body.
-pub fn post_as(app: &TestApp, auth: &str, path: &str, body: &Value) -> Response {
-    send(&app.addr, "POST", path, auth, Some(body), &[])
+    send(&app.addr, "GET", path, auth, None, None, &[])
 }
 
 /// Asserts a `201` with `Location` equal to `<collection>/<the body's id>`; returns the body.
@@ -246,7 +211,7 @@ impl<'a> Scene<'a> {
 
     /// `POST …/budgets` of `body` as admin.
     pub fn post_budget(&self, body: &Value) -> Response {
-        post_as(self.app, &self.app.admin(), &budgets_path(&self.tid), body)
+        self.admin().post(&budgets_path(&self.tid), body)
     }
 
     /// The budget's path with a `/<tail>` unless `tail` is empty.
@@ -266,13 +231,14 @@ impl<'a> Scene<'a> {
 
     /// `POST path` of a JSON body with the scene's credential.
     pub fn post(&self, path: &str, body: &Value) -> Response {
-        post_as(self.app, &self.auth, path, body)
+        let (addr, text) = (&self.app.addr, body.to_string());
+        send(addr, "POST", path, &self.auth, Some(&text), None, &[])
     }
 
     /// `POST path` of a JSON body with the scene's credential and an `Idempotency-Key`.
     pub fn post_keyed(&self, path: &str, body: &Value, key: &str) -> Response {
-        let extra = [("Idempotency-Key", key)];
-        send(&self.app.addr, "POST", path, &self.auth, Some(body), &extra)
+        let (addr, text) = (&self.app.addr, body.to_string());
+        send(addr, "POST", path, &self.auth, Some(&text), Some(key), &[])
     }
 
     /// The budget as admin reads it, asserting `200`.
@@ -306,8 +272,8 @@ impl<'a> Scene<'a> {
 
     /// `DELETE` of the budget as admin.
     pub fn close(&self) -> Response {
-        let admin = self.app.admin();
-        send(&self.app.addr, "DELETE", &self.bpath(""), &admin, None, &[])
+        let (addr, admin) = (&self.app.addr, self.app.admin());
+        send(addr, "DELETE", &self.bpath(""), &admin, None, None, &[])
     }
 
     /// A credit of `amount` as admin.
@@ -348,7 +314,7 @@ impl<'a> Scene<'a> {
     /// Releases a reservation with no body at all.
     pub fn release(&self, rid: &str) -> Response {
         let path = self.rpath(rid, "release");
-        send(&self.app.addr, "POST", &path, &self.auth, None, &[])
+        send(&self.app.addr, "POST", &path, &self.auth, None, None, &[])
     }
 
     /// Extends a reservation to `ttl_s` from now.

@@ -503,7 +503,7 @@ fn duplicate_members_are_422_once_per_member() {
     for (label, body, want) in cases {
         let ctx = format!("duplicate members: {label}");
         let before = written(&app);
-        let resp = app.post_tenants(body, &[]);
+        let resp = app.post_tenants(body, None);
         let problem = assert_problem(&resp, 422, "validation_failed", &ctx);
         let fields = error_fields(&problem, &ctx);
         assert_eq!(
@@ -582,7 +582,7 @@ fn nul_cr_and_lf_in_json_strings_are_refused() {
     for (label, body, field) in escaped {
         let ctx = format!("escaped control character: {label}");
         let before = written(&app);
-        let resp = app.post_tenants(body, &[]);
+        let resp = app.post_tenants(body, None);
         let problem = assert_problem(&resp, 422, "validation_failed", &ctx);
         assert_eq!(error_fields(&problem, &ctx), [*field], "{ctx}; {problem}");
         assert!(
