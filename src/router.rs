@@ -2,12 +2,11 @@
 //! authentication, route, handler, metrics, access log).
 //!
 //! [`ROUTES`] is the one table of the API: a row per method and path template, with who may
-//! call it and the handler that answers it. The path index (the metrics' labels), the `Allow`
+//! call it and the handler that answers it, joined from the rows each resource keeps beside
+//! its handlers (`handlers::route`). The path index (the metrics' labels), the `Allow`
 //! header of each path and the check that the OpenAPI document agrees are derived from it.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
@@ -16,168 +15,27 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request};
 
 use crate::app::App;
-use crate::auth::{self, Needs, Principal};
-use crate::domain::Direction;
+use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
-use crate::handlers::reservations::Action;
+use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
 use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
-/// Who may call a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Anyone, without a token.
-    Public,
-    /// The admin only.
-    Admin,
-    /// The admin, or a principal with this permission on the tenant the path names (its
-    /// first `{id}`).
-    Tenant(Permission),
-}
-
-/// What a handler gets: the request and what routing found in it.
-pub(crate) struct Call<'a> {
-    app: &'a App,
-    /// `None` on a public route only.
-    principal: Option<&'a Principal>,
-    /// The request; a handler that reads its body [`take`]s it, and one left here has its
-    /// body dropped by [`handle`] before the answer goes out.
-    unread: &'a mut Option<Request<Incoming>>,
-    /// The path's placeholders, in order (`{id}`, then `{budget_id}` or `{reservation_id}`).
-    params: Params<'a>,
-    /// The query string, if any.
-    query: Option<&'a str>,
-}
-
-impl<'a> Call<'a> {
-    /// Who asks, on a route that needs a token.
-    fn who(&self) -> &'a Principal {
-        self.principal
-            .expect("the router authenticates every route that is not public")
-    }
-
-    /// The tenant id as written in the path.
-    fn tenant(&self) -> &'a str {
-        self.params[0]
-    }
-
-    /// The tenant id and the second id, as written in the path.
-    fn pair(&self) -> (&'a str, &'a str) {
-        (self.params[0], self.params[1])
-    }
-}
-
-/// The values of a path's placeholders; unused ones are empty.
-type Params<'a> = [&'a str; PARAMS_MAX];
-
-/// Placeholders in one template, at most.
-const PARAMS_MAX: usize = 2;
-
-/// A handler's answer, to be awaited.
-type Answer<'a> = Pin<Box<dyn Future<Output = Result<HttpResponse, ApiError>> + Send + 'a>>;
-
-/// Hands the request to a handler that reads its body.
-fn take(unread: &mut Option<Request<Incoming>>) -> Request<Incoming> {
-    unread.take().expect("one handler takes a request, once")
-}
-
-/// A handler, as the table holds it.
-type Handler = for<'a> fn(Call<'a>) -> Answer<'a>;
-
-/// One row of the route table.
-pub(crate) struct Route {
-    /// The method; `HEAD` is answered wherever `GET` is.
-    pub(crate) method: &'static str,
-    /// The path as the OpenAPI document writes it.
-    pub(crate) template: &'static str,
-    /// Who may call it.
-    pub(crate) access: Access,
-    /// What answers it.
-    handler: Handler,
-}
-
-/// Wraps a handler's body as a [`Handler`].
-macro_rules! handler {
-    (|$call:ident| $body:expr) => {
-        |$call: Call<'_>| -> Answer<'_> { Box::pin(async move { $body }) }
-    };
-}
-
-use Access::{Admin, Public};
-use Permission::{Manage, Read, Spend};
-
-/// Every route: the API's one table. Rows of one path stand together, in the order their
-/// methods are listed in `Allow`. Kept one row a line (`rustfmt::skip`) so it reads as a table.
-#[rustfmt::skip]
-pub(crate) const ROUTES: &[Route] = &[
-    // Liveness: answers while the process runs.
-    route("GET", "/healthz", Public, handler!(|_c| Ok(health::healthz()))),
-    // Readiness: answers when a write could begin.
-    route("GET", "/readyz", Public, handler!(|c| health::readyz(c.app).await)),
-    // Prometheus text exposition.
-    route("GET", "/metrics", Public, handler!(|c| Ok(health::metrics(c.app)))),
-    // The API's own description.
-    route("GET", "/v1/openapi.json", Public, handler!(|_c| Ok(health::openapi()))),
-    // List tenants; provision one.
-    route("GET", "/v1/tenants", Admin, handler!(|c| tenants::list(c.app, c.query).await)),
-    route("POST", "/v1/tenants", Admin, handler!(|c| tenants::create(c.app, c.who(), take(c.unread)).await)),
-    // Read a tenant's overview; tombstone it.
-    route("GET", "/v1/tenants/{id}", tenant(Read), handler!(|c| tenants::get(c.app, c.tenant()).await)),
-    route("DELETE", "/v1/tenants/{id}", tenant(Manage), handler!(|c| tenants::tombstone(c.app, c.who(), c.tenant()).await)),
-    // List a tenant's budgets; create one.
-    route("GET", "/v1/tenants/{id}/budgets", tenant(Read), handler!(|c| budgets::list(c.app, c.tenant(), c.query).await)),
-    route("POST", "/v1/tenants/{id}/budgets", tenant(Manage), handler!(|c| { let (who, id) = (c.who(), c.tenant()); budgets::create(c.app, who, take(c.unread), id).await })),
-    // Read a budget; close it.
-    route("GET", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Read), handler!(|c| { let (id, b) = c.pair(); budgets::get(c.app, id, b).await })),
-    route("DELETE", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (id, b) = c.pair(); budgets::close(c.app, c.who(), id, b).await })),
-    // Top a budget up; withdraw from it.
-    route("POST", "/v1/tenants/{id}/budgets/{budget_id}/credits", tenant(Manage), handler!(|c| movement(c, Direction::Credit).await)),
-    route("POST", "/v1/tenants/{id}/budgets/{budget_id}/debits", tenant(Manage), handler!(|c| movement(c, Direction::Debit).await)),
-    // A budget's ledger.
-    route("GET", "/v1/tenants/{id}/budgets/{budget_id}/entries", tenant(Read), handler!(|c| budgets::entries(c.app, c.pair(), c.query).await)),
-    // List a tenant's reservations; reserve.
-    route("GET", "/v1/tenants/{id}/reservations", tenant(Read), handler!(|c| reservations::list(c.app, c.tenant(), c.query).await)),
-    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); reservations::create(c.app, who, take(c.unread), id).await })),
-    // Read a reservation.
-    route("GET", "/v1/tenants/{id}/reservations/{reservation_id}", tenant(Read), handler!(|c| { let (id, r) = c.pair(); reservations::get(c.app, id, r).await })),
-    // Commit, release or extend a reservation.
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/commit", tenant(Spend), handler!(|c| settle(c, Action::Commit).await)),
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/release", tenant(Spend), handler!(|c| settle(c, Action::Release).await)),
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/extend", tenant(Spend), handler!(|c| settle(c, Action::Extend).await)),
-];
-
-/// A row of [`ROUTES`].
-const fn route(
-    method: &'static str,
-    template: &'static str,
-    access: Access,
-    handler: Handler,
-) -> Route {
-    Route {
-        method,
-        template,
-        access,
-        handler,
-    }
-}
-
-/// Access under the tenant a path names.
-const fn tenant(permission: Permission) -> Access {
-    Access::Tenant(permission)
-}
-
-/// A credit or a debit.
-async fn movement(call: Call<'_>, direction: Direction) -> Result<HttpResponse, ApiError> {
-    let (who, ids) = (call.who(), call.pair());
-    budgets::movement(call.app, who, take(call.unread), ids, direction).await
-}
-
-/// Commit, release or extend.
-async fn settle(call: Call<'_>, action: Action) -> Result<HttpResponse, ApiError> {
-    let (who, ids) = (call.who(), call.pair());
-    reservations::settle(call.app, who, take(call.unread), ids, action).await
-}
+/// Every route: the API's one table, joined from each resource's rows (kept beside their
+/// handlers), in this order. Rows of one path stand together, in the order their methods
+/// are listed in `Allow`.
+pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
+    [
+        health::ROUTES,
+        tenants::ROUTES,
+        budgets::ROUTES,
+        reservations::ROUTES,
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+});
 
 /// A path template of the table, with what is derived from its rows.
 #[derive(Debug)]
@@ -218,7 +76,7 @@ pub(crate) static PATHS: LazyLock<Vec<Path>> = LazyLock::new(|| {
         };
         let path = &mut paths[at];
         path.routes.push(i);
-        path.public &= route.access == Public;
+        path.public &= route.access == Access::Public;
         if !path.allow.is_empty() {
             path.allow.push_str(", ");
         }
@@ -325,7 +183,7 @@ impl<'a> Target<'a> {
         let path = self.path()?;
         path.routes
             .iter()
-            .map(|&i| &ROUTES[i])
+            .map(|&i| ROUTES[i])
             .find(|r| r.method == method)
     }
 
@@ -343,7 +201,7 @@ impl<'a> Target<'a> {
         }
         let access = self.route(method).map_or_else(
             || match matched.segments.get(2) {
-                Some(None) => Access::Tenant(Manage),
+                Some(None) => Access::Tenant(Permission::Manage),
                 _ => Access::Admin,
             },
             |r| r.access,
@@ -452,6 +310,7 @@ async fn dispatch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Permission::{Manage, Read, Spend};
 
     /// The index in [`PATHS`] of `template`.
     fn index(template: &str) -> Option<usize> {

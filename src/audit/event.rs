@@ -1,11 +1,18 @@
-//! Who acts, and the typed events of the chain with their canonical payloads.
+//! Who acts, and each event of the chain: its action name, its canonical payload, how it is
+//! read back, and what it does when the chain is replayed. An event's variant and the rule
+//! that records it are in `domain::rules`; everything the audit chain does with it is here.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::replay::{
+    Replay, ReplayedReservation, ReplayedTenant, entry_digest, is_allowed_hold, not_active,
+};
+use crate::domain::rules::{self, Change, Settlement};
 use crate::domain::{
-    Atomic, AuditEvent, BudgetId, Direction, Memo, Name, ReservationId, TenantId, Timestamp, Unit,
+    Atomic, AuditEvent, BudgetId, DEFAULT_BUDGET_NAME, Direction, Memo, Name, Refusal,
+    ReservationId, ReservationState, TenantId, Timestamp, Unit,
 };
 
 /// Who made a change.
@@ -341,4 +348,232 @@ fn amount(raw: &str) -> Result<Atomic, String> {
 
 fn time(raw: &str) -> Result<Timestamp, String> {
     Timestamp::parse(raw).ok_or_else(|| format!("a bad timestamp {raw:?}"))
+}
+
+/// What each event does when `audit verify` replays the chain: it runs the rule the writer
+/// ran (`domain::rules`) on the state the events before it left, and the event the rule
+/// records must be the event recorded. Written here, beside each event's payload, so that an
+/// event is described in one file.
+impl Replay {
+    /// Applies the event of row `seq`, which occurred `at`.
+    pub(super) fn apply(
+        &mut self,
+        seq: i64,
+        at: Timestamp,
+        event: AuditEvent,
+    ) -> Result<(), String> {
+        match event {
+            AuditEvent::TenantCreated {
+                id,
+                name,
+                opening_deposit,
+            } => {
+                if self.tenants.contains_key(&id) {
+                    return Err(format!("creates tenant {id} a second time"));
+                }
+                let budget = id.default_budget();
+                self.new_budget(
+                    seq,
+                    &id,
+                    budget.clone(),
+                    Name::parse(DEFAULT_BUDGET_NAME).expect("a valid name"),
+                    Unit::atomic(),
+                    at,
+                    opening_deposit,
+                )?;
+                self.tenants.insert(
+                    id,
+                    ReplayedTenant {
+                        created_seq: seq,
+                        created_at: at,
+                        name,
+                        tombstoned_at: None,
+                        budgets: vec![budget],
+                        stored: false,
+                    },
+                );
+            }
+            AuditEvent::TenantTombstoned { id } => {
+                let budgets = self.active_tenant(&id)?.budgets.clone();
+                for budget in budgets {
+                    if self.budgets[&budget].closed_at.is_none() {
+                        self.close(&budget, at)?;
+                    }
+                }
+                let tenant = self.tenants.get_mut(&id).expect("checked above");
+                tenant.tombstoned_at = Some(at);
+            }
+            AuditEvent::BudgetCreated {
+                tenant,
+                id,
+                name,
+                unit,
+                opening_deposit,
+            } => {
+                self.active_tenant(&tenant)?;
+                let taken = self
+                    .budgets
+                    .values()
+                    .any(|b| b.tenant == tenant && b.closed_at.is_none() && b.name == name);
+                if taken {
+                    return Err(format!("budget {id} takes the name of an open budget"));
+                }
+                self.new_budget(seq, &tenant, id.clone(), name, unit, at, opening_deposit)?;
+                let owner = self.tenants.get_mut(&tenant).expect("checked above");
+                owner.budgets.push(id);
+            }
+            AuditEvent::BudgetClosed { tenant, id } => {
+                self.open_budget(&tenant, &id)?;
+                self.close(&id, at)?;
+            }
+            AuditEvent::BudgetMoved {
+                ref tenant,
+                ref budget,
+                direction,
+                amount,
+                ref memo,
+            } => {
+                if amount.get() == 0 {
+                    return Err("moves a budget by 0".into());
+                }
+                let figures = self.open_budget(tenant, budget)?.figures;
+                let change =
+                    rules::move_funds(tenant, budget, figures, direction, amount, memo.as_ref())
+                        .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
+                self.take(budget, change, &event, at)?;
+            }
+            AuditEvent::ReservationCreated {
+                ref tenant,
+                ref id,
+                ref budget,
+                amount,
+                expires_at,
+            } => {
+                if self.reservations.contains_key(id)
+                    || amount.get() == 0
+                    || !is_allowed_hold(at, expires_at)
+                {
+                    return Err(format!("a reservation {id} that cannot be made"));
+                }
+                let figures = self.open_budget(tenant, budget)?.figures;
+                let change = rules::reserve(tenant, budget, figures, id, amount, expires_at)
+                    .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
+                self.take(budget, change, &event, at)?;
+                let b = self.budgets.get_mut(budget).expect("checked above");
+                b.active.insert(id.clone());
+                self.reservations.insert(
+                    id.clone(),
+                    ReplayedReservation {
+                        created_seq: seq,
+                        tenant: tenant.clone(),
+                        budget: budget.clone(),
+                        amount,
+                        created_at: at,
+                        expires_at,
+                        state: ReservationState::Active,
+                        stored: false,
+                    },
+                );
+            }
+            AuditEvent::ReservationCommitted {
+                ref tenant,
+                ref id,
+                amount,
+            } => self.settle(tenant, id, Settlement::Commit(amount), &event, at)?,
+            AuditEvent::ReservationReleased { ref tenant, ref id } => {
+                self.settle(tenant, id, Settlement::Release, &event, at)?;
+            }
+            AuditEvent::ReservationExtended {
+                ref tenant,
+                ref id,
+                expires_at,
+            } => {
+                self.own_reservation(tenant, id)?;
+                if !is_allowed_hold(at, expires_at) {
+                    return Err(match self.reservations[id].hold(id).ended_at(at) {
+                        None => format!("extends reservation {id} by a TTL out of range"),
+                        Some(state) => not_active(id, &state),
+                    });
+                }
+                self.settle(tenant, id, Settlement::Extend(expires_at), &event, at)?;
+            }
+            AuditEvent::ReservationExpired { ref tenant, ref id } => {
+                let r = self.own_reservation(tenant, id)?;
+                let budget = r.budget.clone();
+                let figures = self.open_budget(tenant, &budget)?.figures;
+                let expired = rules::expire(figures, &self.reservations[id].hold(id), at).map_err(
+                    |refusal| match refusal {
+                        Refusal::NotDue => format!("expires reservation {id} before its time"),
+                        Refusal::NotActive { .. } => format!("settles reservation {id} twice"),
+                        _ => format!("budget {budget} returns more than it holds"),
+                    },
+                )?;
+                self.take(&budget, expired.change, &event, at)?;
+                self.end_hold(id, expired.state);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes what a rule decided for `budget` if it recorded exactly `event`: the figures,
+    /// and the entry the ledger must show next.
+    fn take(
+        &mut self,
+        budget: &BudgetId,
+        change: Change,
+        event: &AuditEvent,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        if change.event != *event {
+            return Err(format!(
+                "records {:?} where its rule records {:?}",
+                event, change.event
+            ));
+        }
+        let b = self
+            .budgets
+            .get_mut(budget)
+            .expect("a budget checked by the caller");
+        if let Some(draft) = change.entry {
+            b.figures = change.figures;
+            b.ledger = entry_digest(
+                &b.ledger,
+                draft.kind,
+                draft.amount,
+                draft.reservation.as_ref(),
+                draft.memo.as_ref(),
+                at,
+            );
+        }
+        Ok(())
+    }
+
+    /// A commit, a release or an extend of tenant `tenant`'s reservation `id`, by the rule
+    /// the writer runs, which must record `event`.
+    fn settle(
+        &mut self,
+        tenant: &TenantId,
+        id: &ReservationId,
+        settlement: Settlement,
+        event: &AuditEvent,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        let budget = self.own_reservation(tenant, id)?.budget.clone();
+        if let Some(state) = self.reservations[id].hold(id).ended_at(at) {
+            return Err(not_active(id, &state));
+        }
+        let figures = self.open_budget(tenant, &budget)?.figures;
+        let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
+            .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
+        self.take(&budget, settled.change, event, at)?;
+        if settled.state == ReservationState::Active {
+            self.reservations
+                .get_mut(id)
+                .expect("checked above")
+                .expires_at = settled.expires_at;
+        } else {
+            self.end_hold(id, settled.state);
+        }
+        Ok(())
+    }
 }

@@ -7,43 +7,42 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{AuditEvent, Chain, Head, Linked, VerifyError};
 use crate::crypto::sha256;
-use crate::domain::rules::{self, Change, Hold, Settlement};
+use crate::domain::rules::{self, Hold};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, DEFAULT_BUDGET_NAME, EntryKind, Figures, LedgerEntry,
-    Memo, Name, Refusal, Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp,
-    Unit,
+    Atomic, Budget, BudgetId, BudgetState, EntryKind, Figures, LedgerEntry, Memo, Name,
+    Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
 };
 
 /// A tenant as its events leave it.
 #[derive(Debug)]
-struct ReplayedTenant {
-    created_seq: i64,
-    created_at: Timestamp,
-    name: Name,
-    tombstoned_at: Option<Timestamp>,
-    budgets: Vec<BudgetId>,
-    stored: bool,
+pub(super) struct ReplayedTenant {
+    pub(super) created_seq: i64,
+    pub(super) created_at: Timestamp,
+    pub(super) name: Name,
+    pub(super) tombstoned_at: Option<Timestamp>,
+    pub(super) budgets: Vec<BudgetId>,
+    pub(super) stored: bool,
 }
 
 /// A budget as its events leave it.
 #[derive(Debug)]
-struct ReplayedBudget {
-    created_seq: i64,
-    tenant: TenantId,
-    name: Name,
-    unit: Unit,
-    created_at: Timestamp,
-    opening_deposit: Atomic,
-    figures: Figures,
-    closed_at: Option<Timestamp>,
-    active: BTreeSet<ReservationId>,
-    stored: bool,
+pub(super) struct ReplayedBudget {
+    pub(super) created_seq: i64,
+    pub(super) tenant: TenantId,
+    pub(super) name: Name,
+    pub(super) unit: Unit,
+    pub(super) created_at: Timestamp,
+    pub(super) opening_deposit: Atomic,
+    pub(super) figures: Figures,
+    pub(super) closed_at: Option<Timestamp>,
+    pub(super) active: BTreeSet<ReservationId>,
+    pub(super) stored: bool,
     /// The digest of the ledger its events imply, entry by entry (see [`entry_digest`]).
-    ledger: [u8; 32],
+    pub(super) ledger: [u8; 32],
 }
 
 /// Why a change of reservation `id` could not be made: it had ended (in `state`).
-fn not_active(id: &ReservationId, state: &ReservationState) -> String {
+pub(super) fn not_active(id: &ReservationId, state: &ReservationState) -> String {
     if matches!(state, ReservationState::Expired { .. }) {
         format!("acts on reservation {id} after it expired")
     } else {
@@ -53,20 +52,20 @@ fn not_active(id: &ReservationId, state: &ReservationState) -> String {
 
 /// A reservation as its events leave it.
 #[derive(Debug)]
-struct ReplayedReservation {
-    created_seq: i64,
-    tenant: TenantId,
-    budget: BudgetId,
-    amount: Atomic,
-    created_at: Timestamp,
-    expires_at: Timestamp,
-    state: ReservationState,
-    stored: bool,
+pub(super) struct ReplayedReservation {
+    pub(super) created_seq: i64,
+    pub(super) tenant: TenantId,
+    pub(super) budget: BudgetId,
+    pub(super) amount: Atomic,
+    pub(super) created_at: Timestamp,
+    pub(super) expires_at: Timestamp,
+    pub(super) state: ReservationState,
+    pub(super) stored: bool,
 }
 
 impl ReplayedReservation {
     /// The reservation `id` as the rules see it.
-    fn hold<'a>(&'a self, id: &'a ReservationId) -> Hold<'a> {
+    pub(super) fn hold<'a>(&'a self, id: &'a ReservationId) -> Hold<'a> {
         Hold {
             id,
             tenant: &self.tenant,
@@ -87,7 +86,7 @@ fn is_known_actor(actor: &str) -> bool {
 
 /// The running digest of a ledger after one more entry: what an entry says, not what it is
 /// called (its id) nor the figures it shows (checked on their own).
-fn entry_digest(
+pub(super) fn entry_digest(
     before: &[u8; 32],
     kind: EntryKind,
     amount: Atomic,
@@ -128,7 +127,7 @@ fn may_act(actor: &str, event: &AuditEvent) -> bool {
 
 /// Whether a hold from `at` to `expires_at` lasts a whole number of seconds the contract
 /// allows (1 to 86,400).
-fn is_allowed_hold(at: Timestamp, expires_at: Timestamp) -> bool {
+pub(super) fn is_allowed_hold(at: Timestamp, expires_at: Timestamp) -> bool {
     let held = expires_at.unix_ms().saturating_sub(at.unix_ms());
     expires_at > at && held.is_multiple_of(1000) && (1000..=86_400_000).contains(&held)
 }
@@ -137,14 +136,14 @@ fn is_allowed_hold(at: Timestamp, expires_at: Timestamp) -> bool {
 /// and ledger entry, then [`Replay::finish`].
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
-    chain: Chain,
-    tenants: BTreeMap<TenantId, ReplayedTenant>,
-    budgets: BTreeMap<BudgetId, ReplayedBudget>,
-    reservations: BTreeMap<ReservationId, ReplayedReservation>,
+    pub(super) chain: Chain,
+    pub(super) tenants: BTreeMap<TenantId, ReplayedTenant>,
+    pub(super) budgets: BTreeMap<BudgetId, ReplayedBudget>,
+    pub(super) reservations: BTreeMap<ReservationId, ReplayedReservation>,
     /// The ledger of the budget being read: the figures and the digest it has reached.
-    ledger: Option<(BudgetId, Figures, [u8; 32])>,
+    pub(super) ledger: Option<(BudgetId, Figures, [u8; 32])>,
     /// The budgets whose ledgers have been read to their end.
-    ledgers_read: BTreeSet<BudgetId>,
+    pub(super) ledgers_read: BTreeSet<BudgetId>,
 }
 
 impl Replay {
@@ -170,224 +169,8 @@ impl Replay {
         self.apply(seq, at, event).map_err(broken)
     }
 
-    fn apply(&mut self, seq: i64, at: Timestamp, event: AuditEvent) -> Result<(), String> {
-        match event {
-            AuditEvent::TenantCreated {
-                id,
-                name,
-                opening_deposit,
-            } => {
-                if self.tenants.contains_key(&id) {
-                    return Err(format!("creates tenant {id} a second time"));
-                }
-                let budget = id.default_budget();
-                self.new_budget(
-                    seq,
-                    &id,
-                    budget.clone(),
-                    Name::parse(DEFAULT_BUDGET_NAME).expect("a valid name"),
-                    Unit::atomic(),
-                    at,
-                    opening_deposit,
-                )?;
-                self.tenants.insert(
-                    id,
-                    ReplayedTenant {
-                        created_seq: seq,
-                        created_at: at,
-                        name,
-                        tombstoned_at: None,
-                        budgets: vec![budget],
-                        stored: false,
-                    },
-                );
-            }
-            AuditEvent::TenantTombstoned { id } => {
-                let budgets = self.active_tenant(&id)?.budgets.clone();
-                for budget in budgets {
-                    if self.budgets[&budget].closed_at.is_none() {
-                        self.close(&budget, at)?;
-                    }
-                }
-                let tenant = self.tenants.get_mut(&id).expect("checked above");
-                tenant.tombstoned_at = Some(at);
-            }
-            AuditEvent::BudgetCreated {
-                tenant,
-                id,
-                name,
-                unit,
-                opening_deposit,
-            } => {
-                self.active_tenant(&tenant)?;
-                let taken = self
-                    .budgets
-                    .values()
-                    .any(|b| b.tenant == tenant && b.closed_at.is_none() && b.name == name);
-                if taken {
-                    return Err(format!("budget {id} takes the name of an open budget"));
-                }
-                self.new_budget(seq, &tenant, id.clone(), name, unit, at, opening_deposit)?;
-                let owner = self.tenants.get_mut(&tenant).expect("checked above");
-                owner.budgets.push(id);
-            }
-            AuditEvent::BudgetClosed { tenant, id } => {
-                self.open_budget(&tenant, &id)?;
-                self.close(&id, at)?;
-            }
-            AuditEvent::BudgetMoved {
-                ref tenant,
-                ref budget,
-                direction,
-                amount,
-                ref memo,
-            } => {
-                if amount.get() == 0 {
-                    return Err("moves a budget by 0".into());
-                }
-                let figures = self.open_budget(tenant, budget)?.figures;
-                let change =
-                    rules::move_funds(tenant, budget, figures, direction, amount, memo.as_ref())
-                        .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
-                self.take(budget, change, &event, at)?;
-            }
-            AuditEvent::ReservationCreated {
-                ref tenant,
-                ref id,
-                ref budget,
-                amount,
-                expires_at,
-            } => {
-                if self.reservations.contains_key(id)
-                    || amount.get() == 0
-                    || !is_allowed_hold(at, expires_at)
-                {
-                    return Err(format!("a reservation {id} that cannot be made"));
-                }
-                let figures = self.open_budget(tenant, budget)?.figures;
-                let change = rules::reserve(tenant, budget, figures, id, amount, expires_at)
-                    .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
-                self.take(budget, change, &event, at)?;
-                let b = self.budgets.get_mut(budget).expect("checked above");
-                b.active.insert(id.clone());
-                self.reservations.insert(
-                    id.clone(),
-                    ReplayedReservation {
-                        created_seq: seq,
-                        tenant: tenant.clone(),
-                        budget: budget.clone(),
-                        amount,
-                        created_at: at,
-                        expires_at,
-                        state: ReservationState::Active,
-                        stored: false,
-                    },
-                );
-            }
-            AuditEvent::ReservationCommitted {
-                ref tenant,
-                ref id,
-                amount,
-            } => self.settle(tenant, id, Settlement::Commit(amount), &event, at)?,
-            AuditEvent::ReservationReleased { ref tenant, ref id } => {
-                self.settle(tenant, id, Settlement::Release, &event, at)?;
-            }
-            AuditEvent::ReservationExtended {
-                ref tenant,
-                ref id,
-                expires_at,
-            } => {
-                self.own_reservation(tenant, id)?;
-                if !is_allowed_hold(at, expires_at) {
-                    return Err(match self.reservations[id].hold(id).ended_at(at) {
-                        None => format!("extends reservation {id} by a TTL out of range"),
-                        Some(state) => not_active(id, &state),
-                    });
-                }
-                self.settle(tenant, id, Settlement::Extend(expires_at), &event, at)?;
-            }
-            AuditEvent::ReservationExpired { ref tenant, ref id } => {
-                let r = self.own_reservation(tenant, id)?;
-                let budget = r.budget.clone();
-                let figures = self.open_budget(tenant, &budget)?.figures;
-                let expired = rules::expire(figures, &self.reservations[id].hold(id), at).map_err(
-                    |refusal| match refusal {
-                        Refusal::NotDue => format!("expires reservation {id} before its time"),
-                        Refusal::NotActive { .. } => format!("settles reservation {id} twice"),
-                        _ => format!("budget {budget} returns more than it holds"),
-                    },
-                )?;
-                self.take(&budget, expired.change, &event, at)?;
-                self.end_hold(id, expired.state);
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes what a rule decided for `budget` if it recorded exactly `event`: the figures,
-    /// and the entry the ledger must show next.
-    fn take(
-        &mut self,
-        budget: &BudgetId,
-        change: Change,
-        event: &AuditEvent,
-        at: Timestamp,
-    ) -> Result<(), String> {
-        if change.event != *event {
-            return Err(format!(
-                "records {:?} where its rule records {:?}",
-                event, change.event
-            ));
-        }
-        let b = self
-            .budgets
-            .get_mut(budget)
-            .expect("a budget checked by the caller");
-        if let Some(draft) = change.entry {
-            b.figures = change.figures;
-            b.ledger = entry_digest(
-                &b.ledger,
-                draft.kind,
-                draft.amount,
-                draft.reservation.as_ref(),
-                draft.memo.as_ref(),
-                at,
-            );
-        }
-        Ok(())
-    }
-
-    /// A commit, a release or an extend of tenant `tenant`'s reservation `id`, by the rule
-    /// the writer runs, which must record `event`.
-    fn settle(
-        &mut self,
-        tenant: &TenantId,
-        id: &ReservationId,
-        settlement: Settlement,
-        event: &AuditEvent,
-        at: Timestamp,
-    ) -> Result<(), String> {
-        let budget = self.own_reservation(tenant, id)?.budget.clone();
-        if let Some(state) = self.reservations[id].hold(id).ended_at(at) {
-            return Err(not_active(id, &state));
-        }
-        let figures = self.open_budget(tenant, &budget)?.figures;
-        let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
-            .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
-        self.take(&budget, settled.change, event, at)?;
-        if settled.state == ReservationState::Active {
-            self.reservations
-                .get_mut(id)
-                .expect("checked above")
-                .expires_at = settled.expires_at;
-        } else {
-            self.end_hold(id, settled.state);
-        }
-        Ok(())
-    }
-
     #[allow(clippy::too_many_arguments)]
-    fn new_budget(
+    pub(super) fn new_budget(
         &mut self,
         seq: i64,
         tenant: &TenantId,
@@ -426,7 +209,7 @@ impl Replay {
         Ok(())
     }
 
-    fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
+    pub(super) fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
         match self.tenants.get(id) {
             Some(t) if t.tombstoned_at.is_none() => Ok(t),
             Some(_) => Err(format!("moves tombstoned tenant {id}")),
@@ -434,7 +217,7 @@ impl Replay {
         }
     }
 
-    fn open_budget(
+    pub(super) fn open_budget(
         &mut self,
         tenant: &TenantId,
         id: &BudgetId,
@@ -450,7 +233,7 @@ impl Replay {
     }
 
     /// Tenant `tenant`'s reservation `id`, in whatever state.
-    fn own_reservation(
+    pub(super) fn own_reservation(
         &self,
         tenant: &TenantId,
         id: &ReservationId,
@@ -464,7 +247,7 @@ impl Replay {
     }
 
     /// Ends the hold `id` in `state`: it leaves its budget's active holds.
-    fn end_hold(&mut self, id: &ReservationId, state: ReservationState) {
+    pub(super) fn end_hold(&mut self, id: &ReservationId, state: ReservationState) {
         let r = self
             .reservations
             .get_mut(id)
@@ -479,7 +262,7 @@ impl Replay {
 
     /// Releases the budget's active reservations and closes it, at `at`, by the rule the
     /// writer runs.
-    fn close(&mut self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
+    pub(super) fn close(&mut self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
         let budget = self.budgets.get_mut(id).expect("checked by the caller");
         // Released in the order the store releases them: soonest to expire first.
         let mut active: Vec<(Timestamp, ReservationId)> = std::mem::take(&mut budget.active)

@@ -9,7 +9,6 @@
 //! Nothing here knows HTTP, JSON bodies or SQL.
 
 mod budget;
-mod event;
 mod id;
 mod idempotency;
 mod ledger;
@@ -23,12 +22,12 @@ pub(crate) use budget::{
     Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
     Refusal, Unit,
 };
-pub(crate) use event::AuditEvent;
 pub(crate) use id::{BudgetId, EntryId, ReservationId, TenantId};
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
 pub(crate) use reservation::{NewReservation, Reservation, ReservationState, Settle, Ttl};
+pub(crate) use rules::AuditEvent;
 pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
 pub(crate) use time::Timestamp;
 

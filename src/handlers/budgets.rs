@@ -17,6 +17,31 @@ use crate::problem::ApiError;
 use crate::store::{CloseBudget, CreateBudget, MoveBudget, StoredResponse};
 use crate::views;
 
+use super::route::{Call, Route, handler, route, take, tenant};
+use crate::oidc::Permission::{Manage, Read};
+
+/// The rows of the route table (see [`super::route`]).
+#[rustfmt::skip]
+pub(crate) const ROUTES: &[Route] = &[
+    // List a tenant's budgets; create one.
+    route("GET", "/v1/tenants/{id}/budgets", tenant(Read), handler!(|c| list(c.app, c.tenant(), c.query).await)),
+    route("POST", "/v1/tenants/{id}/budgets", tenant(Manage), handler!(|c| { let (who, id) = (c.who(), c.tenant()); create(c.app, who, take(c.unread), id).await })),
+    // Read a budget; close it.
+    route("GET", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Read), handler!(|c| { let (id, b) = c.pair(); get(c.app, id, b).await })),
+    route("DELETE", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (id, b) = c.pair(); close(c.app, c.who(), id, b).await })),
+    // Top a budget up; withdraw from it.
+    route("POST", "/v1/tenants/{id}/budgets/{budget_id}/credits", tenant(Manage), handler!(|c| move_call(c, Direction::Credit).await)),
+    route("POST", "/v1/tenants/{id}/budgets/{budget_id}/debits", tenant(Manage), handler!(|c| move_call(c, Direction::Debit).await)),
+    // A budget's ledger.
+    route("GET", "/v1/tenants/{id}/budgets/{budget_id}/entries", tenant(Read), handler!(|c| entries(c.app, c.pair(), c.query).await)),
+];
+
+/// A credit or a debit, from its route.
+async fn move_call(call: Call<'_>, direction: Direction) -> Result<HttpResponse, ApiError> {
+    let (who, ids) = (call.who(), call.pair());
+    movement(call.app, who, take(call.unread), ids, direction).await
+}
+
 /// `POST /v1/tenants/<id>/budgets`.
 pub(crate) async fn create(
     app: &App,

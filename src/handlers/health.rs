@@ -11,6 +11,22 @@ use super::{HttpResponse, json_response};
 use crate::app::App;
 use crate::problem::ApiError;
 
+use super::route::Access::Public;
+use super::route::{Route, handler, route};
+
+/// The rows of the route table (see [`super::route`]).
+#[rustfmt::skip]
+pub(crate) const ROUTES: &[Route] = &[
+    // Liveness: answers while the process runs.
+    route("GET", "/healthz", Public, handler!(|_c| Ok(healthz()))),
+    // Readiness: answers when a write could begin.
+    route("GET", "/readyz", Public, handler!(|c| readyz(c.app).await)),
+    // Prometheus text exposition.
+    route("GET", "/metrics", Public, handler!(|c| Ok(metrics(c.app)))),
+    // The API's own description.
+    route("GET", "/v1/openapi.json", Public, handler!(|_c| Ok(openapi()))),
+];
+
 /// How long `/readyz` waits for the database to prove a write could begin.
 pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(1);
 

@@ -1,5 +1,5 @@
-//! One function per endpoint, a file per resource: request → domain types → store command →
-//! response. This file holds what every handler shares: reading a bounded body, the media
+//! One function per endpoint, a file per resource, with the resource's rows of the route
+//! table beside them: request → domain types → store operation → response. This file holds what every handler shares: reading a bounded body, the media
 //! type checks, the JSON object reader, the `Idempotency-Key` header and the rendering of a
 //! keyed write's answer.
 
@@ -11,6 +11,8 @@ pub(crate) mod health;
 mod query;
 /// Reservations: reserve, commit, release, extend.
 pub(crate) mod reservations;
+/// A route as data: method, template, who may call it, handler; each resource lists its rows.
+pub(crate) mod route;
 /// `/v1/tenants` and `/v1/tenants/<id>`.
 pub(crate) mod tenants;
 

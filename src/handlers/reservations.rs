@@ -14,6 +14,29 @@ use crate::problem::ApiError;
 use crate::store::{Reserve, SettleReservation, StoredResponse};
 use crate::views;
 
+use super::route::{Call, Route, handler, route, take, tenant};
+use crate::oidc::Permission::{Read, Spend};
+
+/// The rows of the route table (see [`super::route`]).
+#[rustfmt::skip]
+pub(crate) const ROUTES: &[Route] = &[
+    // List a tenant's reservations; reserve.
+    route("GET", "/v1/tenants/{id}/reservations", tenant(Read), handler!(|c| list(c.app, c.tenant(), c.query).await)),
+    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); create(c.app, who, take(c.unread), id).await })),
+    // Read a reservation.
+    route("GET", "/v1/tenants/{id}/reservations/{reservation_id}", tenant(Read), handler!(|c| { let (id, r) = c.pair(); get(c.app, id, r).await })),
+    // Commit, release or extend a reservation.
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/commit", tenant(Spend), handler!(|c| settle_call(c, Action::Commit).await)),
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/release", tenant(Spend), handler!(|c| settle_call(c, Action::Release).await)),
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/extend", tenant(Spend), handler!(|c| settle_call(c, Action::Extend).await)),
+];
+
+/// A commit, release or extend, from its route.
+async fn settle_call(call: Call<'_>, action: Action) -> Result<HttpResponse, ApiError> {
+    let (who, ids) = (call.who(), call.pair());
+    settle(call.app, who, take(call.unread), ids, action).await
+}
+
 /// What a commit, release or extend asks for, before its body is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {

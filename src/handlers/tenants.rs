@@ -15,6 +15,21 @@ use crate::problem::ApiError;
 use crate::store::{CreateTenant, Created, StoredResponse, TombstoneTenant};
 use crate::views;
 
+use super::route::Access::Admin;
+use super::route::{Route, handler, route, take, tenant as under_tenant};
+use crate::oidc::Permission::{Manage, Read};
+
+/// The rows of the route table (see [`super::route`]).
+#[rustfmt::skip]
+pub(crate) const ROUTES: &[Route] = &[
+    // List tenants; provision one.
+    route("GET", "/v1/tenants", Admin, handler!(|c| list(c.app, c.query).await)),
+    route("POST", "/v1/tenants", Admin, handler!(|c| create(c.app, c.who(), take(c.unread)).await)),
+    // Read a tenant's overview; tombstone it.
+    route("GET", "/v1/tenants/{id}", under_tenant(Read), handler!(|c| get(c.app, c.tenant()).await)),
+    route("DELETE", "/v1/tenants/{id}", under_tenant(Manage), handler!(|c| tombstone(c.app, c.who(), c.tenant()).await)),
+];
+
 /// A create request as the handler hands it to the store: the parsed body and its key.
 #[derive(Debug)]
 pub struct CreateRequest {
