@@ -8,9 +8,9 @@
 //! Two backends implement it: SQLite ([`sqlite`], one file: a writer thread that
 //! group-commits, reader threads, a sync thread and a checkpoint thread) and PostgreSQL
 //! ([`postgres`], any number of instances on one database). Both run the same write
-//! operations ([`ops`], through the batch engine in [`write`]) and the same queries
-//! ([`queries`]) over one seam ([`sql`]); nothing outside their folders names `rusqlite` or
-//! `tokio_postgres`.
+//! operations ([`ops`], through the batch engine in [`write`]), the same queries ([`queries`])
+//! and the same `audit verify` ([`verify`]) over one seam ([`sql`]); nothing outside their
+//! folders names `rusqlite` or `tokio_postgres`.
 //!
 //! # Bounds
 //!
@@ -33,6 +33,7 @@ mod rows;
 mod sql;
 mod sqlite;
 mod threads;
+mod verify;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -183,6 +184,17 @@ pub(crate) enum StoreError {
     Unavailable(String),
     /// A bug: a panic in a command or data that breaks an invariant. For the log only.
     Internal(String),
+}
+
+impl std::fmt::Display for StoreError {
+    /// What went wrong, for the log and the command-line tools, never for a client: the
+    /// database's own words for what it could not do, a refusal's name otherwise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(cause) | Self::Internal(cause) => f.write_str(cause),
+            refusal => write!(f, "{refusal:?}"),
+        }
+    }
 }
 
 /// A response as the handler rendered it, kept to replay a keyed write. `Debug` never shows
@@ -351,17 +363,20 @@ impl Store {
 }
 
 /// `tenantd audit verify`: replays the chain of the database at `db` (a SQLite file or a
-/// PostgreSQL URL) and compares it with the stored rows; the head on success.
+/// PostgreSQL URL) and compares it with the stored rows ([`verify`], the same for both); the
+/// head on success.
 pub(crate) fn verify_audit(db: &Path) -> Result<Head, String> {
-    match postgres_url(db) {
-        None => sqlite::verify_audit(db),
-        Some(url) => block_on(async {
-            let mut client = postgres::connect(url).await?;
-            postgres::verify::verify(&mut client)
-                .await
-                .map_err(|e| e.to_string())
-        }),
-    }
+    let verdict = match postgres_url(db) {
+        None => verify::verify(&mut sqlite::reader(db)?),
+        Some(url) => {
+            let mut database = postgres::blocking::Blocking::connect_for_tool(url)?;
+            database
+                .expect_schema()
+                .map_err(|e| crate::audit::VerifyError::Read(e).to_string())?;
+            verify::verify(&mut database)
+        }
+    };
+    verdict.map_err(|e| e.to_string())
 }
 
 /// `db` as a log line or an error may show it: a file's path, or a URL without its password.

@@ -1,5 +1,5 @@
-//! `tenantd audit verify` on PostgreSQL: the rows of one snapshot fed to the same replay as
-//! SQLite's.
+//! `audit verify` of a copy's target on PostgreSQL, inside the copy's transaction: the rows
+//! fed to the same replay as `audit verify`'s.
 
 use tokio_postgres::{Client, Row};
 
@@ -7,24 +7,8 @@ use super::RowError;
 use crate::audit::{Entry, Head, Linked, Replay, VerifyError};
 use crate::store::rows::{self, TextRow};
 
-/// Replays the chain and compares every stored tenant, budget, reservation and ledger entry
-/// with it, all read in one snapshot (a live database being written verifies too).
-pub(crate) async fn verify(client: &mut Client) -> Result<Head, VerifyError> {
-    let read = |e: tokio_postgres::Error| VerifyError::Read(super::explain(&e));
-    super::expect_schema(client)
-        .await
-        .map_err(VerifyError::Read)?;
-    client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await
-        .map_err(read)?;
-    let verdict = verify_in_transaction(client).await;
-    client.batch_execute("ROLLBACK").await.map_err(read)?;
-    verdict
-}
-
-/// [`verify`] inside the transaction the caller has begun on `client`: what it reads is what
-/// that transaction sees, its own writes included (a copy checks its target before it
+/// `audit verify` inside the transaction the caller has begun on `client`: what it reads is
+/// what that transaction sees, its own writes included (a copy checks its target before it
 /// commits).
 pub(crate) async fn verify_in_transaction(client: &Client) -> Result<Head, VerifyError> {
     let mut replay = Replay::default();
@@ -98,10 +82,15 @@ async fn each(
 
 /// An audit row of [`rows::EVERY_EVENT`]; a column that cannot be read breaks the chain there.
 fn event(row: &Row, last: i64) -> Result<Linked, VerifyError> {
-    let seq: i64 = row.try_get(0).map_err(|e| VerifyError::Broken {
-        seq: last + 1,
-        reason: format!("a column cannot be read: {e}"),
-    })?;
+    let seq: i64 = row
+        .column(0)
+        .ok()
+        .flatten()
+        .and_then(|seq| seq.parse().ok())
+        .ok_or_else(|| VerifyError::Broken {
+            seq: last + 1,
+            reason: "a column cannot be read: the seq".into(),
+        })?;
     let text = |i: usize| -> Result<String, VerifyError> {
         match row.column(i) {
             Ok(Some(value)) => Ok(value.into_owned()),

@@ -5,11 +5,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{Connection, ToSql};
+use rusqlite::{Connection, OptionalExtension, ToSql};
 
-use super::{audit, open};
+use super::open;
 use crate::audit::Head;
 use crate::store::copy::{CHUNK_ROWS, Kind, Row, Table, Value};
+use crate::store::verify;
 
 impl ToSql for Value {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -180,12 +181,25 @@ impl File {
     }
 
     pub(in crate::store) fn head(&self) -> Result<Head, String> {
-        audit::load_head(&self.conn).map_err(|e| format!("{}: {e}", self.path.display()))
+        self.conn
+            .query_row(
+                "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1",
+                [],
+                |row| {
+                    Ok(Head {
+                        seq: row.get(0)?,
+                        hash: row.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map(|head| head.unwrap_or_else(Head::genesis))
+            .map_err(|e| format!("{}: {e}", self.path.display()))
     }
 
     /// Verifies the chain as this file's open transaction (if any) sees it.
-    pub(in crate::store) fn verify(&self) -> Result<Head, String> {
-        audit::verify(&self.conn).map_err(|e| match &self.partial {
+    pub(in crate::store) fn verify(&mut self) -> Result<Head, String> {
+        verify::verify(&mut self.conn).map_err(|e| match &self.partial {
             Some(_) => format!("{}: {e}; nothing was kept", self.path.display()),
             None => format!("{}: {e}", self.path.display()),
         })
