@@ -392,32 +392,49 @@ pub(crate) fn postgres_url(db: &Path) -> Option<&str> {
     db.to_str().filter(|text| postgres::is_url(text))
 }
 
-/// Runs a command-line tool's work on a runtime of its own.
-fn block_on<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?
-        .block_on(work)
-}
-
 /// What a finished copy holds.
 pub(crate) use copy::Copied;
 
 /// `tenantd copy`: the whole database `from` into the empty `to`, either a SQLite file or a
-/// PostgreSQL URL; `progress` hears what is being done.
+/// PostgreSQL URL; `progress` hears what is being done. The copy is written once, over the
+/// seam ([`mod@copy`]); each backend opens its side, and commits a target.
 pub(crate) fn copy(from: &Path, to: &Path, progress: impl FnMut(&str)) -> Result<Copied, String> {
-    block_on(async {
-        let mut source = match postgres_url(from) {
-            Some(url) => copy::Side::Postgres(postgres::copy::Database::source(url).await?),
-            None => copy::Side::Sqlite(sqlite::copy::File::source(from)?),
-        };
-        let mut target = match postgres_url(to) {
-            Some(url) => copy::Side::Postgres(postgres::copy::Database::create(url).await?),
-            None => copy::Side::Sqlite(sqlite::copy::File::create(to)?),
-        };
-        copy::run(&mut source, &mut target, progress).await
-    })
+    let name = describe(from);
+    match postgres_url(from) {
+        Some(url) => {
+            let db = postgres::copy::source(url)?;
+            copy_into(copy::Side { db, name }, to, progress)
+        }
+        None => {
+            let db = sqlite::copy::source(from)?;
+            copy_into(copy::Side { db, name }, to, progress)
+        }
+    }
+}
+
+/// [`copy()`] from its source, open, into `to`.
+fn copy_into(
+    source: copy::Side<impl sql::Sql>,
+    to: &Path,
+    progress: impl FnMut(&str),
+) -> Result<Copied, String> {
+    let name = describe(to);
+    match postgres_url(to) {
+        Some(url) => {
+            let db = postgres::copy::target(url)?;
+            let target = copy::Side {
+                db,
+                name: name.clone(),
+            };
+            let commit = |db: &mut _| postgres::copy::commit(db, &name);
+            copy::run(source, target, commit, progress)
+        }
+        None => {
+            let (db, file) = sqlite::copy::File::create(to)?;
+            let target = copy::Side { db, name };
+            copy::run(source, target, |db| file.commit(db), progress)
+        }
+    }
 }
 
 /// What a finished backup holds.

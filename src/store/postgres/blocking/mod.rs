@@ -10,8 +10,7 @@
 //!   statements prepared once;
 //! - `pipeline.rs`: statements sent together and answered in one round trip;
 //! - `errors.rs`: the server's errors as the store's;
-//! - [`super::codec`]: parameters encoded as the server's types, and rows decoded (the
-//!   codec serves the async clients of `audit verify` too, so it sits beside this folder);
+//! - [`super::codec`]: parameters encoded as the server's types, and rows decoded;
 //! - `tests.rs`: the connection as a whole, against a live server.
 
 mod connection;
