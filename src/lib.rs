@@ -16,11 +16,11 @@
 //! | `domain` | newtypes parsed at the edge: names, amounts, ids, keys, times; tenants, budgets, reservations, entries |
 //! | `views` | the JSON a client sees; only handlers use it |
 //! | `problem` | the one HTTP error type, rendered as RFC 9457 problem details |
-//! | `store` | the handle handlers call; its threads, queries and write path, written once for both backends |
+//! | `store` | the handle handlers call; its threads, queries, write path, `audit verify` and `copy`, written once for both backends |
 //! | `store::ops` | the write operations, one type a file, each run in the writer's transaction |
 //! | `store::write` | the batch engine, the writer's state, the audit chain's append, idempotency, counters |
-//! | `store::sqlite` | the SQLite backend: writer (group commit), syncer, checkpoints, migrations, backup, `copy` |
-//! | `store::postgres` | the PostgreSQL backend: writer under the chain's lock, `numeric` amounts, TLS, schema, `copy` |
+//! | `store::sqlite` | the SQLite backend: writer (group commit), syncer, checkpoints, migrations, backup, its side of `copy` |
+//! | `store::postgres` | the PostgreSQL backend: writer under the chain's lock, `numeric` amounts, TLS, schema, its side of `copy` |
 //! | `audit` | the typed audit events, link hashes, and verification as a fold over rows |
 //! | `app` | what every handler shares |
 //! | `ids` | monotonic tenant ids, tenant tokens, request ids |

@@ -9,19 +9,34 @@
 //! table's rows as read; before the commit the target is read back in its own transaction,
 //! its digests must be the same, and its chain must verify and end at the source's head. A
 //! source that does not verify is therefore never copied.
+//!
+//! All of that is written once, over the SQL seam ([`Sql`]): each table of the source is
+//! streamed ([`Sql::for_each_row`]) and written into the target a chunk at a time, in the SQL
+//! both backends speak. What differs is handed in by [`super::copy()`], which picks the
+//! backends: each side opened by its backend (a file or a URL, the snapshot or the transaction
+//! begun, the target's schema made), and the target's commit (a file is also closed and given
+//! its name).
+
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::{postgres, sqlite};
+use super::StoreError;
+use super::sql::{Param, Row, RowError, Sql, text};
+use super::verify;
+use super::write::chain;
 use crate::audit::Head;
 
-/// Rows read and written at a time (on PostgreSQL, one statement each way).
-pub(crate) const CHUNK_ROWS: usize = 1000;
+/// Rows written at a time, in one statement.
+const CHUNK_ROWS: usize = 1000;
+
+/// How often progress is shown while a table is copied.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a column's value is kept: the same on both backends but for amounts, which are text in
 /// SQLite and `numeric(39,0)` in PostgreSQL (copied through their decimal text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+enum Kind {
     Text,
     Integer,
     Amount,
@@ -29,17 +44,17 @@ pub(crate) enum Kind {
 }
 
 /// A table and its columns, the key (the leading `key` columns) first.
-pub(crate) struct Table {
-    pub(crate) name: &'static str,
-    pub(crate) key: usize,
-    pub(crate) columns: &'static [(&'static str, Kind)],
+struct Table {
+    name: &'static str,
+    key: usize,
+    columns: &'static [(&'static str, Kind)],
 }
 
 use Kind::{Amount, Bytes, Integer, Text};
 
 /// Every table, in the order they are written. The chain comes first: each event must follow
 /// the one before it, which the schema's trigger checks as the rows go in.
-pub(crate) const TABLES: &[Table] = &[
+const TABLES: &[Table] = &[
     Table {
         name: "audit_events",
         key: 1,
@@ -135,19 +150,32 @@ pub(crate) const TABLES: &[Table] = &[
 
 /// One stored value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Value {
+enum Value {
     Null,
     Text(String),
     Integer(i64),
     Bytes(Vec<u8>),
 }
 
+impl Value {
+    /// The value as a statement's parameter: an amount goes as its decimal text, which
+    /// PostgreSQL's `numeric` columns take as the number.
+    fn param(&self) -> Param<'_> {
+        match self {
+            Value::Null => Param::Null,
+            Value::Text(text) => Param::Text(text),
+            Value::Integer(n) => Param::Int(*n),
+            Value::Bytes(bytes) => Param::Bytes(bytes),
+        }
+    }
+}
+
 /// A row: its values in the table's column order.
-pub(crate) type Row = Vec<Value>;
+type Values = Vec<Value>;
 
 /// Adds a row to a table's digest: each value tagged with its kind and length, so that no two
 /// different rows feed the same bytes.
-fn digest_row(digest: &mut Sha256, row: &Row) {
+fn digest_row(digest: &mut Sha256, row: &Values) {
     for value in row {
         let (tag, bytes): (u8, &[u8]) = match value {
             Value::Null => (0, &[]),
@@ -165,66 +193,13 @@ fn digest_row(digest: &mut Sha256, row: &Row) {
     }
 }
 
-/// One side of a copy.
-pub(crate) enum Side {
-    Sqlite(sqlite::copy::File),
-    Postgres(postgres::copy::Database),
-}
-
-impl Side {
-    /// Up to [`CHUNK_ROWS`] rows of `table` after the key `after`, in key order.
-    async fn rows(&mut self, table: &Table, after: Option<&[Value]>) -> Result<Vec<Row>, String> {
-        match self {
-            Side::Sqlite(file) => file.rows(table, after),
-            Side::Postgres(db) => db.rows(table, after).await,
-        }
-    }
-
-    async fn insert(&mut self, table: &Table, rows: &[Row]) -> Result<(), String> {
-        match self {
-            Side::Sqlite(file) => file.insert(table, rows),
-            Side::Postgres(db) => db.insert(table, rows).await,
-        }
-    }
-
-    async fn count(&mut self, table: &Table) -> Result<u64, String> {
-        match self {
-            Side::Sqlite(file) => file.count(table),
-            Side::Postgres(db) => db.count(table).await,
-        }
-    }
-
-    /// Reads every row of `table` in key order, a chunk at a time, into a digest (and into
-    /// `into`, when given); its row count and digest. `progress` hears of long tables.
-    async fn read_table(
-        &mut self,
-        table: &Table,
-        mut into: Option<&mut Side>,
-        progress: &mut impl FnMut(&str),
-    ) -> Result<(u64, [u8; 32]), String> {
-        let total = self.count(table).await?;
-        let mut digest = Sha256::new();
-        let (mut done, mut after): (u64, Option<Row>) = (0, None);
-        let mut shown = std::time::Instant::now();
-        loop {
-            let rows = self.rows(table, after.as_deref()).await?;
-            for row in &rows {
-                digest_row(&mut digest, row);
-            }
-            if let Some(target) = into.as_deref_mut() {
-                target.insert(table, &rows).await?;
-            }
-            done += rows.len() as u64;
-            if shown.elapsed() >= PROGRESS_INTERVAL {
-                progress(&format!("{}: {done} of {total} rows", table.name));
-                shown = std::time::Instant::now();
-            }
-            match rows.last() {
-                Some(last) if rows.len() == CHUNK_ROWS => after = Some(last[..table.key].to_vec()),
-                _ => return Ok((done, digest.finalize().into())),
-            }
-        }
-    }
+/// One side of a copy: its connection, opened by its backend (the source in its snapshot, the
+/// target in its transaction), and its database as messages name it.
+pub(crate) struct Side<D> {
+    /// The connection.
+    pub(crate) db: D,
+    /// A file's path, or a URL without its password.
+    pub(crate) name: String,
 }
 
 /// What a finished copy holds.
@@ -239,14 +214,15 @@ pub(crate) struct Copied {
 }
 
 /// Copies every table of `source` into the empty `target`, reporting progress through
-/// `progress`, reads the target back and checks it, and only then commits it.
-pub(crate) async fn run(
-    source: &mut Side,
-    target: &mut Side,
+/// `progress`, reads the target back and checks it, and only then has `commit` commit it.
+pub(crate) fn run<S: Sql, T: Sql>(
+    mut source: Side<S>,
+    mut target: Side<T>,
+    commit: impl FnOnce(&mut T) -> Result<(), String>,
     mut progress: impl FnMut(&str),
 ) -> Result<Copied, String> {
     for table in TABLES {
-        let held = target.count(table).await?;
+        let held = count(&mut target, table)?;
         if held > 0 {
             return Err(format!(
                 "the target is not empty: its {} holds {held} rows; copy writes only into an \
@@ -258,9 +234,9 @@ pub(crate) async fn run(
     let mut counts = Vec::with_capacity(TABLES.len());
     let mut digests = Vec::with_capacity(TABLES.len());
     for table in TABLES {
-        let (done, digest) = source
-            .read_table(table, Some(&mut *target), &mut progress)
-            .await?;
+        let (done, digest) = read_table(&mut source, table, &mut progress, |rows| {
+            insert(&mut target, table, rows)
+        })?;
         progress(&format!("{}: {done} rows", table.name));
         counts.push((table.name, done));
         digests.push(digest);
@@ -269,32 +245,25 @@ pub(crate) async fn run(
     // file, given its name) before they pass.
     progress("reading the copy back");
     for (table, expected) in TABLES.iter().zip(&digests) {
-        if target.read_table(table, None, &mut progress).await?.1 != *expected {
+        if read_table(&mut target, table, &mut progress, |_| Ok(()))?.1 != *expected {
             return Err(format!(
                 "the copy's {} differs from the source's; nothing was kept",
                 table.name
             ));
         }
     }
-    let source_head = match source {
-        Side::Sqlite(file) => file.head()?,
-        Side::Postgres(db) => db.head().await?,
-    };
     progress("verifying the copy's audit chain");
-    let head = match target {
-        Side::Sqlite(file) => file.verify()?,
-        Side::Postgres(db) => db.verify_uncommitted().await?,
-    };
+    let head = verify::verify_in_transaction(&mut target.db)
+        .map_err(|e| format!("{}: {e}; nothing was kept", target.name))?;
+    let source_head =
+        chain::load_head(&mut source.db).map_err(|e| format!("{}: {e}", source.name))?;
     if head != source_head {
         return Err(format!(
             "the copy's chain ends at {} (seq {}), the source's at {} (seq {}); nothing was kept",
             head.hash, head.seq, source_head.hash, source_head.seq
         ));
     }
-    match target {
-        Side::Sqlite(file) => file.commit()?,
-        Side::Postgres(db) => db.commit().await?,
-    }
+    commit(&mut target.db)?;
     progress("committed");
     let mut all = Sha256::new();
     for digest in &digests {
@@ -307,16 +276,159 @@ pub(crate) async fn run(
     })
 }
 
-/// How often progress is shown while a table is copied.
-const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The rows `table` holds on `side`.
+fn count(side: &mut Side<impl Sql>, table: &Table) -> Result<u64, String> {
+    let failed = |e: StoreError| format!("{}: {}: {e}", side.name, table.name);
+    let sql = format!("SELECT CAST(count(*) AS TEXT) FROM {}", table.name);
+    let counted = side.db.query_opt(&sql, &[], |row| {
+        let n = text(row, 0)?;
+        n.parse()
+            .map_err(|_| row.corrupt(0, format!("a bad count {n:?}")))
+    });
+    counted
+        .map_err(failed)?
+        .ok_or_else(|| failed(StoreError::Internal("a count without a row".into())))
+}
+
+/// Why the rows of a table stopped coming.
+enum Stop {
+    /// The side's rows could not be read.
+    Read(StoreError),
+    /// The rows could not be handed on: the message names the database that refused them.
+    HandedOn(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Self::Read(e)
+    }
+}
+
+/// Streams every row of `table` on `side` in key order into a digest, handing the rows to
+/// `sink` [`CHUNK_ROWS`] at a time; its row count and digest. `progress` hears of long tables.
+fn read_table(
+    side: &mut Side<impl Sql>,
+    table: &Table,
+    progress: &mut impl FnMut(&str),
+    mut sink: impl FnMut(&[Values]) -> Result<(), String>,
+) -> Result<(u64, [u8; 32]), String> {
+    let total = count(side, table)?;
+    let mut digest = Sha256::new();
+    let mut chunk: Vec<Values> = Vec::with_capacity(CHUNK_ROWS);
+    let mut done: u64 = 0;
+    let mut shown = Instant::now();
+    let mut hand_on = |chunk: &mut Vec<Values>| {
+        sink(chunk)?;
+        done += chunk.len() as u64;
+        chunk.clear();
+        if shown.elapsed() >= PROGRESS_INTERVAL {
+            progress(&format!("{}: {done} of {total} rows", table.name));
+            shown = Instant::now();
+        }
+        Ok::<(), String>(())
+    };
+    let read = side.db.for_each_row(&select(table), &[], |row| {
+        let values = values(table, row).map_err(StoreError::from)?;
+        digest_row(&mut digest, &values);
+        chunk.push(values);
+        if chunk.len() == CHUNK_ROWS {
+            hand_on(&mut chunk).map_err(Stop::HandedOn)?;
+        }
+        Ok(())
+    });
+    match read {
+        Ok(()) => hand_on(&mut chunk)?,
+        Err(Stop::Read(e)) => return Err(format!("{}: {}: {e}", side.name, table.name)),
+        Err(Stop::HandedOn(e)) => return Err(e),
+    }
+    Ok((done, digest.finalize().into()))
+}
+
+/// The query that reads every row of `table` in key order. Integers are read as text, as
+/// every other value but bytes (each backend hands amounts over in decimal); the `ORDER BY`
+/// names the table's columns, not the text of the same name.
+fn select(table: &Table) -> String {
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .map(|(name, kind)| match kind {
+            Kind::Integer => format!("CAST({name} AS TEXT)"),
+            Kind::Text | Kind::Amount | Kind::Bytes => (*name).to_owned(),
+        })
+        .collect();
+    let key: Vec<String> = table.columns[..table.key]
+        .iter()
+        .map(|(name, _)| format!("{}.{name}", table.name))
+        .collect();
+    format!(
+        "SELECT {} FROM {} ORDER BY {}",
+        columns.join(", "),
+        table.name,
+        key.join(", ")
+    )
+}
+
+/// The values of a row of [`select`].
+fn values(table: &Table, row: &Row<'_>) -> Result<Values, RowError> {
+    let mut values = Vec::with_capacity(table.columns.len());
+    for (i, (_, kind)) in table.columns.iter().enumerate() {
+        let value = match kind {
+            Kind::Text | Kind::Amount => row.column(i)?.map(|text| Value::Text(text.into_owned())),
+            Kind::Integer => match row.column(i)? {
+                Some(n) => {
+                    Some(Value::Integer(n.parse().map_err(|_| {
+                        row.corrupt(i, format!("not an integer: {n:?}"))
+                    })?))
+                }
+                None => None,
+            },
+            Kind::Bytes => row.blob(i)?.map(|bytes| Value::Bytes(bytes.into_owned())),
+        };
+        values.push(value.unwrap_or(Value::Null));
+    }
+    Ok(values)
+}
+
+/// Writes `rows` into `table` on `side` with one statement.
+fn insert(side: &mut Side<impl Sql>, table: &Table, rows: &[Values]) -> Result<(), String> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let width = table.columns.len();
+    let tuples: Vec<String> = (0..rows.len())
+        .map(|r| {
+            let marks: Vec<String> = (1..=width).map(|i| format!("?{}", r * width + i)).collect();
+            format!("({})", marks.join(", "))
+        })
+        .collect();
+    let names: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        table.name,
+        names.join(", "),
+        tuples.join(", ")
+    );
+    let params: Vec<Param<'_>> = rows.iter().flatten().map(Value::param).collect();
+    side.db
+        .execute(&sql, &params)
+        .map(drop)
+        .map_err(|e| format!("{}: {}: {e}", side.name, table.name))
+}
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// A SQLite database in memory at this build's schema, seen through the seam alone.
+    fn sqlite() -> impl Sql {
+        crate::store::sqlite::in_memory()
+    }
 
     #[test]
     fn rows_that_differ_never_digest_alike() {
-        let digest = |rows: &[Row]| {
+        let digest = |rows: &[Values]| {
             let mut d = Sha256::new();
             for row in rows {
                 digest_row(&mut d, row);
@@ -352,15 +464,92 @@ mod tests {
         }
     }
 
-    /// A chunk goes into PostgreSQL as one statement, whose parameters are counted in 16 bits.
+    /// The parameters one statement may take on both backends: SQLite's default bound
+    /// (`SQLITE_MAX_VARIABLE_NUMBER`); PostgreSQL's, counted in 16 bits, is 65,535.
+    const STATEMENT_PARAMS_MAX: usize = 32_766;
+
+    /// A chunk goes into the target as one statement, whose parameters both backends bound.
     #[test]
     fn a_chunk_fits_in_one_statement() {
         for table in TABLES {
             assert!(
-                table.columns.len() * CHUNK_ROWS <= usize::from(u16::MAX),
+                table.columns.len() * CHUNK_ROWS <= STATEMENT_PARAMS_MAX,
                 "{}",
                 table.name
             );
         }
+    }
+
+    /// The tables of PostgreSQL's schema that are not copied: the schema's version and the
+    /// chain's lock row, which `create_schema` makes in every PostgreSQL database and which
+    /// SQLite has no need of (its version is `PRAGMA user_version`; its writer is the only one).
+    const POSTGRES_ONLY: [&str; 2] = ["schema_version", "chain_head"];
+
+    /// The tables `schema` creates, read from its text: the name after each `CREATE TABLE`.
+    /// A schema that drops or renames a table is refused: its text alone does not say what is
+    /// left.
+    fn created_tables(schema: &str) -> BTreeSet<String> {
+        let code = schema
+            .lines()
+            .map(|line| line.split("--").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_lowercase();
+        assert!(
+            !code.contains("drop table") && !code.contains("rename to"),
+            "the schema drops or renames a table: read the tables of a database it made"
+        );
+        let words: Vec<&str> = code
+            .split(|c: char| c.is_whitespace() || "(),;".contains(c))
+            .filter(|word| !word.is_empty())
+            .collect();
+        let mut tables = BTreeSet::new();
+        for (i, pair) in words.windows(2).enumerate() {
+            if pair == ["create", "table"] {
+                match &words[i + 2..] {
+                    ["if", "not", "exists", name, ..] | [name, ..] => {
+                        tables.insert((*name).to_owned());
+                    }
+                    [] => panic!("a CREATE TABLE without a name"),
+                }
+            }
+        }
+        tables
+    }
+
+    /// Every table the schemas leave is copied, but PostgreSQL's bookkeeping
+    /// ([`POSTGRES_ONLY`]). SQLite's are read from a database its migrations made, as the last
+    /// one leaves them (migrations 2 and 4 rebuild tables under new names, then rename them);
+    /// PostgreSQL's from the `CREATE TABLE`s of its one script.
+    #[test]
+    fn copy_moves_every_table_of_both_schemas() {
+        let copied: BTreeSet<String> = TABLES.iter().map(|t| t.name.to_owned()).collect();
+        let mut db = sqlite();
+        let sqlite: BTreeSet<String> = db
+            .query(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+                &[],
+                |row| Ok(text(row, 0)?.into_owned()),
+            )
+            .expect("the tables of schema.sql")
+            .into_iter()
+            .collect();
+        assert_eq!(sqlite, copied, "the tables of schema.sql");
+
+        let mut postgres = created_tables(include_str!("../../schema-postgres.sql"));
+        for table in POSTGRES_ONLY {
+            assert!(postgres.remove(table), "{table} is in schema-postgres.sql");
+        }
+        assert_eq!(postgres, copied, "the tables of schema-postgres.sql");
+    }
+
+    #[test]
+    fn a_schema_is_read_for_its_tables() {
+        let schema = "-- CREATE TABLE commented (x)\n\
+                      CREATE TABLE a (x text); create table IF NOT EXISTS b(\n y text);";
+        assert_eq!(
+            created_tables(schema),
+            ["a", "b"].map(String::from).into_iter().collect()
+        );
     }
 }

@@ -8,9 +8,9 @@
 //! Two backends implement it: SQLite ([`sqlite`], one file: a writer thread that
 //! group-commits, reader threads, a sync thread and a checkpoint thread) and PostgreSQL
 //! ([`postgres`], any number of instances on one database). Both run the same write
-//! operations ([`ops`], through the batch engine in [`write`]) and the same queries
-//! ([`queries`]) over one seam ([`sql`]); nothing outside their folders names `rusqlite` or
-//! `tokio_postgres`.
+//! operations ([`ops`], through the batch engine in [`write`]), the same queries ([`queries`])
+//! and the same `audit verify` ([`verify`]) over one seam ([`sql`]); nothing outside their
+//! folders names `rusqlite` or `tokio_postgres`.
 //!
 //! # Bounds
 //!
@@ -33,6 +33,7 @@ mod rows;
 mod sql;
 mod sqlite;
 mod threads;
+mod verify;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -183,6 +184,17 @@ pub(crate) enum StoreError {
     Unavailable(String),
     /// A bug: a panic in a command or data that breaks an invariant. For the log only.
     Internal(String),
+}
+
+impl std::fmt::Display for StoreError {
+    /// What went wrong, for the log and the command-line tools, never for a client: the
+    /// database's own words for what it could not do, a refusal's name otherwise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(cause) | Self::Internal(cause) => f.write_str(cause),
+            refusal => write!(f, "{refusal:?}"),
+        }
+    }
 }
 
 /// A response as the handler rendered it, kept to replay a keyed write. `Debug` never shows
@@ -351,17 +363,20 @@ impl Store {
 }
 
 /// `tenantd audit verify`: replays the chain of the database at `db` (a SQLite file or a
-/// PostgreSQL URL) and compares it with the stored rows; the head on success.
+/// PostgreSQL URL) and compares it with the stored rows ([`verify`], the same for both); the
+/// head on success.
 pub(crate) fn verify_audit(db: &Path) -> Result<Head, String> {
-    match postgres_url(db) {
-        None => sqlite::verify_audit(db),
-        Some(url) => block_on(async {
-            let mut client = postgres::connect(url).await?;
-            postgres::verify::verify(&mut client)
-                .await
-                .map_err(|e| e.to_string())
-        }),
-    }
+    let verdict = match postgres_url(db) {
+        None => verify::verify(&mut sqlite::reader(db)?),
+        Some(url) => {
+            let mut database = postgres::blocking::Blocking::connect_for_tool(url)?;
+            database
+                .expect_schema()
+                .map_err(|e| crate::audit::VerifyError::Read(e).to_string())?;
+            verify::verify(&mut database)
+        }
+    };
+    verdict.map_err(|e| e.to_string())
 }
 
 /// `db` as a log line or an error may show it: a file's path, or a URL without its password.
@@ -377,32 +392,49 @@ pub(crate) fn postgres_url(db: &Path) -> Option<&str> {
     db.to_str().filter(|text| postgres::is_url(text))
 }
 
-/// Runs a command-line tool's work on a runtime of its own.
-fn block_on<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?
-        .block_on(work)
-}
-
 /// What a finished copy holds.
 pub(crate) use copy::Copied;
 
 /// `tenantd copy`: the whole database `from` into the empty `to`, either a SQLite file or a
-/// PostgreSQL URL; `progress` hears what is being done.
+/// PostgreSQL URL; `progress` hears what is being done. The copy is written once, over the
+/// seam ([`mod@copy`]); each backend opens its side, and commits a target.
 pub(crate) fn copy(from: &Path, to: &Path, progress: impl FnMut(&str)) -> Result<Copied, String> {
-    block_on(async {
-        let mut source = match postgres_url(from) {
-            Some(url) => copy::Side::Postgres(postgres::copy::Database::source(url).await?),
-            None => copy::Side::Sqlite(sqlite::copy::File::source(from)?),
-        };
-        let mut target = match postgres_url(to) {
-            Some(url) => copy::Side::Postgres(postgres::copy::Database::create(url).await?),
-            None => copy::Side::Sqlite(sqlite::copy::File::create(to)?),
-        };
-        copy::run(&mut source, &mut target, progress).await
-    })
+    let name = describe(from);
+    match postgres_url(from) {
+        Some(url) => {
+            let db = postgres::copy::source(url)?;
+            copy_into(copy::Side { db, name }, to, progress)
+        }
+        None => {
+            let db = sqlite::copy::source(from)?;
+            copy_into(copy::Side { db, name }, to, progress)
+        }
+    }
+}
+
+/// [`copy()`] from its source, open, into `to`.
+fn copy_into(
+    source: copy::Side<impl sql::Sql>,
+    to: &Path,
+    progress: impl FnMut(&str),
+) -> Result<Copied, String> {
+    let name = describe(to);
+    match postgres_url(to) {
+        Some(url) => {
+            let db = postgres::copy::target(url)?;
+            let target = copy::Side {
+                db,
+                name: name.clone(),
+            };
+            let commit = |db: &mut _| postgres::copy::commit(db, &name);
+            copy::run(source, target, commit, progress)
+        }
+        None => {
+            let (db, file) = sqlite::copy::File::create(to)?;
+            let target = copy::Side { db, name };
+            copy::run(source, target, |db| file.commit(db), progress)
+        }
+    }
 }
 
 /// What a finished backup holds.

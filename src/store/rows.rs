@@ -306,6 +306,8 @@ pub(crate) const EVERY_ENTRY: &str = "SELECT id, budget_id, kind, amount_atomic,
      reservation_id, memo, occurred_at, balance_atomic, available_atomic \
      FROM ledger_entries ORDER BY budget_id, id";
 
-/// Every audit event, in `seq` order.
-pub(crate) const EVERY_EVENT: &str = "SELECT seq, occurred_at, actor, action, tenant_id, \
-     payload, prev_hash, hash FROM audit_events ORDER BY seq";
+/// Every audit event, in `seq` order, its `seq` as text as every other column. The `ORDER BY`
+/// names the table's column: PostgreSQL would take a bare `seq` for the output column of that
+/// name, the text, and sort `9` after `10`.
+pub(crate) const EVERY_EVENT: &str = "SELECT CAST(seq AS TEXT), occurred_at, actor, action, \
+     tenant_id, payload, prev_hash, hash FROM audit_events ORDER BY audit_events.seq";

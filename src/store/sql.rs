@@ -5,7 +5,9 @@
 //! the SQL both backends speak, with numbered parameters (`?1`, `?2`, …). A backend implements
 //! [`Sql`] on its connection: SQLite binds amounts as the text its columns hold; PostgreSQL
 //! rewrites the numbers to `$1`, `$2`, … and binds amounts as `numeric`. Rows come back through
-//! [`TextRow`], so both backends are read by the same readers ([`super::rows`]).
+//! [`TextRow`], so both backends are read by the same readers ([`super::rows`]). The
+//! command-line tools are written once over the same seam (`audit verify` in [`super::verify`],
+//! `tenantd copy` in [`super::copy`]): they stream whole tables ([`Sql::for_each_row`]).
 //!
 //! A backend reports a clash on the two unique names it keeps as the refusal itself
 //! ([`StoreError::TenantNameTaken`], [`StoreError::BudgetNameTaken`]), so a command needs no
@@ -110,6 +112,16 @@ pub(crate) trait Sql {
         params: &[Param<'_>],
         read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
     ) -> Result<Vec<T>, StoreError>;
+
+    /// Runs one query and hands each of its rows to `f` as it is read, keeping none: a table
+    /// of a million rows is read in the memory of one (`audit verify` and `tenantd copy` read
+    /// whole tables so). The first error, the database's or that of `f`, ends it.
+    fn for_each_row<E: From<StoreError>>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: impl FnMut(&Row<'_>) -> Result<(), E>,
+    ) -> Result<(), E>;
 
     /// Sends one statement whose outcome is known at the next [`Sql::flush`], query or run,
     /// whichever comes first; its error, if any, comes back there. A backend may send several

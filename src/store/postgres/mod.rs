@@ -4,8 +4,8 @@
 //! Every value of the chain and of the ids is stored as the text SQLite stores; amounts are
 //! `numeric(39,0)`, never through a float or an `i64`. The store's threads send them in
 //! `numeric`'s binary form, built digit group by digit group from the integer, and read them
-//! back in decimal from that form ([`codec`]); `tenantd copy` moves them as their decimal text,
-//! cast by the server ([`copy`]).
+//! back in decimal from that form ([`codec`]); `tenantd copy` moves them as that decimal text,
+//! through the same codec.
 
 pub(crate) mod blocking;
 mod codec;
@@ -16,7 +16,6 @@ pub(super) mod copy;
 #[path = "../../../tests/scratch/mod.rs"]
 pub(crate) mod scratch;
 mod tls;
-pub(crate) mod verify;
 mod writer;
 
 use std::time::Duration;
@@ -244,8 +243,6 @@ pub(super) fn open(
         .map_err(|_| super::OpenError("opening the database panicked".into()))?
         .map_err(super::OpenError)
 }
-
-pub(crate) use super::sql::RowError;
 
 #[cfg(test)]
 mod tests {

@@ -13,8 +13,9 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{audit, open};
+use super::open;
 use crate::store::BackupSummary as Summary;
+use crate::store::verify;
 
 /// Writes the backup of `db_path` to the new file `to`.
 pub(super) fn run(db_path: &Path, to: &Path) -> Result<Summary, String> {
@@ -124,14 +125,14 @@ fn scrub(copy: &Path) -> Result<(), String> {
 
 /// Opens the copy on its own and checks it as a restore would.
 fn check(copy: &Path) -> Result<Summary, String> {
-    let conn = open::open_reader(copy).map_err(|e| e.to_string())?;
+    let mut conn = open::open_reader(copy).map_err(|e| e.to_string())?;
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;
     if integrity != "ok" {
         return Err(format!("the copy fails its integrity check: {integrity}"));
     }
-    let head = audit::verify(&conn).map_err(|e| e.to_string())?;
+    let head = verify::verify(&mut conn).map_err(|e| e.to_string())?;
     let kept: i64 = conn
         .query_row("SELECT count(*) FROM idempotency_keys", [], |r| r.get(0))
         .map_err(|e| e.to_string())?;

@@ -4,12 +4,10 @@
 //! committed; a reader never sees a write before its commit, and its answer waits until that
 //! commit is durable ([`syncer`], [`super::durability`]).
 
-mod audit;
 mod backup;
 mod checkpoint;
 pub(super) mod copy;
 mod open;
-mod scan;
 mod sql;
 mod syncer;
 mod writer;
@@ -24,7 +22,6 @@ use super::queries::Reads;
 use super::threads::{self, Store, StoreThreads};
 use super::write::batch;
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};
-use crate::audit::Head;
 use writer::Writer;
 
 /// The writer's connection, as the write path names it (the queue's jobs run on it).
@@ -91,10 +88,20 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
     )
 }
 
-/// Replays the chain of the file at `path` against its rows.
-pub(super) fn verify_audit(path: &Path) -> Result<Head, String> {
-    let conn = open::open_reader(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    audit::verify(&conn).map_err(|e| e.to_string())
+/// The file at `path`, for reading only (`audit verify`); never created.
+pub(super) fn reader(path: &Path) -> Result<rusqlite::Connection, String> {
+    open::open_reader(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A database in memory at this build's schema, for the tests of what is written once for
+/// both backends.
+#[cfg(test)]
+pub(super) fn in_memory() -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database opens");
+    for migration in open::MIGRATIONS.iter() {
+        conn.execute_batch(migration).expect("the schema applies");
+    }
+    conn
 }
 
 /// Writes a verified copy of the file at `path` to the new file `to`.

@@ -96,6 +96,25 @@ impl Sql for Connection {
         Ok(found)
     }
 
+    /// Steps through the rows of the statement, each read in place from SQLite's own buffer.
+    fn for_each_row<E: From<StoreError>>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut f: impl FnMut(&Row<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut stmt = self.prepare_cached(sql).map_err(StoreError::from)?;
+        let mut rows = stmt
+            .query(params_from_iter(params.iter()))
+            .map_err(StoreError::from)?;
+        while let Some(row) = rows.next().map_err(StoreError::from)? {
+            f(&SqliteRow(row))?;
+        }
+        drop(rows);
+        assert_prepared_once(&stmt, sql);
+        Ok(())
+    }
+
     fn run(&mut self, sql: &str) -> Result<(), StoreError> {
         let mut stmt = self.prepare_cached(sql)?;
         stmt.execute([])?;

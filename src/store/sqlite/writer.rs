@@ -351,10 +351,10 @@ mod tests {
 
     use std::sync::atomic::Ordering;
 
-    use super::super::audit;
     use super::*;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
+    use crate::store::verify;
     use crate::store::write::WriteCommand;
     use crate::store::{
         CreateTenant, Created, FAULT_ROLLBACK_NAME, Keyed, StoredResponse, Written,
@@ -453,7 +453,7 @@ mod tests {
             ["next"],
             "nothing of the failed batch"
         );
-        let head = audit::verify(writer.state.db_ref()).expect("the chain verifies");
+        let head = verify::verify(writer.state.db()).expect("the chain verifies");
         assert_eq!(head.seq, 1);
         assert_eq!(
             head,
@@ -511,7 +511,7 @@ mod tests {
             "one active tenant"
         );
         assert_eq!(stats.audit_events.load(Ordering::Relaxed), 1, "one event");
-        assert_eq!(audit::verify(writer.state.db_ref()).map(|h| h.seq), Ok(1));
+        assert_eq!(verify::verify(writer.state.db()).map(|h| h.seq), Ok(1));
     }
 
     /// `audit verify` compares the replayed chain with the stored rows: an edited balance, a
@@ -544,7 +544,7 @@ mod tests {
             run(&mut writer, vec![command]);
             assert!(answer.blocking_recv().expect("an answer").is_ok());
             assert_eq!(
-                audit::verify(writer.state.db_ref()).map(|h| h.seq),
+                verify::verify(writer.state.db()).map(|h| h.seq),
                 Ok(1),
                 "{what}: before"
             );
@@ -555,11 +555,11 @@ mod tests {
                 .expect("tampering");
             assert!(
                 matches!(
-                    audit::verify(writer.state.db_ref()),
+                    verify::verify(writer.state.db()),
                     Err(crate::audit::VerifyError::Unaccounted { .. })
                 ),
                 "{what} is found: {:?}",
-                audit::verify(writer.state.db_ref())
+                verify::verify(writer.state.db())
             );
         }
     }

@@ -22,24 +22,32 @@ const SESSION_BOUNDS: &str = "SET idle_in_transaction_session_timeout = '10s'; \
      SET lock_timeout = '5s'; SET statement_timeout = '30s'";
 
 impl Blocking {
-    /// Connects to the database at `url` (see [`postgres::connect`]).
+    /// Connects to the database at `url` (see [`postgres::connect`]), for the store's threads.
     pub(crate) fn connect(url: &str) -> Result<Self, String> {
+        let mut db = Self::connect_for_tool(url)?;
+        db.batch(SESSION_BOUNDS)
+            .map_err(|e| format!("cannot set the session's bounds: {e:?}"))?;
+        Ok(db)
+    }
+
+    /// Connects to the database at `url` for a command-line tool (`audit verify`, `tenantd
+    /// copy`): without the store's session bounds, because a tool reads a whole database in one
+    /// transaction, for as long as the database is large (a copy's source waits, idle, while
+    /// its target is read back), and waits for the chain's lock as long as a writer holds it.
+    pub(crate) fn connect_for_tool(url: &str) -> Result<Self, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start a runtime for PostgreSQL: {e}"))?;
         let client = runtime.block_on(postgres::connect(url))?;
-        let mut db = Self {
+        Ok(Self {
             client,
             statements: HashMap::new(),
             runtime,
             reconnect: None,
             in_snapshot: false,
             pending: Vec::new(),
-        };
-        db.batch(SESSION_BOUNDS)
-            .map_err(|e| format!("cannot set the session's bounds: {e:?}"))?;
-        Ok(db)
+        })
     }
 
     /// Connects to the database at `url` for reads: a connection found closed before a
@@ -55,6 +63,11 @@ impl Blocking {
     pub(crate) fn create_schema(&mut self) -> Result<(), String> {
         self.runtime
             .block_on(postgres::create_schema(&mut self.client))
+    }
+
+    /// Succeeds when the database holds this build's schema (see [`postgres::expect_schema`]).
+    pub(crate) fn expect_schema(&mut self) -> Result<(), String> {
+        self.runtime.block_on(postgres::expect_schema(&self.client))
     }
 
     /// Replaces the connection with a new one to `url`, dropping what was prepared on the

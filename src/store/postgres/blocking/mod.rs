@@ -10,8 +10,7 @@
 //!   statements prepared once;
 //! - `pipeline.rs`: statements sent together and answered in one round trip;
 //! - `errors.rs`: the server's errors as the store's;
-//! - [`super::codec`]: parameters encoded as the server's types, and rows decoded (the
-//!   codec serves the async clients of `audit verify` too, so it sits beside this folder);
+//! - [`super::codec`]: parameters encoded as the server's types, and rows decoded;
 //! - `tests.rs`: the connection as a whole, against a live server.
 
 mod connection;
@@ -22,6 +21,7 @@ mod tests;
 
 use std::collections::HashMap;
 
+use futures_core::Stream;
 use tokio_postgres::{Client, Statement};
 
 use self::errors::store_error;
@@ -77,6 +77,31 @@ impl Sql for Blocking {
         rows.iter()
             .map(|row| read(row).map_err(StoreError::from))
             .collect()
+    }
+
+    /// Streams the rows through a portal (`query_raw`): each is taken as it arrives, and `f`
+    /// runs between two of them, outside the runtime, so it may use another connection.
+    fn for_each_row<E: From<StoreError>>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut f: impl FnMut(&Row<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.flush()?;
+        let rows = self.retried(|db| {
+            let statement = db.statement(sql)?;
+            db.runtime
+                .block_on(db.client.query_raw(&statement, params.iter()))
+                .map_err(|e| store_error(&e))
+        })?;
+        let mut rows = std::pin::pin!(rows);
+        while let Some(row) = self
+            .runtime
+            .block_on(std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)))
+        {
+            f(&row.map_err(|e| store_error(&e))?)?;
+        }
+        Ok(())
     }
 
     fn send(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
