@@ -1,7 +1,7 @@
-//! The seam between the store's commands and a database: statements with parameters, rows
+//! The seam between the store's operations and a database: statements with parameters, rows
 //! as text.
 //!
-//! The commands ([`super::commands`]) and the queries ([`super::queries`]) are written once, in
+//! The write operations ([`super::ops`]) and the queries ([`super::queries`]) are written once, in
 //! the SQL both backends speak, with numbered parameters (`?1`, `?2`, …). A backend implements
 //! [`Sql`] on its connection: SQLite binds amounts as the text its columns hold; PostgreSQL
 //! rewrites the numbers to `$1`, `$2`, … and binds amounts as `numeric`. Rows come back through
