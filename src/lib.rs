@@ -129,7 +129,7 @@ async fn purge_expired(store: Store) {
     let mut interval = tokio::time::interval(IDEMPOTENCY_PURGE_INTERVAL);
     loop {
         interval.tick().await;
-        match store.write(store::PurgeExpired).await {
+        match store.write(store::ops::PurgeExpired).await {
             Ok(0) => {}
             Ok(n) => log::info!("erased {n} expired idempotency records"),
             Err(e) => log::warn!("could not erase expired idempotency records: {e:?}"),

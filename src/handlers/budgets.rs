@@ -14,7 +14,8 @@ use crate::domain::{
     Budget, BudgetId, BudgetState, Direction, EntryId, LedgerEntry, Movement, NewBudget, Unit,
 };
 use crate::problem::ApiError;
-use crate::store::{CloseBudget, CreateBudget, MoveBudget, StoredResponse};
+use crate::store::StoredResponse;
+use crate::store::ops::{CloseBudget, CreateBudget, MoveBudget};
 use crate::views;
 
 use super::route::{Call, Route, handler, route, take, tenant};

@@ -11,7 +11,8 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{NewReservation, Reservation, ReservationId, ReservationState, Settle, Ttl};
 use crate::problem::ApiError;
-use crate::store::{Reserve, SettleReservation, StoredResponse};
+use crate::store::StoredResponse;
+use crate::store::ops::{Reserve, SettleReservation};
 use crate::views;
 
 use super::route::{Call, Route, handler, route, take, tenant};

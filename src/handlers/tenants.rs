@@ -12,7 +12,8 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{IdempotencyKey, NewTenant, TenantId, TenantState};
 use crate::problem::ApiError;
-use crate::store::{CreateTenant, Created, StoredResponse, TombstoneTenant};
+use crate::store::StoredResponse;
+use crate::store::ops::{CreateTenant, Created, TombstoneTenant};
 use crate::views;
 
 use super::route::Access::Admin;

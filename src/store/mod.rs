@@ -26,7 +26,7 @@ mod copy;
 mod durability;
 #[cfg(test)]
 mod model_tests;
-mod ops;
+pub(crate) mod ops;
 pub(crate) mod postgres;
 mod queries;
 mod rows;
@@ -335,10 +335,6 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
-pub(crate) use ops::{
-    CloseBudget, CreateBudget, CreateTenant, Created, MoveBudget, PurgeExpired, Reserve,
-    SettleReservation, TombstoneTenant,
-};
 pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.

@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-use super::ops::ExpireDue;
-use super::{
-    Clock, CloseBudget, CreateBudget, CreateTenant, MoveBudget, Reserve, SettleReservation, Store,
-    StoreConfig, StoreError, TombstoneTenant, Written,
+use super::ops::{
+    CloseBudget, CreateBudget, CreateTenant, ExpireDue, MoveBudget, Reserve, SettleReservation,
+    TombstoneTenant,
 };
+use super::{Clock, Store, StoreConfig, StoreError, Written};
 use crate::audit::Actor;
 use crate::domain::{
     Atomic, BudgetId, Direction, Movement, Name, NewBudget, NewReservation, NewTenant,

@@ -343,7 +343,8 @@ mod tests {
     use super::*;
     use crate::audit::Actor;
     use crate::domain::{Atomic, Name, NewTenant};
-    use crate::store::{CreateTenant, Written};
+    use crate::store::Written;
+    use crate::store::ops::CreateTenant;
 
     fn create(name: &str) -> CreateTenant {
         CreateTenant {
