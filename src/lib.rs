@@ -21,7 +21,7 @@
 //! | `store::write` | the batch engine, the writer's state, the audit chain's append, idempotency, counters |
 //! | `store::sqlite` | the SQLite backend: writer (group commit), syncer, checkpoints, migrations, backup, its side of `copy` |
 //! | `store::postgres` | the PostgreSQL backend: writer under the chain's lock, `numeric` amounts, TLS, schema, its side of `copy` |
-//! | `audit` | the typed audit events, link hashes, and verification as a fold over rows |
+//! | `audit` | the chain's link hashes; each event's payload and replay; verification as a fold over rows |
 //! | `app` | what every handler shares |
 //! | `ids` | monotonic tenant ids, tenant tokens, request ids |
 //! | `crypto` | SHA-256, hex, the OS random source, the roots TLS clients trust |

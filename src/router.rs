@@ -75,6 +75,12 @@ pub(crate) static PATHS: LazyLock<Vec<Path>> = LazyLock::new(|| {
             }
         };
         let path = &mut paths[at];
+        assert!(
+            !matches!(route.access, Access::Tenant(_)) || path.segments.get(2) == Some(&None),
+            "{} {}: a tenant's route names the tenant as its third segment",
+            route.method,
+            route.template
+        );
         path.routes.push(i);
         path.public &= route.access == Access::Public;
         if !path.allow.is_empty() {
@@ -206,10 +212,11 @@ impl<'a> Target<'a> {
             },
             |r| r.access,
         );
-        Some(match access {
-            Access::Tenant(permission) => Needs::Tenant(self.params[0], permission),
-            Access::Public | Access::Admin => Needs::Admin,
-        })
+        match access {
+            Access::Public => None,
+            Access::Tenant(permission) => Some(Needs::Tenant(self.params[0], permission)),
+            Access::Admin => Some(Needs::Admin),
+        }
     }
 }
 

@@ -350,6 +350,27 @@ fn time(raw: &str) -> Result<Timestamp, String> {
     Timestamp::parse(raw).ok_or_else(|| format!("a bad timestamp {raw:?}"))
 }
 
+impl AuditEvent {
+    /// Whether `actor` may record this event: only the system expires holds, and does
+    /// nothing else; a tenant token only reserves and settles its reservations; the admin
+    /// (and an identity) does all but expiries.
+    pub(super) fn may_be_recorded_by(&self, actor: &str) -> bool {
+        let expiry = matches!(self, Self::ReservationExpired { .. });
+        let spending = matches!(
+            self,
+            Self::ReservationCreated { .. }
+                | Self::ReservationCommitted { .. }
+                | Self::ReservationReleased { .. }
+                | Self::ReservationExtended { .. }
+        );
+        match actor {
+            "system" => expiry,
+            "tenant" => spending,
+            _ => !expiry,
+        }
+    }
+}
+
 /// What each event does when `audit verify` replays the chain: it runs the rule the writer
 /// ran (`domain::rules`) on the state the events before it left, and the event the rule
 /// records must be the event recorded. Written here, beside each event's payload, so that an
@@ -564,7 +585,12 @@ impl Replay {
         }
         let figures = self.open_budget(tenant, &budget)?.figures;
         let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
-            .map_err(|_| format!("the commit of {id} overspends budget {budget}"))?;
+            .map_err(|_| match settlement {
+                Settlement::Commit(_) => format!("the commit of {id} overspends budget {budget}"),
+                Settlement::Release | Settlement::Extend(_) => {
+                    format!("budget {budget} returns more than it holds")
+                }
+            })?;
         self.take(&budget, settled.change, event, at)?;
         if settled.state == ReservationState::Active {
             self.reservations

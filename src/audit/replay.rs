@@ -106,25 +106,6 @@ pub(super) fn entry_digest(
     sha256(&data)
 }
 
-/// Whether `actor` may make `event`: only the system expires holds, and does nothing else; a
-/// tenant token only reserves and settles its reservations; the admin (and an identity) does
-/// all but expiries.
-fn may_act(actor: &str, event: &AuditEvent) -> bool {
-    let expiry = matches!(event, AuditEvent::ReservationExpired { .. });
-    let spending = matches!(
-        event,
-        AuditEvent::ReservationCreated { .. }
-            | AuditEvent::ReservationCommitted { .. }
-            | AuditEvent::ReservationReleased { .. }
-            | AuditEvent::ReservationExtended { .. }
-    );
-    match actor {
-        "system" => expiry,
-        "tenant" => spending,
-        _ => !expiry,
-    }
-}
-
 /// Whether a hold from `at` to `expires_at` lasts a whole number of seconds the contract
 /// allows (1 to 86,400).
 pub(super) fn is_allowed_hold(at: Timestamp, expires_at: Timestamp) -> bool {
@@ -160,7 +141,7 @@ impl Replay {
             .ok_or_else(|| broken(format!("a bad occurred_at {:?}", entry.occurred_at)))?;
         let event =
             AuditEvent::parse(&entry.action, &entry.tenant_id, &entry.payload).map_err(broken)?;
-        if !may_act(&entry.actor, &event) {
+        if !event.may_be_recorded_by(&entry.actor) {
             return Err(broken(format!(
                 "{} by {:?}, who may not do that",
                 entry.action, entry.actor

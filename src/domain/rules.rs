@@ -144,7 +144,8 @@ impl Hold<'_> {
 pub(crate) struct Change {
     /// The budget's new figures.
     pub(crate) figures: Figures,
-    /// The ledger entry it writes, if it moves money.
+    /// The ledger entry it writes, if it moves money; with none, the figures are unchanged
+    /// (an extend), and neither the writer nor the replay writes them.
     pub(crate) entry: Option<Draft>,
     /// The event that records it.
     pub(crate) event: AuditEvent,

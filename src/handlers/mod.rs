@@ -1,7 +1,7 @@
 //! One function per endpoint, a file per resource, with the resource's rows of the route
-//! table beside them: request → domain types → store operation → response. This file holds what every handler shares: reading a bounded body, the media
-//! type checks, the JSON object reader, the `Idempotency-Key` header and the rendering of a
-//! keyed write's answer.
+//! table beside them: request → domain types → store operation → response. This file holds
+//! what every handler shares: reading a bounded body, the media type checks, the JSON object
+//! reader, the `Idempotency-Key` header and the rendering of a keyed write's answer.
 
 /// Budgets, their movements and their ledgers.
 pub(crate) mod budgets;

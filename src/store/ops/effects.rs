@@ -128,8 +128,9 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money,
-    /// and its event, by `actor`. The entry, if any.
+    /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money
+    /// (a rule that writes no entry leaves the figures as they were: an extend), and its
+    /// event, by `actor`. The entry, if any.
     pub(crate) fn apply(
         &mut self,
         budget: &mut Budget,
@@ -143,7 +144,13 @@ impl<D: Sql> WriterState<D> {
                 self.write_figures(budget)?;
                 Some(self.append_entry(budget, draft, now)?)
             }
-            None => None,
+            None => {
+                debug_assert_eq!(
+                    change.figures, budget.figures,
+                    "a rule that writes no entry moves no figure"
+                );
+                None
+            }
         };
         self.record(now, actor, &change.event)?;
         Ok(entry)

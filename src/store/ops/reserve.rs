@@ -80,6 +80,6 @@ fn reserve<D: Sql>(
     )?;
     w.apply(&mut budget, change, actor, now)?;
     w.counts().reservation_created();
-    w.expiry_at(reservation.expires_at);
+    w.lower_next_expiry(reservation.expires_at);
     Ok(reservation)
 }

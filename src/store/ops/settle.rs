@@ -65,7 +65,7 @@ fn settle<D: Sql>(
     if reservation.expires_at != settled.expires_at {
         // An extend: a shorter TTL than the hold had brings the soonest expiry forward.
         reservation.expires_at = settled.expires_at;
-        w.expiry_at(reservation.expires_at);
+        w.lower_next_expiry(reservation.expires_at);
     }
     w.write_reservation(&reservation)?;
     w.apply(&mut budget, settled.change, actor, now)?;

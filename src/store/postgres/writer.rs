@@ -178,7 +178,7 @@ impl Writer {
     /// looked for again within [`EXPIRY_POLL_SECONDS`].
     fn poll_expiries(&mut self) {
         let poll = self.state.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
-        self.state.expiry_at(poll);
+        self.state.lower_next_expiry(poll);
     }
 
     /// Begins the batch's transaction under the chain's lock, and catches up with what other

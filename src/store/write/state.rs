@@ -137,7 +137,7 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// A hold that expires at `at` exists now (a new one, an extend, or another instance's).
-    pub(crate) fn expiry_at(&mut self, at: Timestamp) {
+    pub(crate) fn lower_next_expiry(&mut self, at: Timestamp) {
         self.next_expiry = self.next_expiry.min(at);
     }
 
