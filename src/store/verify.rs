@@ -165,23 +165,9 @@ mod tests {
             prev_hash: head.hash.clone(),
             hash,
         };
-        let e = &row.entry;
-        db.execute(
-            "INSERT INTO audit_events \
-             (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            &[
-                Param::Int(e.seq),
-                e.occurred_at.as_str().into(),
-                e.actor.as_ref().into(),
-                e.action.as_ref().into(),
-                e.tenant_id.as_str().into(),
-                e.payload.as_str().into(),
-                row.prev_hash.as_str().into(),
-                row.hash.as_str().into(),
-            ],
-        )
-        .expect("append continues the chain");
+        crate::store::write::chain::append(db, &row)
+            .and_then(|()| db.flush())
+            .expect("append continues the chain");
         row.head()
     }
 

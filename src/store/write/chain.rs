@@ -55,7 +55,7 @@ pub(crate) fn last_event(db: &mut impl Sql) -> Result<(Head, Timestamp), StoreEr
 
 /// Appends one row inside the caller's transaction. The schema's insert trigger refuses a row
 /// that does not continue the chain.
-fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> {
+pub(crate) fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> {
     let e = &row.entry;
     db.send(
         "INSERT INTO audit_events \
