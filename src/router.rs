@@ -193,19 +193,20 @@ impl<'a> Target<'a> {
             .find(|r| r.method == method)
     }
 
-    /// Who may call `method` here; `None` when no token is needed: a public path (whatever
-    /// the method, which is then a `405`), or a path outside `/v1`. Every other `/v1` path
+    /// Who may call `route` (this path's row of the request's method, if it has one); `None`
+    /// when no token is needed: a public path (whatever the method, which is then a `405`),
+    /// or a path outside `/v1`. Every other `/v1` path
     /// needs a token, an unknown one too, so that a missing token is a `401` before it is a
     /// `404`. A method the table does not list needs what the path's writes need: `Manage`
     /// under a tenant, so a tenant token gets `403` for it, and the admin elsewhere.
-    fn needs(&self, method: &Method, path: &str) -> Option<Needs<'a>> {
+    fn needs(&self, route: Option<&Route>, path: &str) -> Option<Needs<'a>> {
         let Some(matched) = self.path() else {
             return (path == "/v1" || path.starts_with("/v1/")).then_some(Needs::Admin);
         };
         if matched.public {
             return None;
         }
-        let access = self.route(method).map_or_else(
+        let access = route.map_or_else(
             || match matched.segments.get(2) {
                 Some(None) => Access::Tenant(Permission::Manage),
                 _ => Access::Admin,
@@ -288,7 +289,9 @@ async fn dispatch(
     unread: &mut Option<Request<Incoming>>,
 ) -> Result<HttpResponse, ApiError> {
     let request = unread.as_ref().expect("handle passes the request in");
-    let principal = match target.needs(request.method(), path) {
+    // The row is looked up once: what it needs, then what answers it.
+    let route = target.route(request.method());
+    let principal = match target.needs(route, path) {
         Some(needs) => {
             let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
             auth::authorize(&principal, needs)?;
@@ -299,7 +302,7 @@ async fn dispatch(
     let Some(matched) = target.path() else {
         return Err(ApiError::RouteNotFound);
     };
-    let Some(route) = target.route(request.method()) else {
+    let Some(route) = route else {
         return Err(ApiError::MethodNotAllowed {
             allow: matched.allow.as_str(),
         });
@@ -455,7 +458,8 @@ mod tests {
         ];
         for (method, path, needs) in cases {
             let target = Target::parse(path);
-            assert_eq!(target.needs(&method, path), Some(needs), "{method} {path}");
+            let needs_here = target.needs(target.route(&method), path);
+            assert_eq!(needs_here, Some(needs), "{method} {path}");
         }
     }
 
@@ -475,7 +479,8 @@ mod tests {
     #[test]
     fn tokens_are_needed_under_v1_only() {
         fn needs(path: &str) -> Option<Needs<'_>> {
-            Target::parse(path).needs(&Method::GET, path)
+            let target = Target::parse(path);
+            target.needs(target.route(&Method::GET), path)
         }
         assert_eq!(needs("/v1/nope"), Some(Needs::Admin));
         assert_eq!(needs("/v1"), Some(Needs::Admin));
@@ -483,7 +488,10 @@ mod tests {
         assert_eq!(needs("/v1x"), None);
         assert_eq!(needs("/healthz"), None);
         assert_eq!(
-            Target::parse("/healthz").needs(&Method::POST, "/healthz"),
+            {
+                let target = Target::parse("/healthz");
+                target.needs(target.route(&Method::POST), "/healthz")
+            },
             None,
             "a public path needs no token whatever the method"
         );

@@ -381,6 +381,22 @@ mod tests {
         Timestamp::from_unix_ms(ms)
     }
 
+    /// A hold of `amount` in `state` until `expires_ms`, numbered `n`, of the tenant of
+    /// [`ids`]: read through [`Reservation::hold`], as the writer reads it.
+    fn reservation(n: u128, amount: u128, state: ReservationState, expires_ms: u64) -> Reservation {
+        let (tenant, budget, _) = ids();
+        Reservation {
+            id: ReservationId::from_ulid(ulid::Ulid(n)),
+            tenant_id: tenant,
+            budget_id: budget,
+            state,
+            amount: Atomic::new(amount),
+            memo: None,
+            created_at: at(0),
+            expires_at: at(expires_ms),
+        }
+    }
+
     /// Figures of `credited` with `reserved` held.
     fn figures(credited: u128, reserved: u128) -> Figures {
         Figures {
@@ -392,15 +408,8 @@ mod tests {
 
     #[test]
     fn a_commit_within_the_hold_returns_the_rest_and_above_it_needs_what_is_available() {
-        let (tenant, _, id) = ids();
-        let state = ReservationState::Active;
-        let hold = Hold {
-            id: &id,
-            tenant: &tenant,
-            amount: Atomic::new(30),
-            state: &state,
-            expires_at: at(10_000),
-        };
+        let held = reservation(2, 30, ReservationState::Active, 10_000);
+        let hold = held.hold();
         let within = settle(
             figures(100, 30),
             &hold,
@@ -435,15 +444,8 @@ mod tests {
 
     #[test]
     fn a_hold_whose_time_is_up_is_expired_for_every_settlement_but_its_expiry() {
-        let (tenant, _, id) = ids();
-        let state = ReservationState::Active;
-        let hold = Hold {
-            id: &id,
-            tenant: &tenant,
-            amount: Atomic::new(5),
-            state: &state,
-            expires_at: at(1_000),
-        };
+        let held = reservation(2, 5, ReservationState::Active, 1_000);
+        let hold = held.hold();
         for settlement in [
             Settlement::Commit(Atomic::new(1)),
             Settlement::Release,
@@ -463,15 +465,8 @@ mod tests {
 
     #[test]
     fn a_settled_hold_is_refused_with_its_state() {
-        let (tenant, _, id) = ids();
-        let state = ReservationState::Released { at: at(1) };
-        let hold = Hold {
-            id: &id,
-            tenant: &tenant,
-            amount: Atomic::new(5),
-            state: &state,
-            expires_at: at(1_000),
-        };
+        let held = reservation(2, 5, ReservationState::Released { at: at(1) }, 1_000);
+        let hold = held.hold();
         assert_eq!(
             settle(figures(10, 0), &hold, Settlement::Release, at(2)),
             Err(Refusal::NotActive { state: "released" })
@@ -484,17 +479,9 @@ mod tests {
 
     #[test]
     fn a_close_returns_each_hold_in_turn_and_each_entry_shows_its_own_figures() {
-        let (tenant, _, first) = ids();
-        let second = ReservationId::from_ulid(ulid::Ulid(3));
-        let state = ReservationState::Active;
-        let hold = |id, amount| Hold {
-            id,
-            tenant: &tenant,
-            amount: Atomic::new(amount),
-            state: &state,
-            expires_at: at(1_000),
-        };
-        let holds = [hold(&first, 3), hold(&second, 4)];
+        let first = reservation(2, 3, ReservationState::Active, 1_000);
+        let second = reservation(3, 4, ReservationState::Active, 1_000);
+        let holds = [first.hold(), second.hold()];
         let (figures, released) = release_all(figures(10, 7), &holds, at(5)).expect("a close");
         assert_eq!(figures.reserved, 0);
         let available: Vec<_> = released.iter().map(|(_, _, f)| f.available()).collect();

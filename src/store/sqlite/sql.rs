@@ -79,24 +79,21 @@ impl Sql for Connection {
         Ok(changed)
     }
 
+    /// The rows of [`Sql::for_each_row`], each read with `read`, kept in order.
     fn query<T>(
         &mut self,
         sql: &str,
         params: &[Param<'_>],
         mut read: impl FnMut(&Row<'_>) -> Result<T, RowError>,
     ) -> Result<Vec<T>, StoreError> {
-        let mut stmt = self.prepare_cached(sql)?;
-        let mut rows = stmt.query(params_from_iter(params.iter()))?;
         let mut found = Vec::new();
-        while let Some(row) = rows.next()? {
-            found.push(read(&SqliteRow(row))?);
-        }
-        drop(rows);
-        assert_prepared_once(&stmt, sql);
+        self.for_each_row(sql, params, |row| {
+            found.push(read(row)?);
+            Ok::<(), StoreError>(())
+        })?;
         Ok(found)
     }
 
-    /// Steps through the rows of the statement, each read in place from SQLite's own buffer.
     fn for_each_row<E: From<StoreError>>(
         &mut self,
         sql: &str,
