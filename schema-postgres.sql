@@ -1,15 +1,16 @@
--- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 3 (SQLite's
--- `PRAGMA user_version = 3`), which the schema_version table records. (SQLite's migration 4
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 5 (SQLite's
+-- `PRAGMA user_version = 5`), which the schema_version table records. (SQLite's migration 4
 -- only rewrote two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
--- those that schema.sql's migrations leave, in their final shape; there is nothing to
--- migrate from.
+-- those that schema.sql's migrations leave. A database made by the version-3 file (before
+-- periods and charges) is brought to version 5 by the section at the end, which adds what
+-- migration 5 adds; on a new database that section finds everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 3. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 5. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
 -- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
@@ -32,8 +33,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 3 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (3)',
+        IF (SELECT max(version) FROM schema_version) > 5 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (5)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -41,12 +42,13 @@ BEGIN
 END
 $$;
 
--- The schema version: 3, as SQLite's user_version for the same schema.
+-- The schema version: 5, as SQLite's user_version for the same schema.
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 3) ON CONFLICT (id) DO NOTHING;
+INSERT INTO schema_version (id, version) VALUES (1, 5)
+    ON CONFLICT (id) DO UPDATE SET version = 5;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -341,3 +343,129 @@ FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');
 CREATE OR REPLACE TRIGGER ledger_entries_no_truncate
 BEFORE TRUNCATE ON ledger_entries
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');
+
+-- Version 5: budgets that renew, one-call charges and alert thresholds (schema.sql's migration
+-- 5). A budget may carry a period policy and, while open, names its current period; the
+-- partial index on `period_ends_at` is the sweep that records boundaries within a second.
+-- `alert_thresholds` holds the thresholds as decimal text, largest first, separated by commas
+-- ('' for none). Every budget made before has neither.
+ALTER TABLE budgets
+    ADD COLUMN IF NOT EXISTS period_interval text COLLATE "C"
+        CHECK (period_interval IN ('day', 'week', 'month')),
+    ADD COLUMN IF NOT EXISTS period_time_zone text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS period_every_seconds bigint
+        CHECK (period_every_seconds BETWEEN 1 AND 31622400),
+    ADD COLUMN IF NOT EXISTS period_allowance_atomic numeric(39,0) CHECK (
+        period_allowance_atomic >= 0
+        AND period_allowance_atomic <= 340282366920938463463374607431768211455),
+    ADD COLUMN IF NOT EXISTS period_rollover_max_atomic numeric(39,0) CHECK (
+        period_rollover_max_atomic >= 0
+        AND period_rollover_max_atomic <= 340282366920938463463374607431768211455),
+    ADD COLUMN IF NOT EXISTS period_anchor text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS period_id text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS period_started_at text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS period_ends_at text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS alert_thresholds text COLLATE "C" NOT NULL DEFAULT ''
+        CHECK (alert_thresholds !~ '[^0-9,]');
+
+-- A policy is whole or absent, calendar or fixed; only an open budget with a policy has a
+-- current period, named whole. (Replaced by the same definition when the script runs again.)
+ALTER TABLE budgets DROP CONSTRAINT IF EXISTS budgets_period_whole;
+ALTER TABLE budgets ADD CONSTRAINT budgets_period_whole CHECK (
+    (period_time_zone IS NULL) = (period_interval IS NULL)
+    AND (period_interval IS NULL OR period_every_seconds IS NULL)
+    AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
+                                            AND period_every_seconds IS NULL)
+    AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
+    AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
+    AND (period_started_at IS NULL) = (period_id IS NULL)
+    AND (period_ends_at IS NULL) = (period_id IS NULL)
+    AND (period_id IS NULL OR (state = 'open' AND period_allowance_atomic IS NOT NULL)));
+
+-- Every open budget's current period by its end: what the boundary sweep reads.
+CREATE INDEX IF NOT EXISTS budgets_period_due ON budgets (period_ends_at)
+    WHERE period_ends_at IS NOT NULL;
+
+-- A budget's periods, its statements. The current one (at most one a budget) keeps the
+-- budget's totals right after it began; a closed one holds its own totals and how it ended.
+CREATE TABLE IF NOT EXISTS periods (
+    id                       text COLLATE "C" PRIMARY KEY,
+    budget_id                text COLLATE "C" NOT NULL,
+    state                    text COLLATE "C" NOT NULL CHECK (state IN ('current', 'closed')),
+    started_at               text COLLATE "C" NOT NULL,
+    -- The next boundary while current; the instant it ended once closed.
+    ends_at                  text COLLATE "C" NOT NULL,
+    allowance_atomic         numeric(39,0) NOT NULL CHECK (
+        allowance_atomic >= 0 AND allowance_atomic <= 340282366920938463463374607431768211455),
+    carried_in_atomic        numeric(39,0) NOT NULL CHECK (
+        carried_in_atomic >= 0 AND carried_in_atomic <= 340282366920938463463374607431768211455),
+    opening_available_atomic numeric(39,0) NOT NULL CHECK (
+        opening_available_atomic >= 0
+        AND opening_available_atomic <= 340282366920938463463374607431768211455),
+    start_credited_atomic    numeric(39,0) NOT NULL CHECK (
+        start_credited_atomic >= 0
+        AND start_credited_atomic <= 340282366920938463463374607431768211455),
+    start_debited_atomic     numeric(39,0) NOT NULL CHECK (
+        start_debited_atomic >= 0
+        AND start_debited_atomic <= 340282366920938463463374607431768211455),
+    start_spent_atomic       numeric(39,0) NOT NULL CHECK (
+        start_spent_atomic >= 0
+        AND start_spent_atomic <= 340282366920938463463374607431768211455),
+    credited_atomic          numeric(39,0) CHECK (
+        credited_atomic >= 0 AND credited_atomic <= 340282366920938463463374607431768211455),
+    debited_atomic           numeric(39,0) CHECK (
+        debited_atomic >= 0 AND debited_atomic <= 340282366920938463463374607431768211455),
+    spent_atomic             numeric(39,0) CHECK (
+        spent_atomic >= 0 AND spent_atomic <= 340282366920938463463374607431768211455),
+    forfeited_atomic         numeric(39,0) CHECK (
+        forfeited_atomic >= 0 AND forfeited_atomic <= 340282366920938463463374607431768211455),
+    carried_out_atomic       numeric(39,0) CHECK (
+        carried_out_atomic >= 0
+        AND carried_out_atomic <= 340282366920938463463374607431768211455),
+    closing_available_atomic numeric(39,0) CHECK (
+        closing_available_atomic >= 0
+        AND closing_available_atomic <= 340282366920938463463374607431768211455),
+    CHECK ((state = 'current') = (credited_atomic IS NULL)
+       AND (state = 'current') = (debited_atomic IS NULL)
+       AND (state = 'current') = (spent_atomic IS NULL)
+       AND (state = 'current') = (forfeited_atomic IS NULL)
+       AND (state = 'current') = (carried_out_atomic IS NULL)
+       AND (state = 'current') = (closing_available_atomic IS NULL))
+);
+
+CREATE INDEX IF NOT EXISTS periods_budget ON periods (budget_id, id);
+-- At most one current period a budget.
+CREATE UNIQUE INDEX IF NOT EXISTS periods_current ON periods (budget_id)
+    WHERE state = 'current';
+
+CREATE OR REPLACE TRIGGER periods_never_deleted
+BEFORE DELETE ON periods
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('periods are closed, never deleted');
+
+CREATE OR REPLACE TRIGGER periods_never_truncated
+BEFORE TRUNCATE ON periods
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('periods are closed, never deleted');
+
+-- Only a current period changes, once: when it closes.
+CREATE OR REPLACE TRIGGER periods_closed_are_final
+BEFORE UPDATE ON periods
+FOR EACH ROW
+WHEN (OLD.state IS DISTINCT FROM 'current'
+   OR NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
+   OR NEW.started_at IS DISTINCT FROM OLD.started_at
+   OR NEW.allowance_atomic IS DISTINCT FROM OLD.allowance_atomic
+   OR NEW.carried_in_atomic IS DISTINCT FROM OLD.carried_in_atomic
+   OR NEW.opening_available_atomic IS DISTINCT FROM OLD.opening_available_atomic
+   OR NEW.start_credited_atomic IS DISTINCT FROM OLD.start_credited_atomic
+   OR NEW.start_debited_atomic IS DISTINCT FROM OLD.start_debited_atomic
+   OR NEW.start_spent_atomic IS DISTINCT FROM OLD.start_spent_atomic)
+EXECUTE FUNCTION tenantd_refuse('a period changes only while it is current');
+
+-- The ledger gains three kinds (a charge, a period's refill and its forfeit) and the period
+-- each entry fell in (NULL for a budget without one).
+ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS period_id text COLLATE "C";
+ALTER TABLE ledger_entries DROP CONSTRAINT IF EXISTS ledger_entries_kind_check;
+ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
+    CHECK (kind IN ('opening_deposit', 'credit', 'debit', 'reserve', 'commit', 'release',
+                    'expire', 'charge', 'refill', 'forfeit'));

@@ -405,3 +405,163 @@ BEFORE DELETE ON ledger_entries
 BEGIN
     SELECT RAISE(ABORT, 'ledger entries are immutable');
 END;
+
+-- migration 5: budgets that renew, one-call charges and alert thresholds.
+--
+-- A budget may carry a period policy: a calendar interval in an IANA time zone or a fixed
+-- length in seconds, an allowance and a rollover cap, and the instant the policy was set (the
+-- anchor of a fixed length). While it is open it also names its current period and when
+-- that period began and ends; the partial index on `period_ends_at` is the sweep that
+-- records boundaries within a second. Every budget made before has no policy and no
+-- thresholds. `alert_thresholds` holds the thresholds as decimal text, largest first,
+-- separated by commas ('' for none).
+ALTER TABLE budgets ADD COLUMN period_interval TEXT CHECK (
+    period_interval = 'day' OR period_interval = 'week' OR period_interval = 'month');
+ALTER TABLE budgets ADD COLUMN period_time_zone TEXT;
+ALTER TABLE budgets ADD COLUMN period_every_seconds INTEGER CHECK (
+    period_every_seconds BETWEEN 1 AND 31622400);
+ALTER TABLE budgets ADD COLUMN period_allowance_atomic TEXT CHECK (
+    length(period_allowance_atomic) BETWEEN 1 AND 39
+    AND period_allowance_atomic NOT GLOB '*[^0-9]*');
+ALTER TABLE budgets ADD COLUMN period_rollover_max_atomic TEXT CHECK (
+    length(period_rollover_max_atomic) BETWEEN 1 AND 39
+    AND period_rollover_max_atomic NOT GLOB '*[^0-9]*');
+ALTER TABLE budgets ADD COLUMN period_anchor TEXT;
+ALTER TABLE budgets ADD COLUMN period_id TEXT;
+ALTER TABLE budgets ADD COLUMN period_started_at TEXT;
+ALTER TABLE budgets ADD COLUMN period_ends_at TEXT;
+-- Its CHECK is the new columns' table constraint (SQLite adds none with a column): a policy
+-- is whole or absent, calendar or fixed; only an open budget with a policy has a current
+-- period, named whole.
+ALTER TABLE budgets ADD COLUMN alert_thresholds TEXT NOT NULL DEFAULT '' CHECK (
+    alert_thresholds NOT GLOB '*[^0-9,]*'
+    AND (period_time_zone IS NULL) = (period_interval IS NULL)
+    AND (period_interval IS NULL OR period_every_seconds IS NULL)
+    AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
+                                            AND period_every_seconds IS NULL)
+    AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
+    AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
+    AND (period_started_at IS NULL) = (period_id IS NULL)
+    AND (period_ends_at IS NULL) = (period_id IS NULL)
+    AND (period_id IS NULL OR (state = 'open' AND period_allowance_atomic IS NOT NULL)));
+
+-- Every open budget's current period by its end: what the boundary sweep reads.
+CREATE INDEX budgets_period_due ON budgets (period_ends_at) WHERE period_ends_at IS NOT NULL;
+
+-- A budget's periods, its statements. The current one (at most one a budget) keeps the
+-- budget's totals right after it began, so what it credited, debited and spent is the
+-- budget's totals less those; a closed one holds its own figures and how it ended.
+CREATE TABLE periods (
+    id                       TEXT PRIMARY KEY,
+    budget_id                TEXT NOT NULL,
+    state                    TEXT NOT NULL CHECK (state = 'current' OR state = 'closed'),
+    started_at               TEXT NOT NULL,
+    -- The next boundary while current; the instant it ended once closed.
+    ends_at                  TEXT NOT NULL,
+    allowance_atomic         TEXT NOT NULL CHECK (
+        length(allowance_atomic) BETWEEN 1 AND 39 AND allowance_atomic NOT GLOB '*[^0-9]*'),
+    carried_in_atomic        TEXT NOT NULL CHECK (
+        length(carried_in_atomic) BETWEEN 1 AND 39 AND carried_in_atomic NOT GLOB '*[^0-9]*'),
+    opening_available_atomic TEXT NOT NULL CHECK (
+        length(opening_available_atomic) BETWEEN 1 AND 39
+        AND opening_available_atomic NOT GLOB '*[^0-9]*'),
+    start_credited_atomic    TEXT NOT NULL CHECK (
+        length(start_credited_atomic) BETWEEN 1 AND 39
+        AND start_credited_atomic NOT GLOB '*[^0-9]*'),
+    start_debited_atomic     TEXT NOT NULL CHECK (
+        length(start_debited_atomic) BETWEEN 1 AND 39
+        AND start_debited_atomic NOT GLOB '*[^0-9]*'),
+    start_spent_atomic       TEXT NOT NULL CHECK (
+        length(start_spent_atomic) BETWEEN 1 AND 39 AND start_spent_atomic NOT GLOB '*[^0-9]*'),
+    credited_atomic          TEXT CHECK (
+        length(credited_atomic) BETWEEN 1 AND 39 AND credited_atomic NOT GLOB '*[^0-9]*'),
+    debited_atomic           TEXT CHECK (
+        length(debited_atomic) BETWEEN 1 AND 39 AND debited_atomic NOT GLOB '*[^0-9]*'),
+    spent_atomic             TEXT CHECK (
+        length(spent_atomic) BETWEEN 1 AND 39 AND spent_atomic NOT GLOB '*[^0-9]*'),
+    forfeited_atomic         TEXT CHECK (
+        length(forfeited_atomic) BETWEEN 1 AND 39 AND forfeited_atomic NOT GLOB '*[^0-9]*'),
+    carried_out_atomic       TEXT CHECK (
+        length(carried_out_atomic) BETWEEN 1 AND 39 AND carried_out_atomic NOT GLOB '*[^0-9]*'),
+    closing_available_atomic TEXT CHECK (
+        length(closing_available_atomic) BETWEEN 1 AND 39
+        AND closing_available_atomic NOT GLOB '*[^0-9]*'),
+    CHECK ((state = 'current') = (credited_atomic IS NULL)
+       AND (state = 'current') = (debited_atomic IS NULL)
+       AND (state = 'current') = (spent_atomic IS NULL)
+       AND (state = 'current') = (forfeited_atomic IS NULL)
+       AND (state = 'current') = (carried_out_atomic IS NULL)
+       AND (state = 'current') = (closing_available_atomic IS NULL))
+) WITHOUT ROWID;
+
+CREATE INDEX periods_budget ON periods (budget_id, id);
+-- At most one current period a budget.
+CREATE UNIQUE INDEX periods_current ON periods (budget_id) WHERE state = 'current';
+
+CREATE TRIGGER periods_never_deleted
+BEFORE DELETE ON periods
+BEGIN
+    SELECT RAISE(ABORT, 'periods are closed, never deleted');
+END;
+
+-- Only a current period changes, once: when it closes.
+CREATE TRIGGER periods_closed_are_final
+BEFORE UPDATE ON periods
+WHEN OLD.state IS NOT 'current'
+  OR NEW.id IS NOT OLD.id
+  OR NEW.budget_id IS NOT OLD.budget_id
+  OR NEW.started_at IS NOT OLD.started_at
+  OR NEW.allowance_atomic IS NOT OLD.allowance_atomic
+  OR NEW.carried_in_atomic IS NOT OLD.carried_in_atomic
+  OR NEW.opening_available_atomic IS NOT OLD.opening_available_atomic
+  OR NEW.start_credited_atomic IS NOT OLD.start_credited_atomic
+  OR NEW.start_debited_atomic IS NOT OLD.start_debited_atomic
+  OR NEW.start_spent_atomic IS NOT OLD.start_spent_atomic
+BEGIN
+    SELECT RAISE(ABORT, 'a period changes only while it is current');
+END;
+
+-- The ledger gains three kinds (a charge, a period's refill and its forfeit) and the period
+-- each entry fell in (NULL for a budget without one). The table is rebuilt with every row as
+-- it was, for the CHECK on its kind; the old one is dropped under `secure_delete`.
+CREATE TABLE ledger_entries_v5 (
+    id               TEXT PRIMARY KEY,
+    budget_id        TEXT NOT NULL,
+    kind             TEXT NOT NULL CHECK (
+        kind = 'opening_deposit' OR kind = 'credit' OR kind = 'debit' OR kind = 'reserve'
+        OR kind = 'commit' OR kind = 'release' OR kind = 'expire' OR kind = 'charge'
+        OR kind = 'refill' OR kind = 'forfeit'),
+    amount_atomic    TEXT NOT NULL CHECK (
+        length(amount_atomic) BETWEEN 1 AND 39 AND amount_atomic NOT GLOB '*[^0-9]*'),
+    reservation_id   TEXT,
+    memo             TEXT,
+    occurred_at      TEXT NOT NULL,
+    balance_atomic   TEXT NOT NULL CHECK (
+        length(balance_atomic) BETWEEN 1 AND 39 AND balance_atomic NOT GLOB '*[^0-9]*'),
+    available_atomic TEXT NOT NULL CHECK (
+        length(available_atomic) BETWEEN 1 AND 39 AND available_atomic NOT GLOB '*[^0-9]*'),
+    period_id        TEXT
+) WITHOUT ROWID;
+
+INSERT INTO ledger_entries_v5 (id, budget_id, kind, amount_atomic, reservation_id, memo,
+                               occurred_at, balance_atomic, available_atomic, period_id)
+SELECT id, budget_id, kind, amount_atomic, reservation_id, memo, occurred_at, balance_atomic,
+       available_atomic, NULL
+FROM ledger_entries;
+
+DROP TABLE ledger_entries;
+ALTER TABLE ledger_entries_v5 RENAME TO ledger_entries;
+
+CREATE INDEX ledger_entries_budget ON ledger_entries (budget_id, id);
+
+CREATE TRIGGER ledger_entries_no_update
+BEFORE UPDATE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries are immutable');
+END;
+
+CREATE TRIGGER ledger_entries_no_delete
+BEFORE DELETE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries are immutable');
+END;

@@ -131,14 +131,14 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 3 (SQLite's user_version)" "SELECT version FROM schema_version" 3
+yields "schema_version is 5 (SQLite's user_version)" "SELECT version FROM schema_version" 5
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
-    "audit_events,budgets,chain_head,idempotency_keys,ledger_entries,reservations,schema_version,tenants"
+    "audit_events,budgets,chain_head,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
+    "audit_events_pkey,budgets_open_name,budgets_period_due,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -382,10 +382,10 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 3"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 4" -f "$schema" 2>&1); then
+    "2 2 2 5"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 6" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 4)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 6)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"

@@ -55,6 +55,8 @@ pub enum ApiError {
     BudgetNotFound,
     /// No such reservation under the tenant.
     ReservationNotFound,
+    /// No such ledger entry under the budget.
+    EntryNotFound,
     /// An open budget of the tenant already has the name.
     BudgetNameTaken,
     /// The movement needs more than is available; what is available, in decimal digits.
@@ -103,7 +105,8 @@ impl ApiError {
             Self::RouteNotFound
             | Self::TenantNotFound
             | Self::BudgetNotFound
-            | Self::ReservationNotFound => StatusCode::NOT_FOUND,
+            | Self::ReservationNotFound
+            | Self::EntryNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::TenantNameTaken
             | Self::BudgetNameTaken
@@ -140,6 +143,7 @@ impl ApiError {
             Self::InvalidQuery(_) => "invalid_query",
             Self::BudgetNotFound => "budget_not_found",
             Self::ReservationNotFound => "reservation_not_found",
+            Self::EntryNotFound => "entry_not_found",
             Self::BudgetNameTaken => "budget_name_taken",
             Self::InsufficientFunds(_) => "insufficient_funds",
             Self::AmountOverflow => "amount_overflow",
@@ -179,6 +183,7 @@ impl ApiError {
             },
             Self::BudgetNotFound => "this tenant has no budget with this id".into(),
             Self::ReservationNotFound => "this tenant has no reservation with this id".into(),
+            Self::EntryNotFound => "this budget has no ledger entry with this id".into(),
             Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
             Self::InsufficientFunds(available) => {
                 format!("the budget has only {available} atomic units available")

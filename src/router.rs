@@ -18,7 +18,9 @@ use crate::app::App;
 use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
 use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
-use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
+use crate::handlers::{
+    HttpResponse, budgets, charges, drop_unread_body, health, reservations, tenants,
+};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
@@ -30,6 +32,7 @@ pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
         health::ROUTES,
         tenants::ROUTES,
         budgets::ROUTES,
+        charges::ROUTES,
         reservations::ROUTES,
     ]
     .into_iter()
@@ -330,22 +333,39 @@ mod tests {
     #[test]
     fn paths_map_to_templates_and_params() {
         let cases = [
-            ("/healthz", Some("/healthz"), ["", ""]),
-            ("/v1/tenants", Some("/v1/tenants"), ["", ""]),
-            ("/v1/tenants/ten_X", Some("/v1/tenants/{id}"), ["ten_X", ""]),
+            ("/healthz", Some("/healthz"), ["", "", ""]),
+            ("/v1/tenants", Some("/v1/tenants"), ["", "", ""]),
+            (
+                "/v1/tenants/ten_X",
+                Some("/v1/tenants/{id}"),
+                ["ten_X", "", ""],
+            ),
             (
                 "/v1/tenants/ten_X/reservations/r/commit",
                 Some("/v1/tenants/{id}/reservations/{reservation_id}/commit"),
-                ["ten_X", "r"],
+                ["ten_X", "r", ""],
             ),
-            ("/v1/tenants/ten_X/reservations/r/cancel", None, ["", ""]),
-            ("/v1/tenants/", None, ["", ""]),
-            ("/v1/tenants/a/b", None, ["", ""]),
-            ("/v1/tenants//", None, ["", ""]),
-            ("/healthz/", None, ["", ""]),
-            ("/", None, ["", ""]),
-            ("*", None, ["", ""]),
-            ("/v1/tenants/a/budgets/b/entries/c/d/e/f", None, ["", ""]),
+            (
+                "/v1/tenants/ten_X/reservations/r/cancel",
+                None,
+                ["", "", ""],
+            ),
+            ("/v1/tenants/", None, ["", "", ""]),
+            ("/v1/tenants/a/b", None, ["", "", ""]),
+            ("/v1/tenants//", None, ["", "", ""]),
+            ("/healthz/", None, ["", "", ""]),
+            ("/", None, ["", "", ""]),
+            ("*", None, ["", "", ""]),
+            (
+                "/v1/tenants/ten_X/budgets/b/entries/e",
+                Some("/v1/tenants/{id}/budgets/{budget_id}/entries/{entry_id}"),
+                ["ten_X", "b", "e"],
+            ),
+            (
+                "/v1/tenants/a/budgets/b/entries/c/d/e/f",
+                None,
+                ["", "", ""],
+            ),
         ];
         for (path, template, params) in cases {
             let target = Target::parse(path);
@@ -364,7 +384,8 @@ mod tests {
                 .template
                 .replace("{id}", "x")
                 .replace("{budget_id}", "b")
-                .replace("{reservation_id}", "r");
+                .replace("{reservation_id}", "r")
+                .replace("{entry_id}", "e");
             assert_eq!(Target::parse(&concrete).index, Some(i), "{}", path.template);
             assert_eq!(route_labels()[i], path.template);
         }
@@ -380,7 +401,11 @@ mod tests {
             allow("/v1/tenants/{id}/budgets/{budget_id}/credits"),
             "POST"
         );
-        assert_eq!(PATHS.len(), 16, "every path of the table once");
+        assert_eq!(
+            allow("/v1/tenants/{id}/budgets/{budget_id}"),
+            "GET, HEAD, DELETE, PATCH"
+        );
+        assert_eq!(PATHS.len(), 19, "every path of the table once");
     }
 
     #[test]
@@ -423,6 +448,22 @@ mod tests {
                 Method::GET,
                 "/v1/tenants/ten_A/budgets/b/entries",
                 Needs::Tenant(t, Read),
+            ),
+            (
+                Method::GET,
+                "/v1/tenants/ten_A/budgets/b/entries/e",
+                Needs::Tenant(t, Read),
+            ),
+            (
+                Method::GET,
+                "/v1/tenants/ten_A/budgets/b/periods",
+                Needs::Tenant(t, Read),
+            ),
+            (Method::PATCH, budget, Needs::Tenant(t, Manage)),
+            (
+                Method::POST,
+                "/v1/tenants/ten_A/charges",
+                Needs::Tenant(t, Spend),
             ),
             (
                 Method::GET,

@@ -3,8 +3,9 @@
 use serde::Serialize;
 
 use crate::domain::{
-    Atomic, Budget, BudgetId, EntryId, LedgerEntry, Memo, Name, Reservation, ReservationId, Tenant,
-    TenantId, Timestamp, Unit,
+    Atomic, Budget, BudgetId, CurrentPeriod, EntryId, Figures, LedgerEntry, Memo, Name, PeriodId,
+    Policy, Reservation, ReservationId, Statement, Tenant, TenantId, Thresholds, Timestamp, Unit,
+    period_totals,
 };
 use crate::ids::TenantToken;
 use crate::store::Page;
@@ -26,6 +27,27 @@ struct BudgetView<'a> {
     reserved_atomic: Atomic,
     balance_atomic: Atomic,
     available_atomic: Atomic,
+    period: Option<&'a Policy>,
+    current_period: Option<CurrentPeriodView<'a>>,
+    alert_thresholds_atomic: &'a Thresholds,
+}
+
+/// Where a budget stands in its period: its id, when it began, and when it resets.
+#[derive(Serialize)]
+struct CurrentPeriodView<'a> {
+    id: &'a PeriodId,
+    started_at: Timestamp,
+    ends_at: Timestamp,
+}
+
+impl<'a> From<&'a CurrentPeriod> for CurrentPeriodView<'a> {
+    fn from(c: &'a CurrentPeriod) -> Self {
+        Self {
+            id: &c.id,
+            started_at: c.started_at,
+            ends_at: c.ends_at,
+        }
+    }
 }
 
 impl<'a> From<&'a Budget> for BudgetView<'a> {
@@ -48,6 +70,9 @@ impl<'a> From<&'a Budget> for BudgetView<'a> {
             reserved_atomic: Atomic::new(f.reserved),
             balance_atomic: Atomic::new(f.balance().unwrap_or(0)),
             available_atomic: Atomic::new(f.available().unwrap_or(0)),
+            period: b.policy.as_ref(),
+            current_period: b.current.as_ref().map(CurrentPeriodView::from),
+            alert_thresholds_atomic: &b.thresholds,
         }
     }
 }
@@ -107,6 +132,7 @@ struct EntryView<'a> {
     occurred_at: Timestamp,
     balance_atomic: Atomic,
     available_atomic: Atomic,
+    period_id: Option<&'a PeriodId>,
 }
 
 impl<'a> From<&'a LedgerEntry> for EntryView<'a> {
@@ -121,6 +147,57 @@ impl<'a> From<&'a LedgerEntry> for EntryView<'a> {
             occurred_at: e.occurred_at,
             balance_atomic: e.balance,
             available_atomic: e.available,
+            period_id: e.period_id.as_ref(),
+        }
+    }
+}
+
+/// A period statement.
+#[derive(Serialize)]
+struct StatementView<'a> {
+    id: &'a PeriodId,
+    budget_id: &'a BudgetId,
+    state: &'static str,
+    started_at: Timestamp,
+    ends_at: Timestamp,
+    allowance_atomic: Atomic,
+    carried_in_atomic: Atomic,
+    opening_available_atomic: Atomic,
+    credited_atomic: Atomic,
+    debited_atomic: Atomic,
+    spent_atomic: Atomic,
+    forfeited_atomic: Option<Atomic>,
+    carried_out_atomic: Option<Atomic>,
+    closing_available_atomic: Option<Atomic>,
+}
+
+impl<'a> StatementView<'a> {
+    /// The statement `s` of a budget whose figures are `now`: a current period's totals are
+    /// the budget's less those it began with.
+    fn new(s: &'a Statement, now: &Figures) -> Self {
+        let end = s.closing.as_ref().map_or(now, |c| &c.end);
+        // The store never hands out a period that ends below its start; zero is never shown
+        // for one because it cannot be read.
+        let (credited, debited, spent) = period_totals(&s.start, end).unwrap_or_default();
+        Self {
+            id: &s.id,
+            budget_id: &s.budget_id,
+            state: if s.closing.is_some() {
+                "closed"
+            } else {
+                "current"
+            },
+            started_at: s.started_at,
+            ends_at: s.ends_at,
+            allowance_atomic: s.allowance,
+            carried_in_atomic: s.carried_in,
+            opening_available_atomic: s.opening_available,
+            credited_atomic: Atomic::new(credited),
+            debited_atomic: Atomic::new(debited),
+            spent_atomic: Atomic::new(spent),
+            forfeited_atomic: s.closing.map(|c| c.forfeited),
+            carried_out_atomic: s.closing.map(|c| c.carried_out),
+            closing_available_atomic: s.closing.map(|c| c.available),
         }
     }
 }
@@ -230,6 +307,23 @@ pub(crate) fn entries_json(page: &Page<LedgerEntry>) -> String {
     page_json::<_, EntryView<'_>, _>(page, |e| &e.id)
 }
 
+/// A page of a budget's period statements.
+pub(crate) fn periods_json(budget: &Budget, page: &Page<Statement>) -> String {
+    let view = PageView {
+        data: page
+            .items
+            .iter()
+            .map(|s| StatementView::new(s, &budget.figures))
+            .collect(),
+        has_more: page.has_more,
+        next_after: page
+            .has_more
+            .then(|| page.items.last().map(|s| &s.id))
+            .flatten(),
+    };
+    to_json(&view)
+}
+
 /// A page of reservations.
 pub(crate) fn reservations_json(page: &Page<Reservation>) -> String {
     page_json::<_, ReservationView<'_>, _>(page, |r| &r.id)
@@ -238,7 +332,7 @@ pub(crate) fn reservations_json(page: &Page<Reservation>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{BudgetState, Figures, TenantState};
+    use crate::domain::{BudgetState, TenantState};
 
     fn tenant(state: TenantState) -> Tenant {
         let id = TenantId::parse("ten_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("id");
@@ -260,6 +354,9 @@ mod tests {
                     reserved: 5,
                     ..Figures::opening(deposit)
                 },
+                policy: None,
+                current: None,
+                thresholds: Thresholds::default(),
             },
             id,
             name: Name::parse("acme-prod").expect("name"),

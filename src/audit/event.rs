@@ -11,8 +11,9 @@ use super::replay::{
 };
 use crate::domain::rules::{self, Change, Settlement};
 use crate::domain::{
-    Atomic, AuditEvent, BudgetId, DEFAULT_BUDGET_NAME, Direction, Memo, Name, Refusal,
-    ReservationId, ReservationState, TenantId, Timestamp, Unit,
+    Atomic, AuditEvent, BudgetId, Cadence, DEFAULT_BUDGET_NAME, Direction, EntryKind, Interval,
+    Memo, Name, Policy, Refusal, ReservationId, ReservationState, TenantId, Thresholds, Timestamp,
+    Unit, Zone,
 };
 
 /// Who made a change.
@@ -48,8 +49,35 @@ impl Actor {
 /// A payload member: borrowed when it is read back, owned when it is written.
 type Text<'a> = Cow<'a, str>;
 
+/// A period policy as the budget shows it. Unknown members are caught by the canonical
+/// form's check, as everywhere.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct PolicyPayload<'a> {
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    interval: Option<Text<'a>>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    time_zone: Option<Text<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    every_seconds: Option<u32>,
+    #[serde(borrow)]
+    allowance_atomic: Text<'a>,
+    #[serde(borrow)]
+    rollover_max_atomic: Text<'a>,
+}
+
+/// The members a created budget's payload gains when it has a period or thresholds, after
+/// its revision-2 members. (A payload with `flatten` cannot deny unknown members; the
+/// canonical form's check refuses them.)
+#[derive(Serialize, Deserialize)]
+struct RenewalPayload<'a> {
+    #[serde(borrow)]
+    period: Option<PolicyPayload<'a>>,
+    #[serde(borrow)]
+    alert_thresholds_atomic: Vec<Text<'a>>,
+}
+
+#[derive(Serialize, Deserialize)]
 struct TenantCreatedPayload<'a> {
     #[serde(borrow)]
     id: Text<'a>,
@@ -57,6 +85,32 @@ struct TenantCreatedPayload<'a> {
     name: Text<'a>,
     #[serde(borrow)]
     opening_deposit_atomic: Text<'a>,
+    #[serde(borrow, flatten)]
+    renewal: Option<RenewalPayload<'a>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdatedPayload<'a> {
+    #[serde(borrow)]
+    id: Text<'a>,
+    #[serde(borrow)]
+    period: Option<PolicyPayload<'a>>,
+    #[serde(borrow)]
+    alert_thresholds_atomic: Vec<Text<'a>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetPayload<'a> {
+    #[serde(borrow)]
+    budget_id: Text<'a>,
+    #[serde(borrow)]
+    period_started_at: Text<'a>,
+    #[serde(borrow)]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    amount_atomic: Text<'a>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -67,7 +121,6 @@ struct IdPayload<'a> {
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct BudgetCreatedPayload<'a> {
     #[serde(borrow)]
     id: Text<'a>,
@@ -77,6 +130,8 @@ struct BudgetCreatedPayload<'a> {
     unit: Text<'a>,
     #[serde(borrow)]
     opening_deposit_atomic: Text<'a>,
+    #[serde(borrow, flatten)]
+    renewal: Option<RenewalPayload<'a>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -125,6 +180,81 @@ fn to_json(payload: &impl Serialize) -> String {
     serde_json::to_string(payload).expect("an audit payload always serializes")
 }
 
+fn policy_payload(policy: &Policy) -> PolicyPayload<'_> {
+    let (interval, time_zone, every_seconds) = match &policy.cadence {
+        Cadence::Calendar { interval, zone } => {
+            (Some(interval.name().into()), Some(zone.name().into()), None)
+        }
+        Cadence::Fixed { every_seconds } => (None, None, Some(*every_seconds)),
+    };
+    PolicyPayload {
+        interval,
+        time_zone,
+        every_seconds,
+        allowance_atomic: policy.allowance.to_string().into(),
+        rollover_max_atomic: policy.rollover_max.to_string().into(),
+    }
+}
+
+fn thresholds_payload(thresholds: &Thresholds) -> Vec<Text<'static>> {
+    thresholds
+        .amounts()
+        .iter()
+        .map(|a| a.to_string().into())
+        .collect()
+}
+
+/// The members a created budget's payload gains, only when it has a period or thresholds.
+fn renewal_payload<'a>(
+    policy: Option<&'a Policy>,
+    thresholds: &Thresholds,
+) -> Option<RenewalPayload<'a>> {
+    if policy.is_none() && thresholds.is_empty() {
+        return None;
+    }
+    Some(RenewalPayload {
+        period: policy.map(policy_payload),
+        alert_thresholds_atomic: thresholds_payload(thresholds),
+    })
+}
+
+fn policy(p: PolicyPayload<'_>) -> Result<Policy, String> {
+    let cadence = match (p.interval, p.time_zone, p.every_seconds) {
+        (Some(interval), Some(zone), None) => Cadence::Calendar {
+            interval: Interval::parse(&interval).map_err(|e| format!("its interval {e}"))?,
+            zone: Zone::parse(&zone).map_err(|e| format!("its time zone {e}"))?,
+        },
+        (None, None, Some(seconds)) => {
+            Cadence::fixed(seconds).map_err(|e| format!("its every_seconds {e}"))?
+        }
+        _ => return Err("a period that is neither calendar nor fixed".into()),
+    };
+    Ok(Policy {
+        cadence,
+        allowance: amount(&p.allowance_atomic)?,
+        rollover_max: amount(&p.rollover_max_atomic)?,
+    })
+}
+
+fn thresholds(raw: Vec<Text<'_>>) -> Result<Thresholds, String> {
+    let amounts = raw
+        .iter()
+        .map(|a| amount(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    Thresholds::new(amounts).map_err(|e| format!("its thresholds {e}"))
+}
+
+/// A created budget's period and thresholds, as its payload has them.
+fn renewal(raw: Option<RenewalPayload<'_>>) -> Result<(Option<Policy>, Thresholds), String> {
+    match raw {
+        None => Ok((None, Thresholds::default())),
+        Some(r) => Ok((
+            r.period.map(policy).transpose()?,
+            thresholds(r.alert_thresholds_atomic)?,
+        )),
+    }
+}
+
 impl AuditEvent {
     /// The `action` column's text.
     pub(crate) fn action(&self) -> &'static str {
@@ -133,6 +263,9 @@ impl AuditEvent {
             Self::TenantTombstoned { .. } => "tenant.tombstoned",
             Self::BudgetCreated { .. } => "budget.created",
             Self::BudgetClosed { .. } => "budget.closed",
+            Self::BudgetUpdated { .. } => "budget.updated",
+            Self::BudgetCharged { .. } => "budget.charged",
+            Self::BudgetPeriodReset { .. } => "budget.period_reset",
             Self::BudgetMoved {
                 direction: Direction::Credit,
                 ..
@@ -155,6 +288,9 @@ impl AuditEvent {
             Self::TenantCreated { id, .. } | Self::TenantTombstoned { id } => id,
             Self::BudgetCreated { tenant, .. }
             | Self::BudgetClosed { tenant, .. }
+            | Self::BudgetUpdated { tenant, .. }
+            | Self::BudgetCharged { tenant, .. }
+            | Self::BudgetPeriodReset { tenant, .. }
             | Self::BudgetMoved { tenant, .. }
             | Self::ReservationCreated { tenant, .. }
             | Self::ReservationCommitted { tenant, .. }
@@ -173,10 +309,13 @@ impl AuditEvent {
                 id,
                 name,
                 opening_deposit,
+                policy,
+                thresholds,
             } => to_json(&TenantCreatedPayload {
                 id: id.as_str().into(),
                 name: name.as_str().into(),
                 opening_deposit_atomic: opening_deposit.to_string().into(),
+                renewal: renewal_payload(policy.as_ref(), thresholds),
             }),
             Self::TenantTombstoned { id: tenant } => id(tenant.as_str()),
             Self::BudgetCreated {
@@ -184,14 +323,49 @@ impl AuditEvent {
                 name,
                 unit,
                 opening_deposit,
+                policy,
+                thresholds,
                 ..
             } => to_json(&BudgetCreatedPayload {
                 id: id.as_str().into(),
                 name: name.as_str().into(),
                 unit: unit.as_str().into(),
                 opening_deposit_atomic: opening_deposit.to_string().into(),
+                renewal: renewal_payload(policy.as_ref(), thresholds),
             }),
             Self::BudgetClosed { id: budget, .. } => id(budget.as_str()),
+            Self::BudgetUpdated {
+                id,
+                policy,
+                thresholds,
+                ..
+            } => to_json(&UpdatedPayload {
+                id: id.as_str().into(),
+                period: policy.as_ref().map(policy_payload),
+                alert_thresholds_atomic: thresholds_payload(thresholds),
+            }),
+            Self::BudgetCharged {
+                budget,
+                amount,
+                memo,
+                ..
+            } => to_json(&MovedPayload {
+                budget_id: budget.as_str().into(),
+                amount_atomic: amount.to_string().into(),
+                memo: memo.as_ref().map(|m| m.as_str().into()),
+            }),
+            Self::BudgetPeriodReset {
+                budget,
+                started_at,
+                kind,
+                amount,
+                ..
+            } => to_json(&ResetPayload {
+                budget_id: budget.as_str().into(),
+                period_started_at: started_at.to_string().into(),
+                kind: kind.name().into(),
+                amount_atomic: amount.to_string().into(),
+            }),
             Self::BudgetMoved {
                 budget,
                 amount,
@@ -238,10 +412,13 @@ impl AuditEvent {
         let event = match action {
             "tenant.created" => {
                 let p: TenantCreatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                let (policy, thresholds) = renewal(p.renewal)?;
                 Self::TenantCreated {
                     id: own_tenant(&p.id, &tenant)?,
                     name: Name::parse(&p.name).map_err(|e| format!("its name {e}"))?,
                     opening_deposit: amount(&p.opening_deposit_atomic)?,
+                    policy,
+                    thresholds,
                 }
             }
             "tenant.tombstoned" => {
@@ -252,11 +429,14 @@ impl AuditEvent {
             }
             "budget.created" => {
                 let p: BudgetCreatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                let (policy, thresholds) = renewal(p.renewal)?;
                 Self::BudgetCreated {
                     id: id(&p.id, BudgetId::parse)?,
                     name: Name::parse(&p.name).map_err(|e| format!("its name {e}"))?,
                     unit: Unit::parse(&p.unit).map_err(|e| format!("its unit {e}"))?,
                     opening_deposit: amount(&p.opening_deposit_atomic)?,
+                    policy,
+                    thresholds,
                     tenant,
                 }
             }
@@ -264,6 +444,41 @@ impl AuditEvent {
                 let p: IdPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
                 Self::BudgetClosed {
                     id: id(&p.id, BudgetId::parse)?,
+                    tenant,
+                }
+            }
+            "budget.updated" => {
+                let p: UpdatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                Self::BudgetUpdated {
+                    id: id(&p.id, BudgetId::parse)?,
+                    policy: p.period.map(policy).transpose()?,
+                    thresholds: thresholds(p.alert_thresholds_atomic)?,
+                    tenant,
+                }
+            }
+            "budget.charged" => {
+                let p: MovedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                Self::BudgetCharged {
+                    budget: id(&p.budget_id, BudgetId::parse)?,
+                    amount: amount(&p.amount_atomic)?,
+                    memo: p
+                        .memo
+                        .map(|m| Memo::parse(&m).map_err(|e| format!("its memo {e}")))
+                        .transpose()?,
+                    tenant,
+                }
+            }
+            "budget.period_reset" => {
+                let p: ResetPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
+                let kind = match EntryKind::parse(&p.kind) {
+                    Some(kind @ (EntryKind::Refill | EntryKind::Forfeit)) => kind,
+                    _ => return Err(format!("a reset of kind {:?}", p.kind)),
+                };
+                Self::BudgetPeriodReset {
+                    budget: id(&p.budget_id, BudgetId::parse)?,
+                    started_at: time(&p.period_started_at)?,
+                    kind,
+                    amount: amount(&p.amount_atomic)?,
                     tenant,
                 }
             }
@@ -351,22 +566,26 @@ fn time(raw: &str) -> Result<Timestamp, String> {
 }
 
 impl AuditEvent {
-    /// Whether `actor` may record this event: only the system expires holds, and does
-    /// nothing else; a tenant token only reserves and settles its reservations; the admin
-    /// (and an identity) does all but expiries.
+    /// Whether `actor` may record this event: only the system expires holds and records a
+    /// period's boundary, and does nothing else; a tenant token only reserves, settles its
+    /// reservations and charges; the admin (and an identity) does all but the system's.
     pub(super) fn may_be_recorded_by(&self, actor: &str) -> bool {
-        let expiry = matches!(self, Self::ReservationExpired { .. });
+        let by_time = matches!(
+            self,
+            Self::ReservationExpired { .. } | Self::BudgetPeriodReset { .. }
+        );
         let spending = matches!(
             self,
             Self::ReservationCreated { .. }
                 | Self::ReservationCommitted { .. }
                 | Self::ReservationReleased { .. }
                 | Self::ReservationExtended { .. }
+                | Self::BudgetCharged { .. }
         );
         match actor {
-            "system" => expiry,
+            "system" => by_time,
             "tenant" => spending,
-            _ => !expiry,
+            _ => !by_time,
         }
     }
 }
@@ -388,6 +607,8 @@ impl Replay {
                 id,
                 name,
                 opening_deposit,
+                policy,
+                thresholds,
             } => {
                 if self.tenants.contains_key(&id) {
                     return Err(format!("creates tenant {id} a second time"));
@@ -401,6 +622,7 @@ impl Replay {
                     Unit::atomic(),
                     at,
                     opening_deposit,
+                    (policy, thresholds),
                 )?;
                 self.tenants.insert(
                     id,
@@ -418,6 +640,7 @@ impl Replay {
                 let budgets = self.active_tenant(&id)?.budgets.clone();
                 for budget in budgets {
                     if self.budgets[&budget].closed_at.is_none() {
+                        self.budgets[&budget].on_time(&budget, at)?;
                         self.close(&budget, at)?;
                     }
                 }
@@ -430,6 +653,8 @@ impl Replay {
                 name,
                 unit,
                 opening_deposit,
+                policy,
+                thresholds,
             } => {
                 self.active_tenant(&tenant)?;
                 let taken = self
@@ -439,13 +664,85 @@ impl Replay {
                 if taken {
                     return Err(format!("budget {id} takes the name of an open budget"));
                 }
-                self.new_budget(seq, &tenant, id.clone(), name, unit, at, opening_deposit)?;
+                self.new_budget(
+                    seq,
+                    &tenant,
+                    id.clone(),
+                    name,
+                    unit,
+                    at,
+                    opening_deposit,
+                    (policy, thresholds),
+                )?;
                 let owner = self.tenants.get_mut(&tenant).expect("checked above");
                 owner.budgets.push(id);
             }
             AuditEvent::BudgetClosed { tenant, id } => {
-                self.open_budget(&tenant, &id)?;
+                self.open_budget(&tenant, &id)?.on_time(&id, at)?;
                 self.close(&id, at)?;
+            }
+            AuditEvent::BudgetUpdated {
+                ref tenant,
+                ref id,
+                ref policy,
+                ref thresholds,
+            } => {
+                let b = self.open_budget(tenant, id)?;
+                b.on_time(id, at)?;
+                let before = (b.policy.as_ref().map(|(p, _)| p), &b.thresholds);
+                let recorded =
+                    rules::update(tenant, id, before, (policy.clone(), thresholds.clone()));
+                if recorded.as_ref() != Some(&event) {
+                    return Err(format!(
+                        "records an update of budget {id} that changes nothing"
+                    ));
+                }
+                if b.policy.as_ref().map(|(p, _)| p) != policy.as_ref() {
+                    let closing = rules::end_period(b.figures)
+                        .map_err(|_| format!("budget {id} breaks the invariant"))?;
+                    b.end_period(at, closing);
+                    b.policy = policy.clone().map(|p| (p, at));
+                    b.begin_period(at, Atomic::new(0))?;
+                }
+                b.thresholds = thresholds.clone();
+            }
+            AuditEvent::BudgetCharged {
+                ref tenant,
+                ref budget,
+                amount,
+                ref memo,
+            } => {
+                if amount.get() == 0 {
+                    return Err("charges a budget 0".into());
+                }
+                let b = self.open_budget(tenant, budget)?;
+                b.on_time(budget, at)?;
+                let change = rules::charge(tenant, budget, b.figures, amount, memo.as_ref())
+                    .map_err(|_| format!("a charge that overspends budget {budget}"))?;
+                self.take(budget, change, &event, at)?;
+            }
+            AuditEvent::BudgetPeriodReset {
+                ref tenant,
+                ref budget,
+                started_at,
+                ..
+            } => {
+                let b = self.open_budget(tenant, budget)?;
+                let (Some((policy, _)), Some(ends_at)) = (&b.policy, b.ends_at()) else {
+                    return Err(format!("resets budget {budget}, which has no period"));
+                };
+                if started_at != ends_at || at < started_at {
+                    return Err(format!(
+                        "resets budget {budget} at {started_at}, where its period ends at {ends_at}"
+                    ));
+                }
+                let reset = rules::period_reset(tenant, budget, b.figures, policy, started_at)
+                    .map_err(|_| format!("budget {budget} breaks the invariant"))?;
+                let (closing, carried_in) = (reset.closing, reset.carried_in);
+                self.take(budget, reset.change, &event, started_at)?;
+                let b = self.budgets.get_mut(budget).expect("checked above");
+                b.end_period(started_at, closing);
+                b.begin_period(started_at, carried_in)?;
             }
             AuditEvent::BudgetMoved {
                 ref tenant,
@@ -457,7 +754,9 @@ impl Replay {
                 if amount.get() == 0 {
                     return Err("moves a budget by 0".into());
                 }
-                let figures = self.open_budget(tenant, budget)?.figures;
+                let b = self.open_budget(tenant, budget)?;
+                b.on_time(budget, at)?;
+                let figures = b.figures;
                 let change =
                     rules::move_funds(tenant, budget, figures, direction, amount, memo.as_ref())
                         .map_err(|_| format!("a {direction} that budget {budget} cannot take"))?;
@@ -476,7 +775,9 @@ impl Replay {
                 {
                     return Err(format!("a reservation {id} that cannot be made"));
                 }
-                let figures = self.open_budget(tenant, budget)?.figures;
+                let b = self.open_budget(tenant, budget)?;
+                b.on_time(budget, at)?;
+                let figures = b.figures;
                 let change = rules::reserve(tenant, budget, figures, id, amount, expires_at)
                     .map_err(|_| format!("reservation {id} overspends budget {budget}"))?;
                 self.take(budget, change, &event, at)?;
@@ -520,8 +821,16 @@ impl Replay {
             }
             AuditEvent::ReservationExpired { ref tenant, ref id } => {
                 let r = self.own_reservation(tenant, id)?;
-                let budget = r.budget.clone();
-                let figures = self.open_budget(tenant, &budget)?.figures;
+                let (budget, expires_at) = (r.budget.clone(), r.expires_at);
+                let b = self.open_budget(tenant, &budget)?;
+                // An expiry is recorded before the boundary that follows it, in the period
+                // it fell in.
+                if b.ends_at().is_some_and(|ends_at| expires_at > ends_at) {
+                    return Err(format!(
+                        "expires reservation {id} after its budget's boundary was due"
+                    ));
+                }
+                let figures = b.figures;
                 let expired = rules::expire(figures, &self.reservations[id].hold(id), at).map_err(
                     |refusal| match refusal {
                         Refusal::NotDue => format!("expires reservation {id} before its time"),
@@ -583,7 +892,9 @@ impl Replay {
         if let Some(state) = self.reservations[id].hold(id).ended_at(at) {
             return Err(not_active(id, &state));
         }
-        let figures = self.open_budget(tenant, &budget)?.figures;
+        let b = self.open_budget(tenant, &budget)?;
+        b.on_time(&budget, at)?;
+        let figures = b.figures;
         let settled = rules::settle(figures, &self.reservations[id].hold(id), settlement, at)
             .map_err(|_| match settlement {
                 Settlement::Commit(_) => format!("the commit of {id} overspends budget {budget}"),

@@ -225,6 +225,8 @@ mod tests {
             id: TenantId::parse(id).expect("id"),
             name: Name::parse(name).expect("name"),
             opening_deposit: Atomic::parse(deposit).expect("amount"),
+            policy: None,
+            thresholds: crate::domain::Thresholds::default(),
         }
     }
 
@@ -248,6 +250,9 @@ mod tests {
                 spent,
                 ..Figures::opening(deposit)
             },
+            policy: None,
+            current: None,
+            thresholds: crate::domain::Thresholds::default(),
         }
     }
 

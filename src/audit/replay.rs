@@ -9,8 +9,9 @@ use super::{AuditEvent, Chain, Head, Linked, VerifyError};
 use crate::crypto::sha256;
 use crate::domain::rules::{self, Hold};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, EntryKind, Figures, LedgerEntry, Memo, Name,
-    Reservation, ReservationId, ReservationState, Tenant, TenantId, Timestamp, Unit,
+    Atomic, Budget, BudgetId, BudgetState, Closing, EntryKind, Figures, LedgerEntry, Memo, Name,
+    Policy, Reservation, ReservationId, ReservationState, Statement, Tenant, TenantId, Thresholds,
+    Timestamp, Unit,
 };
 
 /// A tenant as its events leave it.
@@ -39,6 +40,82 @@ pub(super) struct ReplayedBudget {
     pub(super) stored: bool,
     /// The digest of the ledger its events imply, entry by entry (see [`entry_digest`]).
     pub(super) ledger: [u8; 32],
+    /// Its period policy, and when it was set (a fixed length's anchor).
+    pub(super) policy: Option<(Policy, Timestamp)>,
+    pub(super) thresholds: Thresholds,
+    /// Its periods, oldest first; the last is current while `current` says so.
+    pub(super) periods: Vec<ReplayedPeriod>,
+    /// Whether the last of `periods` is current.
+    pub(super) current: bool,
+    /// The statements read so far.
+    pub(super) periods_read: usize,
+}
+
+/// A period as its events leave it: a statement without its id.
+#[derive(Debug)]
+pub(super) struct ReplayedPeriod {
+    pub(super) started_at: Timestamp,
+    pub(super) ends_at: Timestamp,
+    pub(super) allowance: Atomic,
+    pub(super) carried_in: Atomic,
+    pub(super) opening_available: Atomic,
+    pub(super) start: Figures,
+    pub(super) closing: Option<Closing>,
+}
+
+impl ReplayedBudget {
+    /// The current period's boundary, if it has one.
+    pub(super) fn ends_at(&self) -> Option<Timestamp> {
+        self.periods
+            .last()
+            .filter(|_| self.current)
+            .map(|p| p.ends_at)
+    }
+
+    /// Refuses a change at `at` that comes after a boundary that was not recorded first.
+    pub(super) fn on_time(&self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
+        match self.ends_at() {
+            Some(ends_at) if ends_at <= at => Err(format!(
+                "moves budget {id} at {at}, past its period's end at {ends_at}, before that \
+                 boundary is recorded"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Begins a period at `at` with `carried_in` carried over, on the figures as they are.
+    pub(super) fn begin_period(&mut self, at: Timestamp, carried_in: Atomic) -> Result<(), String> {
+        let Some((policy, anchor)) = &self.policy else {
+            return Ok(());
+        };
+        let opening_available = self
+            .figures
+            .available()
+            .ok_or("a budget that breaks the invariant")?;
+        self.periods.push(ReplayedPeriod {
+            started_at: at,
+            ends_at: policy.cadence.next_boundary(*anchor, at),
+            allowance: policy.allowance,
+            carried_in,
+            opening_available: Atomic::new(opening_available),
+            start: Figures {
+                reserved: 0,
+                ..self.figures
+            },
+            closing: None,
+        });
+        self.current = true;
+        Ok(())
+    }
+
+    /// Ends the current period, if any, at `at`, as `closing` says.
+    pub(super) fn end_period(&mut self, at: Timestamp, closing: Closing) {
+        if let Some(period) = self.periods.last_mut().filter(|_| self.current) {
+            period.ends_at = at;
+            period.closing = Some(closing);
+        }
+        self.current = false;
+    }
 }
 
 /// Why a change of reservation `id` could not be made: it had ended (in `state`).
@@ -160,33 +237,38 @@ impl Replay {
         unit: Unit,
         at: Timestamp,
         opening_deposit: Atomic,
+        (policy, thresholds): (Option<Policy>, Thresholds),
     ) -> Result<(), String> {
         if self.budgets.contains_key(&id) {
             return Err(format!("creates budget {id} a second time"));
         }
-        self.budgets.insert(
-            id,
-            ReplayedBudget {
-                created_seq: seq,
-                tenant: tenant.clone(),
-                name,
-                unit,
-                created_at: at,
+        let mut budget = ReplayedBudget {
+            created_seq: seq,
+            tenant: tenant.clone(),
+            name,
+            unit,
+            created_at: at,
+            opening_deposit,
+            figures: Figures::opening(opening_deposit),
+            closed_at: None,
+            active: BTreeSet::new(),
+            stored: false,
+            ledger: entry_digest(
+                &[0; 32],
+                EntryKind::OpeningDeposit,
                 opening_deposit,
-                figures: Figures::opening(opening_deposit),
-                closed_at: None,
-                active: BTreeSet::new(),
-                stored: false,
-                ledger: entry_digest(
-                    &[0; 32],
-                    EntryKind::OpeningDeposit,
-                    opening_deposit,
-                    None,
-                    None,
-                    at,
-                ),
-            },
-        );
+                None,
+                None,
+                at,
+            ),
+            policy: policy.map(|p| (p, at)),
+            thresholds,
+            periods: Vec::new(),
+            current: false,
+            periods_read: 0,
+        };
+        budget.begin_period(at, Atomic::new(0))?;
+        self.budgets.insert(id, budget);
         Ok(())
     }
 
@@ -272,6 +354,9 @@ impl Replay {
                 .expect("an active reservation")
                 .state = state;
         }
+        let closing = rules::end_period(budget.figures)
+            .map_err(|_| format!("budget {id} breaks the invariant"))?;
+        budget.end_period(at, closing);
         budget.closed_at = Some(at);
         Ok(())
     }
@@ -343,10 +428,51 @@ impl Replay {
             Some("figures")
         } else if state != stored.state {
             Some("state or closing time")
+        } else if replayed.policy.as_ref().map(|(p, _)| p) != stored.policy.as_ref() {
+            Some("period policy")
+        } else if replayed.thresholds != stored.thresholds {
+            Some("alert thresholds")
+        } else if replayed
+            .periods
+            .last()
+            .filter(|_| replayed.current)
+            .map(|p| (p.started_at, p.ends_at))
+            != stored.current.as_ref().map(|c| (c.started_at, c.ends_at))
+        {
+            Some("current period")
         } else {
             None
         };
         self.verdict(&format!("budget {id}"), differs)
+    }
+
+    /// Compares a stored period statement with its events; statements come by budget, in
+    /// order within one.
+    pub(crate) fn check_period(&mut self, stored: &Statement) -> Result<(), VerifyError> {
+        let row = format!("period {}", stored.id);
+        let Some(budget) = self.budgets.get_mut(&stored.budget_id) else {
+            return Err(self.unmade(row, "budget.created"));
+        };
+        let Some(replayed) = budget.periods.get(budget.periods_read) else {
+            return Err(self.unaccounted(format!("{row} is one that no event begins")));
+        };
+        budget.periods_read += 1;
+        let current = budget.current && budget.periods_read == budget.periods.len();
+        let differs =
+            if replayed.started_at != stored.started_at || replayed.ends_at != stored.ends_at {
+                Some("times")
+            } else if replayed.allowance != stored.allowance
+                || replayed.carried_in != stored.carried_in
+                || replayed.opening_available != stored.opening_available
+                || replayed.start != stored.start
+            {
+                Some("opening figures")
+            } else if replayed.closing != stored.closing || current != stored.closing.is_none() {
+                Some("closing figures")
+            } else {
+                None
+            };
+        self.verdict(&row, differs)
     }
 
     /// Compares a stored reservation with its events.
@@ -419,6 +545,9 @@ impl Replay {
             EntryKind::Release | EntryKind::Expire => figures
                 .release(amount)
                 .map_err(|_| bad("returns more than is held")),
+            EntryKind::Charge => figures.charge(amount).map_err(|_| bad("overspends")),
+            EntryKind::Refill => figures.credit(amount).map_err(|_| bad("overflows")),
+            EntryKind::Forfeit => figures.debit(amount).map_err(|_| bad("overdraws")),
         }
         .map_err(|reason| self.unaccounted(reason))?;
         if moved.balance() != Some(entry.balance.get())
@@ -482,6 +611,16 @@ impl Replay {
             .find(|id| !self.ledgers_read.contains(*id))
         {
             return Err(self.unaccounted(format!("budget {id} has no ledger")));
+        }
+        if let Some(id) = self
+            .budgets
+            .iter()
+            .find(|(_, b)| b.periods_read != b.periods.len())
+            .map(|(id, _)| id)
+        {
+            return Err(self.unaccounted(format!(
+                "budget {id}'s stored periods are not the ones its events begin"
+            )));
         }
         Ok(self.chain.head().clone())
     }

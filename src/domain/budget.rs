@@ -8,7 +8,10 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use super::{Atomic, BodyFingerprint, BudgetId, EntryKind, Name, TenantId, Timestamp};
+use super::{
+    Atomic, BodyFingerprint, BudgetId, CurrentPeriod, EntryKind, Name, Policy, TenantId,
+    Thresholds, Timestamp,
+};
 
 /// The name of every tenant's first budget.
 pub(crate) const DEFAULT_BUDGET_NAME: &str = "default";
@@ -175,6 +178,15 @@ impl Figures {
         })
     }
 
+    /// A spend without a hold, of at most what is available.
+    pub(crate) fn charge(self, amount: u128) -> Result<Self, Refusal> {
+        self.need(amount)?;
+        Ok(Self {
+            spent: self.spent.checked_add(amount).ok_or(Refusal::Corrupt)?,
+            ..self
+        })
+    }
+
     /// A hold of `held` returned (a release or an expiry).
     pub(crate) fn release(self, held: u128) -> Result<Self, Refusal> {
         let reserved = self.reserved.checked_sub(held).ok_or(Refusal::Corrupt)?;
@@ -248,6 +260,12 @@ pub(crate) struct Budget {
     pub(crate) opening_deposit: Atomic,
     /// Its running totals.
     pub(crate) figures: Figures,
+    /// How it renews, if it does; kept when it closes.
+    pub(crate) policy: Option<Policy>,
+    /// The period it is in: `None` without a policy, and once closed.
+    pub(crate) current: Option<CurrentPeriod>,
+    /// Its alert thresholds.
+    pub(crate) thresholds: Thresholds,
 }
 
 impl Budget {
@@ -266,21 +284,35 @@ pub(crate) struct NewBudget {
     pub(crate) unit: Unit,
     /// The opening deposit asked for.
     pub(crate) opening_deposit: Atomic,
+    /// How it renews, if it does.
+    pub(crate) policy: Option<Policy>,
+    /// Its alert thresholds.
+    pub(crate) thresholds: Thresholds,
 }
 
 impl NewBudget {
-    /// What makes two create requests the same body: the parsed values.
+    /// What makes two create requests the same body: the parsed values. A body without a
+    /// period or thresholds has the fingerprint it had before either existed, so a key bound
+    /// then replays.
     pub(crate) fn fingerprint(&self) -> BodyFingerprint {
-        BodyFingerprint::of(
-            format!(
-                "budget\n{}\n{}\n{}",
-                self.name.as_str(),
-                self.unit.as_str(),
-                self.opening_deposit
-            )
-            .as_bytes(),
-        )
+        let mut text = format!(
+            "budget\n{}\n{}\n{}",
+            self.name.as_str(),
+            self.unit.as_str(),
+            self.opening_deposit
+        );
+        push_renewal(&mut text, self.policy.as_ref(), &self.thresholds);
+        BodyFingerprint::of(text.as_bytes())
     }
+}
+
+/// Appends a period policy and thresholds to a fingerprint's text, when either is set.
+pub(crate) fn push_renewal(text: &mut String, policy: Option<&Policy>, thresholds: &Thresholds) {
+    if policy.is_none() && thresholds.is_empty() {
+        return;
+    }
+    let policy = policy.map_or("-".to_owned(), Policy::canonical);
+    text.push_str(&format!("\n{policy}\n{}", thresholds.to_column()));
 }
 
 /// Which way an admin's movement goes.

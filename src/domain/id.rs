@@ -83,6 +83,12 @@ prefixed_id!(
     "ent_"
 );
 
+prefixed_id!(
+    /// A period id: `per_` and a ULID.
+    PeriodId,
+    "per_"
+);
+
 impl TenantId {
     /// The id of the tenant's default budget.
     pub(crate) fn default_budget(&self) -> BudgetId {

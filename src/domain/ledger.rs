@@ -1,6 +1,6 @@
 //! Ledger entries: one per movement of a budget, never changed.
 
-use super::{Atomic, Budget, BudgetId, EntryId, Memo, ReservationId, Timestamp};
+use super::{Atomic, Budget, BudgetId, EntryId, Memo, PeriodId, ReservationId, Timestamp};
 
 /// What moved a budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,11 +19,17 @@ pub(crate) enum EntryKind {
     Release,
     /// A hold that ran out.
     Expire,
+    /// A spend without a hold.
+    Charge,
+    /// A period's boundary that raised what is available to the new period's start.
+    Refill,
+    /// A period's boundary that lowered what is available to the new period's start.
+    Forfeit,
 }
 
 impl EntryKind {
     /// Every kind, in the contract's order.
-    pub(crate) const ALL: [Self; 7] = [
+    pub(crate) const ALL: [Self; 10] = [
         Self::OpeningDeposit,
         Self::Credit,
         Self::Debit,
@@ -31,6 +37,9 @@ impl EntryKind {
         Self::Commit,
         Self::Release,
         Self::Expire,
+        Self::Charge,
+        Self::Refill,
+        Self::Forfeit,
     ];
 
     /// The kind's name, as the API and the database write it.
@@ -43,6 +52,9 @@ impl EntryKind {
             Self::Commit => "commit",
             Self::Release => "release",
             Self::Expire => "expire",
+            Self::Charge => "charge",
+            Self::Refill => "refill",
+            Self::Forfeit => "forfeit",
         }
     }
 
@@ -73,6 +85,8 @@ pub(crate) struct LedgerEntry {
     pub(crate) balance: Atomic,
     /// The budget's available amount right after.
     pub(crate) available: Atomic,
+    /// The period it fell in, for a budget with one.
+    pub(crate) period_id: Option<PeriodId>,
 }
 
 impl LedgerEntry {
@@ -88,6 +102,7 @@ impl LedgerEntry {
             occurred_at: budget.created_at,
             balance: budget.opening_deposit,
             available: budget.opening_deposit,
+            period_id: budget.current.as_ref().map(|p| p.id.clone()),
         }
     }
 }

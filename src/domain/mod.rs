@@ -13,6 +13,8 @@ mod id;
 mod idempotency;
 mod ledger;
 mod money;
+mod period;
+mod policy;
 mod reservation;
 pub(crate) mod rules;
 mod tenant;
@@ -22,10 +24,12 @@ pub(crate) use budget::{
     Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
     Refusal, Unit,
 };
-pub(crate) use id::{BudgetId, EntryId, ReservationId, TenantId};
+pub(crate) use id::{BudgetId, EntryId, PeriodId, ReservationId, TenantId};
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
+pub(crate) use period::{Cadence, Interval, Zone};
+pub(crate) use policy::{Closing, CurrentPeriod, Policy, Statement, Thresholds, period_totals};
 pub(crate) use reservation::{NewReservation, Reservation, ReservationState, Settle, Ttl};
 pub(crate) use rules::AuditEvent;
 pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};

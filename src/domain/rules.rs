@@ -13,8 +13,8 @@
 //! into the chain, read back and replayed is the `audit` module's (`audit/event.rs`).
 
 use super::{
-    Atomic, BudgetId, Direction, EntryKind, Figures, Memo, Name, Refusal, Reservation,
-    ReservationId, ReservationState, TenantId, Timestamp, Unit,
+    Atomic, BudgetId, Closing, Direction, EntryKind, Figures, Memo, Name, Policy, Refusal,
+    Reservation, ReservationId, ReservationState, TenantId, Thresholds, Timestamp, Unit,
 };
 
 /// A change of state, as the chain records it. Every event names its tenant (the row's
@@ -26,6 +26,8 @@ pub(crate) enum AuditEvent {
         id: TenantId,
         name: Name,
         opening_deposit: Atomic,
+        policy: Option<Policy>,
+        thresholds: Thresholds,
     },
     /// A tombstone, with the releases and closures it implies.
     TenantTombstoned { id: TenantId },
@@ -36,9 +38,34 @@ pub(crate) enum AuditEvent {
         name: Name,
         unit: Unit,
         opening_deposit: Atomic,
+        policy: Option<Policy>,
+        thresholds: Thresholds,
     },
-    /// A budget closed, with the releases it implies.
+    /// A budget closed, with the releases it implies (and the end of its current period).
     BudgetClosed { tenant: TenantId, id: BudgetId },
+    /// A budget's policy after a `PATCH` that changed it.
+    BudgetUpdated {
+        tenant: TenantId,
+        id: BudgetId,
+        policy: Option<Policy>,
+        thresholds: Thresholds,
+    },
+    /// A spend without a hold.
+    BudgetCharged {
+        tenant: TenantId,
+        budget: BudgetId,
+        amount: Atomic,
+        memo: Option<Memo>,
+    },
+    /// A period's boundary, by the system: the new period began at `started_at`, with a
+    /// `refill` or `forfeit` entry of `amount`.
+    BudgetPeriodReset {
+        tenant: TenantId,
+        budget: BudgetId,
+        started_at: Timestamp,
+        kind: EntryKind,
+        amount: Atomic,
+    },
     /// A top-up (`budget.credited`) or a withdrawal (`budget.debited`).
     BudgetMoved {
         tenant: TenantId,
@@ -197,6 +224,143 @@ pub(crate) fn move_funds(
             amount,
             memo: memo.cloned(),
         },
+    })
+}
+
+/// A charge of `amount` to an open budget: at most what is available, spent at once.
+pub(crate) fn charge(
+    tenant: &TenantId,
+    budget: &BudgetId,
+    figures: Figures,
+    amount: Atomic,
+    memo: Option<&Memo>,
+) -> Result<Change, Refusal> {
+    Ok(Change {
+        figures: figures.charge(amount.get())?,
+        entry: Some(Draft {
+            kind: EntryKind::Charge,
+            amount,
+            reservation: None,
+            memo: memo.cloned(),
+        }),
+        event: AuditEvent::BudgetCharged {
+            tenant: tenant.clone(),
+            budget: budget.clone(),
+            amount,
+            memo: memo.cloned(),
+        },
+    })
+}
+
+/// What a period's boundary decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reset {
+    /// The budget's change: its `refill` or `forfeit` entry and the event.
+    pub(crate) change: Change,
+    /// How the period before ended.
+    pub(crate) closing: Closing,
+    /// What it carried into the new period.
+    pub(crate) carried_in: Atomic,
+    /// What the new period starts with available.
+    pub(crate) opening_available: Atomic,
+}
+
+/// A boundary of `policy` at `at`, on an open budget's `figures`: with `a` available, the
+/// new period starts with `allowance + min(a, rollover_max)` available and every hold kept.
+/// A refill that would carry `credited` past `u128` adds what fits.
+pub(crate) fn period_reset(
+    tenant: &TenantId,
+    budget: &BudgetId,
+    figures: Figures,
+    policy: &Policy,
+    at: Timestamp,
+) -> Result<Reset, Refusal> {
+    let available = figures.available().ok_or(Refusal::Corrupt)?;
+    let carry = available.min(policy.rollover_max.get());
+    let target = policy.allowance.get().saturating_add(carry);
+    let (kind, amount, after) = if target >= available {
+        let headroom = u128::MAX - figures.credited;
+        let refill = (target - available).min(headroom);
+        let credited = figures.credited + refill;
+        (
+            EntryKind::Refill,
+            refill,
+            Figures {
+                credited,
+                ..figures
+            },
+        )
+    } else {
+        let forfeit = available - target;
+        let debited = figures
+            .debited
+            .checked_add(forfeit)
+            .ok_or(Refusal::Corrupt)?;
+        (EntryKind::Forfeit, forfeit, Figures { debited, ..figures })
+    };
+    let opening_available = after.available().ok_or(Refusal::Corrupt)?;
+    let amount = Atomic::new(amount);
+    Ok(Reset {
+        change: Change {
+            figures: after,
+            entry: Some(Draft {
+                kind,
+                amount,
+                reservation: None,
+                memo: None,
+            }),
+            event: AuditEvent::BudgetPeriodReset {
+                tenant: tenant.clone(),
+                budget: budget.clone(),
+                started_at: at,
+                kind,
+                amount,
+            },
+        },
+        closing: Closing {
+            end: Figures {
+                reserved: 0,
+                ..figures
+            },
+            forfeited: Atomic::new(available - carry),
+            carried_out: Atomic::new(carry),
+            available: Atomic::new(available),
+        },
+        carried_in: Atomic::new(carry),
+        opening_available: Atomic::new(opening_available),
+    })
+}
+
+/// How a period ends without a boundary (a change of policy, a close, a tombstone): nothing
+/// is forfeited and all that is available is carried out.
+pub(crate) fn end_period(figures: Figures) -> Result<Closing, Refusal> {
+    let available = Atomic::new(figures.available().ok_or(Refusal::Corrupt)?);
+    Ok(Closing {
+        end: Figures {
+            reserved: 0,
+            ..figures
+        },
+        forfeited: Atomic::new(0),
+        carried_out: available,
+        available,
+    })
+}
+
+/// A `PATCH` of a budget's policy and thresholds: the event, or `None` when nothing changes.
+pub(crate) fn update(
+    tenant: &TenantId,
+    budget: &BudgetId,
+    (policy, thresholds): (Option<&Policy>, &Thresholds),
+    (new_policy, new_thresholds): (Option<Policy>, Thresholds),
+) -> Option<AuditEvent> {
+    if policy == new_policy.as_ref() && *thresholds == new_thresholds {
+        return None;
+    }
+    Some(AuditEvent::BudgetUpdated {
+        tenant: tenant.clone(),
+        id: budget.clone(),
+        policy: new_policy,
+        thresholds: new_thresholds,
     })
 }
 

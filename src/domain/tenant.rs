@@ -1,6 +1,7 @@
 //! Tenants: their names, states and what a create asks for.
 
-use super::{Atomic, BodyFingerprint, Budget, TenantId, Timestamp};
+use super::budget::push_renewal;
+use super::{Atomic, BodyFingerprint, Budget, Policy, TenantId, Thresholds, Timestamp};
 use serde::{Serialize, Serializer};
 
 /// The most characters (Unicode scalar values) a tenant name may have.
@@ -101,14 +102,21 @@ pub(crate) struct NewTenant {
     pub(crate) name: Name,
     /// The opening deposit asked for.
     pub(crate) opening_deposit: Atomic,
+    /// How its default budget renews, if it does.
+    pub(crate) policy: Option<Policy>,
+    /// Its default budget's alert thresholds.
+    pub(crate) thresholds: Thresholds,
 }
 
 impl NewTenant {
     /// What makes two create requests "the same body": the parsed values, so white space and
     /// member order do not matter. Names hold no control characters, so the newline cannot be
     /// forged from inside a name. (Records bound before revision 2 hold this same form.)
+    /// A period or thresholds, when given, are appended (`budget::push_renewal`).
     pub(crate) fn fingerprint(&self) -> BodyFingerprint {
-        BodyFingerprint::of(format!("{}\n{}", self.name.as_str(), self.opening_deposit).as_bytes())
+        let mut text = format!("{}\n{}", self.name.as_str(), self.opening_deposit);
+        push_renewal(&mut text, self.policy.as_ref(), &self.thresholds);
+        BodyFingerprint::of(text.as_bytes())
     }
 }
 
@@ -167,6 +175,8 @@ mod tests {
         let a = NewTenant {
             name: Name::parse("x").expect("name"),
             opening_deposit: Atomic::parse("10").expect("amount"),
+            policy: None,
+            thresholds: Thresholds::default(),
         };
         let b = NewTenant {
             opening_deposit: Atomic::parse("11").expect("amount"),

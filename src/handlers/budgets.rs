@@ -6,19 +6,20 @@ use hyper::{Request, StatusCode};
 
 use super::{
     FieldErrors, HttpResponse, Post, keyed, object_members, ok_json, parse_amount, parse_memo,
-    parse_name, parse_positive_amount, query, read_post, respond, tenant_id,
+    parse_name, parse_positive_amount, query, read_patch, read_post, renewal, respond, tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{
-    Budget, BudgetId, BudgetState, Direction, EntryId, LedgerEntry, Movement, NewBudget, Unit,
+    Budget, BudgetId, BudgetState, Direction, EntryId, LedgerEntry, Movement, NewBudget, PeriodId,
+    Thresholds, Unit,
 };
 use crate::problem::ApiError;
 use crate::store::StoredResponse;
-use crate::store::ops::{CloseBudget, CreateBudget, MoveBudget};
+use crate::store::ops::{BudgetPatch, CloseBudget, CreateBudget, MoveBudget, UpdateBudget};
 use crate::views;
 
-use super::route::{Call, Route, handler, route, take, tenant};
+use super::route::{Call, Params, Route, handler, route, take, tenant};
 use crate::oidc::Permission::{Manage, Read};
 
 /// The rows of the route table (see [`super::route`]).
@@ -33,8 +34,13 @@ pub(crate) const ROUTES: &[Route] = &[
     // Top a budget up; withdraw from it.
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/credits", tenant(Manage), handler!(|c| move_call(c, Direction::Credit).await)),
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/debits", tenant(Manage), handler!(|c| move_call(c, Direction::Debit).await)),
-    // A budget's ledger.
+    // Set, change or clear its period and thresholds.
+    route("PATCH", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (who, ids) = (c.who(), c.pair()); patch(c.app, who, take(c.unread), ids).await })),
+    // A budget's ledger; one entry of it.
     route("GET", "/v1/tenants/{id}/budgets/{budget_id}/entries", tenant(Read), handler!(|c| entries(c.app, c.pair(), c.query).await)),
+    route("GET", "/v1/tenants/{id}/budgets/{budget_id}/entries/{entry_id}", tenant(Read), handler!(|c| entry(c.app, c.params).await)),
+    // A budget's period statements.
+    route("GET", "/v1/tenants/{id}/budgets/{budget_id}/periods", tenant(Read), handler!(|c| periods(c.app, c.pair(), c.query).await)),
 ];
 
 /// A credit or a debit, from its route.
@@ -78,6 +84,7 @@ fn parse_create(body: &[u8]) -> Result<NewBudget, ApiError> {
     let members = object_members(body)?;
     let mut errors = FieldErrors::default();
     let (mut name, mut deposit, mut unit) = (None, None, Some(Unit::atomic()));
+    let (mut policy, mut thresholds) = (Some(None), Some(Thresholds::default()));
     errors.walk(
         &members,
         &["name", "opening_deposit_atomic"],
@@ -97,18 +104,26 @@ fn parse_create(body: &[u8]) -> Result<NewBudget, ApiError> {
                         }
                     }
                 }
+                "period" => policy = renewal::parse_period(errors, field, value),
+                "alert_thresholds_atomic" => {
+                    thresholds = renewal::parse_thresholds(errors, field, value);
+                }
                 _ => return false,
             }
             true
         },
     );
     errors.finish()?;
-    match (name, deposit, unit) {
-        (Some(name), Some(opening_deposit), Some(unit)) => Ok(NewBudget {
-            name,
-            unit,
-            opening_deposit,
-        }),
+    match (name, deposit, unit, policy, thresholds) {
+        (Some(name), Some(opening_deposit), Some(unit), Some(policy), Some(thresholds)) => {
+            Ok(NewBudget {
+                name,
+                unit,
+                opening_deposit,
+                policy,
+                thresholds,
+            })
+        }
         _ => unreachable!("a body without errors has every required member"),
     }
 }
@@ -223,6 +238,77 @@ pub(crate) async fn entries(
         .list_entries(tenant_id(tenant)?, BudgetId::parse(budget), query)
         .await?;
     Ok(ok_json(views::entries_json(&page)))
+}
+
+/// `GET /v1/tenants/<id>/budgets/<bid>/entries/<eid>`.
+pub(crate) async fn entry(
+    app: &App,
+    [tenant, budget, entry]: Params<'_>,
+) -> Result<HttpResponse, ApiError> {
+    let entry = app
+        .store
+        .entry(
+            tenant_id(tenant)?,
+            BudgetId::parse(budget),
+            EntryId::parse(entry),
+        )
+        .await?;
+    Ok(ok_json(views::entry_json(&entry)))
+}
+
+/// `GET /v1/tenants/<id>/budgets/<bid>/periods`.
+pub(crate) async fn periods(
+    app: &App,
+    (tenant, budget): (&str, &str),
+    raw_query: Option<&str>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query::list(raw_query, PeriodId::PREFIX, &["current", "closed"], false)?;
+    let (budget, page) = app
+        .store
+        .list_periods(tenant_id(tenant)?, BudgetId::parse(budget), query)
+        .await?;
+    Ok(ok_json(views::periods_json(&budget, &page)))
+}
+
+/// `PATCH /v1/tenants/<id>/budgets/<bid>`: a JSON merge patch of `period` and
+/// `alert_thresholds_atomic`. It needs no `Idempotency-Key` (it is idempotent by itself);
+/// a given one is ignored.
+pub(crate) async fn patch(
+    app: &App,
+    principal: &Principal,
+    request: Request<Incoming>,
+    (tenant, budget): (&str, &str),
+) -> Result<HttpResponse, ApiError> {
+    let body = read_patch(app, request).await?;
+    let patch = parse_patch(&body)?;
+    let budget = app
+        .store
+        .write(UpdateBudget {
+            tenant: tenant_id(tenant)?,
+            budget: BudgetId::parse(budget),
+            patch,
+            actor: principal.actor(),
+        })
+        .await?;
+    Ok(ok_json(views::budget_json(&budget)))
+}
+
+fn parse_patch(body: &[u8]) -> Result<BudgetPatch, ApiError> {
+    let members = object_members(body)?;
+    let mut errors = FieldErrors::default();
+    let mut patch = BudgetPatch::default();
+    errors.walk(&members, &[], |errors, field, value| {
+        match field {
+            "period" => patch.policy = renewal::parse_period(errors, field, value),
+            "alert_thresholds_atomic" => {
+                patch.thresholds = renewal::parse_thresholds(errors, field, value);
+            }
+            _ => return false,
+        }
+        true
+    });
+    errors.finish()?;
+    Ok(patch)
 }
 
 #[cfg(test)]

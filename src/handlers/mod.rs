@@ -5,11 +5,13 @@
 
 /// Budgets, their movements and their ledgers.
 pub(crate) mod budgets;
+pub(crate) mod charges;
 /// Liveness, readiness, metrics and the API document.
 pub(crate) mod health;
 /// The query strings of lists.
 mod query;
 /// Reservations: reserve, commit, release, extend.
+mod renewal;
 pub(crate) mod reservations;
 /// A route as data: method, template, who may call it, handler; each resource lists its rows.
 pub(crate) mod route;
@@ -46,6 +48,7 @@ impl From<StoreError> for ApiError {
             StoreError::TenantNotFound => Self::TenantNotFound,
             StoreError::BudgetNotFound => Self::BudgetNotFound,
             StoreError::ReservationNotFound => Self::ReservationNotFound,
+            StoreError::EntryNotFound => Self::EntryNotFound,
             StoreError::TenantNameTaken => Self::TenantNameTaken,
             StoreError::BudgetNameTaken => Self::BudgetNameTaken,
             StoreError::TenantTombstoned => Self::TenantTombstoned,
@@ -222,9 +225,30 @@ fn check_json_body_headers(headers: &HeaderMap) -> Result<(), ApiError> {
     check_transfer_coding(headers)
 }
 
+/// Reads a `PATCH` in the contract's order: the body (`413`), then its media type
+/// (`application/json` or `application/merge-patch+json`, else `415`) and transfer coding.
+/// An `Idempotency-Key` is not read: a `PATCH` is idempotent by itself.
+async fn read_patch(app: &App, request: Request<Incoming>) -> Result<Bytes, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
+    let media_ok = is_media(&parts.headers, "application/json")
+        || is_media(&parts.headers, "application/merge-patch+json");
+    if !media_ok || has_content_coding(&parts.headers) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    check_transfer_coding(&parts.headers)?;
+    Ok(body)
+}
+
 /// `application/json`, with any parameters, but no charset other than UTF-8 (the only one
 /// JSON allows).
 fn is_json(headers: &HeaderMap) -> bool {
+    is_media(headers, "application/json")
+}
+
+/// One `Content-Type` of the JSON media type `media`, with any parameters but no charset
+/// other than UTF-8.
+fn is_media(headers: &HeaderMap, media: &str) -> bool {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return false;
@@ -234,7 +258,7 @@ fn is_json(headers: &HeaderMap) -> bool {
     };
     let mut parts = value.split(';');
     let media_type = parts.next().unwrap_or_default().trim();
-    if !media_type.eq_ignore_ascii_case("application/json") {
+    if !media_type.eq_ignore_ascii_case(media) {
         return false;
     }
     parts.all(|param| match param.split_once('=') {
@@ -301,6 +325,11 @@ enum Member {
     String(String),
     Number(String),
     Null,
+    /// An object, as its JSON text.
+    Object(String),
+    /// An array, as its JSON text.
+    Array(String),
+    /// `true` or `false`.
     Other,
 }
 
@@ -344,21 +373,34 @@ fn object_members(body: &[u8]) -> Result<Vec<(String, Member)>, ApiError> {
     };
     let RawMembers(raw) = serde_json::from_slice(body).map_err(malformed)?;
     raw.into_iter()
-        .map(|(name, value)| {
-            let text = value.get();
-            let member = match text.as_bytes().first() {
-                Some(b'"') => Member::String(serde_json::from_str(text).map_err(malformed)?),
-                Some(b'-' | b'0'..=b'9') => Member::Number(text.to_owned()),
-                Some(b'n') => Member::Null,
-                Some(b'[' | b'{') => {
-                    check_depth(text)?;
-                    Member::Other
-                }
-                _ => Member::Other,
-            };
-            Ok((name, member))
-        })
+        .map(|(name, value)| Ok((name, member(value.get())?)))
         .collect()
+}
+
+/// One JSON value the parser has accepted, classified.
+fn member(text: &str) -> Result<Member, ApiError> {
+    let malformed = |e: serde_json::Error| ApiError::MalformedJson(e.to_string());
+    Ok(match text.as_bytes().first() {
+        Some(b'"') => Member::String(serde_json::from_str(text).map_err(malformed)?),
+        Some(b'-' | b'0'..=b'9') => Member::Number(text.to_owned()),
+        Some(b'n') => Member::Null,
+        Some(b'{') => {
+            check_depth(text)?;
+            Member::Object(text.to_owned())
+        }
+        Some(b'[') => {
+            check_depth(text)?;
+            Member::Array(text.to_owned())
+        }
+        _ => Member::Other,
+    })
+}
+
+/// The items of an array member, classified.
+fn array_items(text: &str) -> Result<Vec<Member>, ApiError> {
+    let items: Vec<Box<RawValue>> =
+        serde_json::from_str(text).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    items.iter().map(|item| member(item.get())).collect()
 }
 
 /// Refuses an array or object nested deeper than [`MEMBER_DEPTH_MAX`]. `text` is JSON the
@@ -586,8 +628,8 @@ mod tests {
                     &Member::Number("123456789012345678901234567890123456789012".into())
                 ),
                 ("z", &Member::Null),
-                ("a", &Member::Other),
-                ("o", &Member::Other),
+                ("a", &Member::Array("[1]".into())),
+                ("o", &Member::Object("{}".into())),
                 ("b", &Member::Other),
             ]
         );

@@ -65,7 +65,7 @@ impl<'a> Call<'a> {
 pub(crate) type Params<'a> = [&'a str; PARAMS_MAX];
 
 /// Placeholders in one template, at most.
-pub(crate) const PARAMS_MAX: usize = 2;
+pub(crate) const PARAMS_MAX: usize = 3;
 
 /// A handler's answer, to be awaited.
 pub(crate) type Answer<'a> =

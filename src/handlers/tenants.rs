@@ -6,11 +6,11 @@ use hyper::{Request, StatusCode};
 
 use super::{
     FieldErrors, HttpResponse, check_json_body_headers, idempotency_key, keyed, object_members,
-    ok_json, parse_amount, parse_name, query, read_body, respond, tenant_id,
+    ok_json, parse_amount, parse_name, query, read_body, renewal, respond, tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{IdempotencyKey, NewTenant, TenantId, TenantState};
+use crate::domain::{IdempotencyKey, NewTenant, TenantId, TenantState, Thresholds};
 use crate::problem::ApiError;
 use crate::store::StoredResponse;
 use crate::store::ops::{CreateTenant, Created, TombstoneTenant};
@@ -121,6 +121,7 @@ fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
     let members = object_members(body)?;
     let mut errors = FieldErrors::default();
     let (mut name, mut deposit) = (None, None);
+    let (mut policy, mut thresholds) = (Some(None), Some(Thresholds::default()));
     errors.walk(
         &members,
         &["name", "opening_deposit_atomic"],
@@ -128,16 +129,22 @@ fn parse_create(body: &[u8]) -> Result<NewTenant, ApiError> {
             match field {
                 "name" => name = parse_name(errors, field, value),
                 "opening_deposit_atomic" => deposit = parse_amount(errors, field, value),
+                "period" => policy = renewal::parse_period(errors, field, value),
+                "alert_thresholds_atomic" => {
+                    thresholds = renewal::parse_thresholds(errors, field, value);
+                }
                 _ => return false,
             }
             true
         },
     );
     errors.finish()?;
-    match (name, deposit) {
-        (Some(name), Some(opening_deposit)) => Ok(NewTenant {
+    match (name, deposit, policy, thresholds) {
+        (Some(name), Some(opening_deposit), Some(policy), Some(thresholds)) => Ok(NewTenant {
             name,
             opening_deposit,
+            policy,
+            thresholds,
         }),
         _ => unreachable!("a body without errors has every required member"),
     }

@@ -52,6 +52,12 @@ pub(crate) const COMMIT_BATCH_MAX_DEFAULT: usize = 256;
 /// again at once.
 pub(crate) const EXPIRE_SWEEP_MAX: usize = 1000;
 
+/// Period boundaries the writer records in one sweep, at most: when many budgets share one
+/// boundary (every monthly budget of a zone), they are worked off in batches of this many,
+/// each in a transaction of its own between the requests' batches, so no write waits behind
+/// all of them. A sweep that leaves more due runs again at once.
+pub(crate) const BOUNDARY_SWEEP_MAX: usize = 500;
+
 /// The most reader threads by default; more do not help on a small machine.
 pub(crate) const READERS_DEFAULT_MAX: usize = 4;
 
@@ -160,6 +166,8 @@ pub(crate) enum StoreError {
     BudgetNotFound,
     /// The tenant has no reservation with this id.
     ReservationNotFound,
+    /// The budget has no ledger entry with this id.
+    EntryNotFound,
     /// An active tenant already has this name.
     TenantNameTaken,
     /// An open budget of the tenant already has this name.
@@ -304,7 +312,7 @@ pub(crate) struct StoreGauges {
     /// Reservations by recorded state, in [`crate::domain::ReservationState::NAMES`] order.
     pub(crate) reservations: [u64; 4],
     /// Ledger entries by kind, in [`crate::domain::EntryKind::ALL`] order.
-    pub(crate) entries: [u64; 7],
+    pub(crate) entries: [u64; crate::domain::EntryKind::ALL.len()],
     /// Length of the audit chain.
     pub(crate) audit_events: u64,
     /// Write transactions committed.

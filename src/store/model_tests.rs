@@ -204,6 +204,8 @@ impl Harness {
                                     .expect("a name"),
                                 unit: Unit::atomic(),
                                 opening_deposit: Atomic::new(*deposit),
+                                policy: None,
+                                thresholds: crate::domain::Thresholds::default(),
                             },
                             actor: Actor::Admin,
                             keyed: None,
@@ -510,6 +512,8 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
                         tenant: NewTenant {
                             name: Name::parse(&format!("t{n}")).expect("a name"),
                             opening_deposit: Atomic::new(deposit),
+                            policy: None,
+                            thresholds: crate::domain::Thresholds::default(),
                         },
                         actor: Actor::Admin,
                         keyed: None,

@@ -15,14 +15,14 @@
 use std::fmt::Write as _;
 
 use super::rows::{
-    self, Columns, ENTRY_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH, budget_columns,
-    reservation_columns, tenant_columns,
+    self, Columns, ENTRY_COLUMNS, PERIOD_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH,
+    budget_columns, reservation_columns, tenant_columns,
 };
 use super::sql::{Param, Row, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
 use crate::domain::{
-    Budget, BudgetId, Figures, LedgerEntry, Reservation, ReservationId, Tenant, TenantId,
-    TenantState, Timestamp,
+    Budget, BudgetId, EntryId, Figures, LedgerEntry, Reservation, ReservationId, Statement, Tenant,
+    TenantId, TenantState, Timestamp,
 };
 
 /// Tenants joined to their default budgets.
@@ -258,6 +258,46 @@ pub(crate) fn next_expiry(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreE
     Ok(soonest.flatten())
 }
 
+/// Up to `limit` open budgets whose period ended by `now`, soonest first: their tenants and
+/// ids.
+pub(crate) fn due_boundaries(
+    db: &mut impl Sql,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<(TenantId, BudgetId)>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    db.query(
+        "SELECT tenant_id, id FROM budgets \
+         WHERE period_ends_at IS NOT NULL AND period_ends_at <= ?1 ORDER BY period_ends_at \
+         LIMIT CAST(?2 AS BIGINT)",
+        &[Param::Text(&now.to_string()), limit.into()],
+        |row| {
+            let c = Columns::new(row, 0);
+            Ok((
+                c.parse(0, "tenant id", TenantId::parse)?,
+                c.parse(1, "budget id", BudgetId::parse)?,
+            ))
+        },
+    )
+}
+
+/// When the soonest current period of an open budget ends, if any has one.
+pub(crate) fn next_boundary(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
+    let soonest = db.query_opt(
+        "SELECT min(period_ends_at) FROM budgets WHERE period_ends_at IS NOT NULL",
+        &[],
+        |row| {
+            row.column(0)?
+                .map(|raw| {
+                    Timestamp::parse(&raw)
+                        .ok_or_else(|| row.corrupt(0, format!("a bad period_ends_at {raw:?}")))
+                })
+                .transpose()
+        },
+    )?;
+    Ok(soonest.flatten())
+}
+
 /// The ids of the tenant's open budgets.
 pub(crate) fn open_budgets(
     db: &mut impl Sql,
@@ -272,22 +312,32 @@ pub(crate) fn open_budgets(
 
 /// The greatest ULID of any id stored, so that new ids sort after every one of them.
 pub(crate) fn latest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
-    Ok(latest_and_soonest(db)?.0)
+    Ok(latest_and_soonest(db)?.ulid)
 }
 
-/// In one statement: the greatest ULID of any id stored, and when the soonest active
-/// reservation expires (what a writer must know after another wrote).
-pub(crate) fn latest_and_soonest(
-    db: &mut impl Sql,
-) -> Result<(Option<ulid::Ulid>, Option<Timestamp>), StoreError> {
+/// What a writer must know after another wrote, in one statement: the greatest ULID of any
+/// id stored, when the soonest active reservation expires, and when the soonest period ends.
+pub(crate) struct Latest {
+    /// The greatest ULID of any id stored.
+    pub(crate) ulid: Option<ulid::Ulid>,
+    /// The soonest expiry of an active reservation.
+    pub(crate) expiry: Option<Timestamp>,
+    /// The soonest end of an open budget's period.
+    pub(crate) boundary: Option<Timestamp>,
+}
+
+/// See [`Latest`].
+pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError> {
     let found = db.query_opt(
         "SELECT (SELECT max(id) FROM tenants), (SELECT max(id) FROM budgets), \
          (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
-         (SELECT min(expires_at) FROM reservations WHERE state = 'active')",
+         (SELECT max(id) FROM periods), \
+         (SELECT min(expires_at) FROM reservations WHERE state = 'active'), \
+         (SELECT min(period_ends_at) FROM budgets WHERE period_ends_at IS NOT NULL)",
         &[],
         |row| {
             let mut latest = None;
-            for i in 0..4 {
+            for i in 0..5 {
                 let ulid = row
                     .column(i)?
                     .as_deref()
@@ -295,17 +345,26 @@ pub(crate) fn latest_and_soonest(
                     .and_then(|text| ulid::Ulid::from_string(text).ok());
                 latest = latest.max(ulid);
             }
-            let soonest = row
-                .column(4)?
-                .map(|raw| {
-                    Timestamp::parse(&raw)
-                        .ok_or_else(|| row.corrupt(4, format!("a bad expires_at {raw:?}")))
-                })
-                .transpose()?;
-            Ok((latest, soonest))
+            let time = |i: usize| {
+                row.column(i)?
+                    .map(|raw| {
+                        Timestamp::parse(&raw)
+                            .ok_or_else(|| row.corrupt(i, format!("a bad instant {raw:?}")))
+                    })
+                    .transpose()
+            };
+            Ok(Latest {
+                ulid: latest,
+                expiry: time(5)?,
+                boundary: time(6)?,
+            })
         },
     )?;
-    Ok(found.unwrap_or((None, None)))
+    Ok(found.unwrap_or(Latest {
+        ulid: None,
+        expiry: None,
+        boundary: None,
+    }))
 }
 
 /// One page of a list: `WHERE <filters> AND id > after ORDER BY id LIMIT limit + 1`, in one
@@ -405,6 +464,49 @@ pub(crate) fn list_entries<D: Sql>(
     })
 }
 
+/// One ledger entry of a budget: `entry_not_found` for none (or another budget's).
+pub(crate) fn entry<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    id: Option<&EntryId>,
+) -> Result<LedgerEntry, StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let Some(id) = id else {
+            return Err(StoreError::EntryNotFound);
+        };
+        db.query_opt(
+            &format!(
+                "SELECT {ENTRY_COLUMNS} FROM ledger_entries \
+                 WHERE id = CAST(?1 AS TEXT) AND budget_id = CAST(?2 AS TEXT)"
+            ),
+            &[id.as_str().into(), budget.id.as_str().into()],
+            |row| rows::entry(row),
+        )?
+        .ok_or(StoreError::EntryNotFound)
+    })
+}
+
+/// A page of a budget's period statements, with the budget (a current period's totals are
+/// the budget's less those it began with).
+pub(crate) fn list_periods<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    query: &ListQuery,
+) -> Result<(Budget, Page<Statement>), StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let select = format!("SELECT {PERIOD_COLUMNS} FROM periods");
+        let filters = [("budget_id", budget.id.as_str())];
+        let page = page(db, &select, "id", "state", &filters, query, |row| {
+            rows::statement(row)
+        })?;
+        Ok((budget, page))
+    })
+}
+
 /// A page of the tenant's reservations.
 pub(crate) fn list_reservations<D: Sql>(
     db: &mut D,
@@ -493,6 +595,20 @@ pub(crate) trait Reads: Send {
         tenant: &TenantId,
         query: &ListQuery,
     ) -> Result<Page<Reservation>, StoreError>;
+    /// One ledger entry of a budget.
+    fn entry(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        id: Option<&EntryId>,
+    ) -> Result<LedgerEntry, StoreError>;
+    /// A page of a budget's period statements, with the budget.
+    fn list_periods(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        query: &ListQuery,
+    ) -> Result<(Budget, Page<Statement>), StoreError>;
     /// What a token of the tenant must match.
     fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError>;
 }
@@ -541,6 +657,24 @@ impl<D: Sql + Send> Reads for D {
         query: &ListQuery,
     ) -> Result<Page<Reservation>, StoreError> {
         list_reservations(self, tenant, query)
+    }
+
+    fn entry(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        id: Option<&EntryId>,
+    ) -> Result<LedgerEntry, StoreError> {
+        entry(self, tenant, budget, id)
+    }
+
+    fn list_periods(
+        &mut self,
+        tenant: &TenantId,
+        budget: Option<&BudgetId>,
+        query: &ListQuery,
+    ) -> Result<(Budget, Page<Statement>), StoreError> {
+        list_periods(self, tenant, budget, query)
     }
 
     fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError> {

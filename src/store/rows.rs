@@ -9,8 +9,9 @@
 use std::borrow::Cow;
 
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, EntryId, EntryKind, Figures, LedgerEntry, Memo, Name,
-    Reservation, ReservationId, ReservationState, Tenant, TenantId, TenantState, Timestamp, Unit,
+    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, EntryKind,
+    Figures, Interval, LedgerEntry, Memo, Name, PeriodId, Policy, Reservation, ReservationId,
+    ReservationState, Statement, Tenant, TenantId, TenantState, Thresholds, Timestamp, Unit, Zone,
 };
 
 /// A stored row, column by column as text.
@@ -82,6 +83,11 @@ impl<'r, R: TextRow + ?Sized> Columns<'r, R> {
         }
     }
 
+    /// The error for column `i` holding something its type does not allow.
+    fn corrupt(&self, i: usize, what: &str) -> R::Error {
+        self.row.corrupt(self.at + i, what.to_owned())
+    }
+
     pub(crate) fn amount(&self, i: usize) -> Result<Atomic, R::Error> {
         self.parse(i, "amount", |raw| Atomic::parse(raw).ok())
     }
@@ -126,7 +132,27 @@ macro_rules! budget_columns {
             $t,
             ".spent_atomic, ",
             $t,
-            ".reserved_atomic"
+            ".reserved_atomic, ",
+            $t,
+            ".period_interval, ",
+            $t,
+            ".period_time_zone, CAST(",
+            $t,
+            ".period_every_seconds AS TEXT), ",
+            $t,
+            ".period_allowance_atomic, ",
+            $t,
+            ".period_rollover_max_atomic, ",
+            $t,
+            ".period_anchor, ",
+            $t,
+            ".period_id, ",
+            $t,
+            ".period_started_at, ",
+            $t,
+            ".period_ends_at, ",
+            $t,
+            ".alert_thresholds"
         )
     };
 }
@@ -154,7 +180,49 @@ pub(crate) fn budget<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Budget, 
             spent: c.amount(10)?.get(),
             reserved: c.amount(11)?.get(),
         },
+        policy: policy(&c, 12)?,
+        current: current_period(&c, 17)?,
+        thresholds: c.parse(21, "alert thresholds", Thresholds::from_column)?,
     })
+}
+
+/// A period policy from its five columns from `at` on (interval, time zone, length,
+/// allowance, rollover cap), or `None` when it has none.
+fn policy<R: TextRow + ?Sized>(c: &Columns<'_, R>, at: usize) -> Result<Option<Policy>, R::Error> {
+    let Some(allowance) = c.opt_parse(at + 3, "amount", |raw| Atomic::parse(raw).ok())? else {
+        return Ok(None);
+    };
+    let interval = c.opt_parse(at, "period interval", |raw| Interval::parse(raw).ok())?;
+    let zone = c.opt_parse(at + 1, "time zone", |raw| Zone::parse(raw).ok())?;
+    let every = c.opt_parse(at + 2, "period length", |raw| {
+        raw.parse().ok().and_then(|s| Cadence::fixed(s).ok())
+    })?;
+    let cadence = match (interval, zone, every) {
+        (Some(interval), Some(zone), None) => Cadence::Calendar { interval, zone },
+        (None, None, Some(fixed)) => fixed,
+        _ => return Err(c.corrupt(at, "a period that is neither calendar nor fixed")),
+    };
+    Ok(Some(Policy {
+        cadence,
+        allowance,
+        rollover_max: c.amount(at + 4)?,
+    }))
+}
+
+/// The current period from its columns from `at` on (anchor, id, start, end), or `None`.
+fn current_period<R: TextRow + ?Sized>(
+    c: &Columns<'_, R>,
+    at: usize,
+) -> Result<Option<CurrentPeriod>, R::Error> {
+    let Some(id) = c.opt_parse(at + 1, "period id", PeriodId::parse)? else {
+        return Ok(None);
+    };
+    Ok(Some(CurrentPeriod {
+        id,
+        anchor: c.time(at)?,
+        started_at: c.time(at + 2)?,
+        ends_at: c.time(at + 3)?,
+    }))
 }
 
 /// The columns [`tenant`] reads, in its order: the tenant's (alias `t`), then its default
@@ -247,7 +315,7 @@ pub(crate) fn reservation<R: TextRow + ?Sized>(row: &R) -> Result<Reservation, R
 
 /// The columns [`entry`] reads, in its order.
 pub(crate) const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, \
-     memo, occurred_at, balance_atomic, available_atomic";
+     memo, occurred_at, balance_atomic, available_atomic, period_id";
 
 /// A ledger entry from [`ENTRY_COLUMNS`].
 pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Error> {
@@ -262,6 +330,58 @@ pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Erro
         occurred_at: c.time(6)?,
         balance: c.amount(7)?,
         available: c.amount(8)?,
+        period_id: c.opt_parse(9, "period id", PeriodId::parse)?,
+    })
+}
+
+/// The columns [`statement`] reads, in its order.
+pub(crate) const PERIOD_COLUMNS: &str = "id, budget_id, state, started_at, ends_at, \
+     allowance_atomic, carried_in_atomic, opening_available_atomic, start_credited_atomic, \
+     start_debited_atomic, start_spent_atomic, credited_atomic, debited_atomic, spent_atomic, \
+     forfeited_atomic, carried_out_atomic, closing_available_atomic";
+
+/// A period statement from [`PERIOD_COLUMNS`]. A closed period keeps its own totals; its
+/// `end` figures are its start's plus those (the end's `reserved` is not kept).
+pub(crate) fn statement<R: TextRow + ?Sized>(row: &R) -> Result<Statement, R::Error> {
+    let c = Columns::new(row, 0);
+    let start = Figures {
+        credited: c.amount(8)?.get(),
+        debited: c.amount(9)?.get(),
+        spent: c.amount(10)?.get(),
+        reserved: 0,
+    };
+    let closing = match c.text(2)?.as_ref() {
+        "current" => None,
+        "closed" => {
+            let total = |i: usize, start: u128| -> Result<u128, R::Error> {
+                start
+                    .checked_add(c.amount(i)?.get())
+                    .ok_or_else(|| row.corrupt(i, "a total past u128".into()))
+            };
+            Some(Closing {
+                end: Figures {
+                    credited: total(11, start.credited)?,
+                    debited: total(12, start.debited)?,
+                    spent: total(13, start.spent)?,
+                    reserved: 0,
+                },
+                forfeited: c.amount(14)?,
+                carried_out: c.amount(15)?,
+                available: c.amount(16)?,
+            })
+        }
+        _ => return Err(row.corrupt(2, "a bad period state".into())),
+    };
+    Ok(Statement {
+        id: c.parse(0, "period id", PeriodId::parse)?,
+        budget_id: c.parse(1, "budget id", BudgetId::parse)?,
+        started_at: c.time(3)?,
+        ends_at: c.time(4)?,
+        allowance: c.amount(5)?,
+        carried_in: c.amount(6)?,
+        opening_available: c.amount(7)?,
+        start,
+        closing,
     })
 }
 
@@ -303,8 +423,15 @@ pub(crate) const EVERY_RESERVATION: &str = concat!(
 
 /// Every ledger entry for the verifier, by budget and then in order ([`ENTRY_COLUMNS`]).
 pub(crate) const EVERY_ENTRY: &str = "SELECT id, budget_id, kind, amount_atomic, \
-     reservation_id, memo, occurred_at, balance_atomic, available_atomic \
+     reservation_id, memo, occurred_at, balance_atomic, available_atomic, period_id \
      FROM ledger_entries ORDER BY budget_id, id";
+
+/// Every period statement for the verifier, by budget and then in order ([`PERIOD_COLUMNS`]).
+pub(crate) const EVERY_PERIOD: &str = "SELECT id, budget_id, state, started_at, ends_at, \
+     allowance_atomic, carried_in_atomic, opening_available_atomic, start_credited_atomic, \
+     start_debited_atomic, start_spent_atomic, credited_atomic, debited_atomic, spent_atomic, \
+     forfeited_atomic, carried_out_atomic, closing_available_atomic \
+     FROM periods ORDER BY budget_id, id";
 
 /// Every audit event, in `seq` order, its `seq` as text as every other column. The `ORDER BY`
 /// names the table's column: PostgreSQL would take a bare `seq` for the output column of that

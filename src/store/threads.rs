@@ -20,7 +20,9 @@ use super::{
     CREDENTIAL_WAIT_MAX, Credential, ListQuery, OpenError, Page, SETTLE_WAIT_MAX, StoreConfig,
     StoreError, StoreGauges, run_guarded,
 };
-use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, Tenant, TenantId};
+use crate::domain::{
+    Budget, BudgetId, EntryId, LedgerEntry, Reservation, ReservationId, Statement, Tenant, TenantId,
+};
 
 /// A cheap, cloneable handle to the store: typed commands to its threads, answered on
 /// oneshot channels.
@@ -209,6 +211,28 @@ impl Store {
             .await
     }
 
+    /// One ledger entry of a budget.
+    pub(crate) async fn entry(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        id: Option<EntryId>,
+    ) -> Result<LedgerEntry, StoreError> {
+        self.query(move |conn| conn.entry(&tenant, budget.as_ref(), id.as_ref()))
+            .await
+    }
+
+    /// A page of a budget's period statements, with the budget.
+    pub(crate) async fn list_periods(
+        &self,
+        tenant: TenantId,
+        budget: Option<BudgetId>,
+        query: ListQuery,
+    ) -> Result<(Budget, Page<Statement>), StoreError> {
+        self.query(move |conn| conn.list_periods(&tenant, budget.as_ref(), &query))
+            .await
+    }
+
     /// A page of a tenant's reservations.
     pub(crate) async fn list_reservations(
         &self,
@@ -351,6 +375,8 @@ mod tests {
             tenant: NewTenant {
                 name: Name::parse(name).expect("a name"),
                 opening_deposit: Atomic::new(1),
+                policy: None,
+                thresholds: crate::domain::Thresholds::default(),
             },
             actor: Actor::Admin,
             keyed: None,

@@ -1,5 +1,5 @@
 //! `tenantd audit verify`, written once for both backends: the chain's rows, then every stored
-//! tenant, budget, reservation and ledger entry, read through the SQL seam ([`Sql`]) in one
+//! tenant, budget, reservation, ledger entry and period statement, read through the SQL seam ([`Sql`]) in one
 //! snapshot and fed to the replay ([`Replay`]) in the order it takes them.
 //!
 //! Each table is streamed ([`Sql::for_each_row`]), so memory grows with the tenants, budgets
@@ -59,6 +59,13 @@ pub(crate) fn verify_in_transaction(db: &mut impl Sql) -> Result<Head, VerifyErr
         &mut replay,
         |row| rows::entry(row),
         Replay::check_entry,
+    )?;
+    check_each(
+        db,
+        rows::EVERY_PERIOD,
+        &mut replay,
+        |row| rows::statement(row),
+        Replay::check_period,
     )?;
     replay.finish()
 }

@@ -92,7 +92,8 @@ fn create_returns_201_with_the_documented_shape() {
             "state": "open", "created_at": created_at, "closed_at": null,
             "opening_deposit_atomic": "1000", "credited_atomic": "1000",
             "debited_atomic": "0", "spent_atomic": "0", "reserved_atomic": "0",
-            "balance_atomic": "1000", "available_atomic": "1000"
+            "balance_atomic": "1000", "available_atomic": "1000",
+            "period": null, "current_period": null, "alert_thresholds_atomic": []
         }),
         "the default budget, every amount a string"
     );

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
 /// The schema version this build migrates every database to.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";
@@ -378,6 +378,101 @@ fn a_revision_3_database_keeps_every_reservation_and_entry() {
     let committed = assert_ok(&committed, "its commit");
     assert_eq!(committed["state"], "committed", "{committed}");
 
+    let verified = audit_verify(&app.db_path);
+    assert_eq!(verified.code, Some(0), "{verified:?}");
+}
+
+/// A database written by the release before periods and charges
+/// (`tests/fixtures/revision-4.db`, schema version 4) gains them by migration 5: every entry
+/// and reservation is kept as it was, each entry in no period; every budget reads with no
+/// period and no thresholds; its keyed reserve still replays in that release's shape; its
+/// budgets take a period and charges; and its chain verifies with theirs.
+#[test]
+fn a_revision_4_database_gains_periods_and_charges() {
+    let ids: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("revision-4.json")).expect("the fixture's ids"),
+    )
+    .expect("JSON");
+    let id = |name: &str| ids[name].as_str().expect(name).to_owned();
+    let app = upgraded_from("revision-4.db", 4);
+    let before_path = app.db_path.with_extension("before.db");
+    std::fs::copy(fixture("revision-4.db"), &before_path).expect("copying the fixture");
+    let entries_before = rows(&open_rw(&before_path), "ledger_entries", ENTRY_COLUMNS);
+
+    let db = app.db();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("the version");
+    assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
+    let entries_after = rows(
+        &db,
+        "ledger_entries",
+        &format!("{ENTRY_COLUMNS}, period_id"),
+    );
+    for before in &entries_before {
+        let after = entries_after
+            .iter()
+            .find(|e| e[0] == before[0])
+            .unwrap_or_else(|| panic!("entry {before:?} is kept"));
+        assert_eq!(after[..before.len()], before[..], "kept as it was");
+        assert_eq!(after[before.len()], None, "in no period");
+    }
+    drop(db);
+
+    let admin = app.admin();
+    let (tenant, budget) = (id("tenant"), id("budget"));
+    let path = format!("/v1/tenants/{tenant}/budgets/{budget}");
+    let b = get_as(&app, &admin, &path).json();
+    assert_eq!(b["period"], Value::Null, "{b}");
+    assert_eq!(b["current_period"], Value::Null, "{b}");
+    assert_eq!(b["alert_thresholds_atomic"], json!([]), "{b}");
+
+    // The keyed reserve replays its exact answer, in the shape that release wrote.
+    let answered = std::fs::read_to_string(fixture("revision-4.keyed-reserve.json"))
+        .expect("the fixture's answer");
+    let token = format!("Bearer {}", id("token"));
+    let reserve = json!({"budget_id": budget, "amount_atomic": "40", "ttl_seconds": 86400});
+    let replay = send(
+        &app.addr,
+        "POST",
+        &reservations_path(&tenant),
+        &token,
+        Some(&reserve.to_string()),
+        Some("fixture-key-4"),
+        &[],
+    );
+    assert_eq!(replay.status, 201, "{}", replay.describe());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.text(), answered, "the stored answer, byte for byte");
+
+    // The migrated budget takes a period and a charge.
+    let period = json!({"period": {"every_seconds": 3600, "allowance_atomic": "100"}});
+    let patched = send(
+        &app.addr,
+        "PATCH",
+        &path,
+        &admin,
+        Some(&period.to_string()),
+        None,
+        &[],
+    );
+    assert_eq!(patched.status, 200, "{}", patched.describe());
+    let charge = json!({"budget_id": budget, "amount_atomic": "7"});
+    let charged = send(
+        &app.addr,
+        "POST",
+        &format!("/v1/tenants/{tenant}/charges"),
+        &token,
+        Some(&charge.to_string()),
+        None,
+        &[],
+    );
+    assert_eq!(charged.status, 201, "{}", charged.describe());
+    assert_eq!(
+        charged.json()["period_id"],
+        patched.json()["current_period"]["id"],
+        "the charge fell in the new period"
+    );
     let verified = audit_verify(&app.db_path);
     assert_eq!(verified.code, Some(0), "{verified:?}");
 }

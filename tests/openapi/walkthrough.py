@@ -1,15 +1,16 @@
 """The walk-through of docs/api.md, driven through a client generated from openapi.json by
-openapi-python-client: create, read, list, reserve, commit, release, tombstone. Every answer,
-every error kind a client can provoke included, must parse into the model the document names
-for its status. Left out: 408, 500 and 503 (they need a slow client, a broken disk or a full
-queue), 501 (httpx sends no transfer coding but chunked), and 405 and 404 not_found (answers
-to no operation of the document).
+openapi-python-client: create, read, list, reserve, commit, release, renew by periods, charge,
+tombstone. Every answer, every error kind a client can provoke included, must parse into the
+model the document names for its status. Left out: 408, 500 and 503 (they need a slow client,
+a broken disk or a full queue), 501 (httpx sends no transfer coding but chunked), and 405 and
+404 not_found (answers to no operation of the document).
 
     python3 walkthrough.py BASE_URL ADMIN_TOKEN   (the generated package on PYTHONPATH)
 
 Prints one line per step and "N passed, 0 failed" at the end; exits 1 at the first failure.
 """
 
+import json
 import sys
 import uuid
 
@@ -22,9 +23,13 @@ from tenantd_client.api.budgets import (
     credit_budget,
     debit_budget,
     get_budget,
+    get_entry,
     list_budgets,
     list_entries,
+    list_periods,
+    update_budget,
 )
+from tenantd_client.api.charges import create_charge
 from tenantd_client.api.reservations import (
     commit_reservation,
     create_reservation,
@@ -38,6 +43,8 @@ from tenantd_client.models import (
     ActiveReservation,
     Budget,
     BudgetPage,
+    BudgetPatch,
+    ChargeRequest,
     ClosedBudget,
     CommitRequest,
     CommittedReservation,
@@ -45,10 +52,19 @@ from tenantd_client.models import (
     CreateReservationRequest,
     CreateTenantRequest,
     CreatedTenant,
+    CurrentPeriod,
     ExtendRequest,
+    FieldError,
     LedgerEntry,
     LedgerEntryPage,
     MovementRequest,
+    PeriodCalendar,
+    PeriodCalendarRequest,
+    PeriodCalendarRequestInterval,
+    PeriodFixed,
+    PeriodFixedRequest,
+    PeriodStatement,
+    PeriodStatementPage,
     ReleaseRequest,
     ReleasedReservation,
     Reservation,
@@ -165,6 +181,124 @@ def main(base_url, admin_token):
         available_atomic="1150",
     )
 
+    # Periods, alert thresholds and charges: a budget renewed every month in Berlin, made
+    # fixed-length (every hour) by a PATCH, then charged with the tenant token.
+    monthly = create_budget.sync(
+        tid,
+        client=admin,
+        body=CreateBudgetRequest(
+            name="monthly",
+            opening_deposit_atomic="5000",
+            period=PeriodCalendarRequest(
+                interval=PeriodCalendarRequestInterval.MONTH,
+                time_zone="Europe/Berlin",
+                allowance_atomic="5000",
+            ),
+            alert_thresholds_atomic=["1000", "0"],
+        ),
+    )
+    step("create a monthly budget", monthly, Budget, alert_thresholds_atomic=["1000", "0"])
+    step(
+        "its period",
+        monthly.period,
+        PeriodCalendar,
+        interval="month",
+        time_zone="Europe/Berlin",
+        allowance_atomic="5000",
+        rollover_max_atomic="0",
+    )
+    step("its current period", monthly.current_period, CurrentPeriod)
+    mid, first = monthly.id, monthly.current_period.id
+    step(
+        "read it back",
+        get_budget.sync(tid, mid, client=sidecar),
+        Budget,
+        current_period=monthly.current_period,
+    )
+
+    # The PATCH goes as application/merge-patch+json, named here rather than left to the
+    # generated client (which may send either media type), its body made by the model.
+    def raw_patch(budget_id, patch, content_type):
+        headers = {"Authorization": f"Bearer {admin_token}", "Content-Type": content_type}
+        answer = httpx.patch(
+            f"{base_url}/v1/tenants/{tid}/budgets/{budget_id}",
+            content=json.dumps(patch.to_dict()).encode(),
+            headers=headers,
+        )
+        return update_budget._parse_response(client=admin, response=answer)
+
+    hourly = raw_patch(
+        mid,
+        BudgetPatch(period=PeriodFixedRequest(every_seconds=3600, allowance_atomic="5000")),
+        "application/merge-patch+json",
+    )
+    step(
+        "make it hourly",
+        hourly,
+        Budget,
+        available_atomic="5000",
+        alert_thresholds_atomic=["1000", "0"],
+    )
+    step(
+        "its new period",
+        hourly.period,
+        PeriodFixed,
+        every_seconds=3600,
+        allowance_atomic="5000",
+        rollover_max_atomic="0",
+    )
+    step("a new current period", hourly.current_period, CurrentPeriod)
+    current = hourly.current_period.id
+    if current == first:
+        sys.exit(f"FAIL make it hourly: the current period is still {first}")
+    charge = create_charge.sync(
+        tid,
+        client=sidecar,
+        body=ChargeRequest(budget_id=mid, amount_atomic="300", memo="render job 7781"),
+        idempotency_key=f"charge-{run}",
+    )
+    step(
+        "charge",
+        charge,
+        LedgerEntry,
+        kind="charge",
+        amount_atomic="300",
+        available_atomic="4700",
+        period_id=current,
+    )
+    step(
+        "read the entry alone",
+        get_entry.sync(tid, mid, charge.id, client=sidecar),
+        LedgerEntry,
+        id=charge.id,
+        kind="charge",
+        period_id=current,
+    )
+    periods = list_periods.sync(tid, mid, client=sidecar)
+    step("its period statements", periods, PeriodStatementPage, has_more=False)
+    if len(periods.data) != 2:
+        sys.exit(f"FAIL its period statements: two expected: {periods.data!r}")
+    step(
+        "the period the PATCH ended",
+        periods.data[0],
+        PeriodStatement,
+        id=first,
+        state="closed",
+        forfeited_atomic="0",
+        carried_out_atomic="5000",
+        closing_available_atomic="5000",
+    )
+    step(
+        "the current period",
+        periods.data[1],
+        PeriodStatement,
+        id=current,
+        state="current",
+        opening_available_atomic="5000",
+        spent_atomic="300",
+        closing_available_atomic=None,
+    )
+
     # Every error kind the walk-through can meet, each parsed into its model.
     stranger = AuthenticatedClient(base_url=base_url, token="tkn_01M81B5HBV8R5WQ3T6VZ2M9K4X_" + "0" * 64)
     problem("no such token", get_tenant.sync(tid, client=stranger), 401, "unauthorized")
@@ -188,6 +322,12 @@ def main(base_url, admin_token):
         "reservation_not_found",
     )
     problem(
+        "no such ledger entry",
+        get_entry.sync(tid, mid, "ent_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=admin),
+        404,
+        "entry_not_found",
+    )
+    problem(
         "a taken name",
         create_tenant.sync(
             client=admin, body=CreateTenantRequest(name=f"acme-{run}", opening_deposit_atomic="1")
@@ -200,6 +340,11 @@ def main(base_url, admin_token):
     )
     problem("more than is available", over, 409, "insufficient_funds")
     step("its available_atomic", over, type(over), available_atomic="1150")
+    too_much = create_charge.sync(
+        tid, client=sidecar, body=ChargeRequest(budget_id=mid, amount_atomic="99999")
+    )
+    problem("a charge larger than is available", too_much, 409, "insufficient_funds")
+    step("its available_atomic", too_much, type(too_much), available_atomic="4700")
     settled = commit_reservation.sync(
         tid, hold.id, client=sidecar, body=CommitRequest(amount_atomic="1")
     )
@@ -211,6 +356,20 @@ def main(base_url, admin_token):
     problem("invalid fields", invalid, 422, "validation_failed")
     if len(invalid.errors) != 2:
         sys.exit(f"FAIL invalid fields: two errors expected: {invalid.errors!r}")
+    offset = update_budget.sync(
+        tid,
+        mid,
+        client=admin,
+        body=BudgetPatch(
+            period=PeriodCalendarRequest(
+                interval=PeriodCalendarRequestInterval.DAY, time_zone="+02:00", allowance_atomic="1"
+            )
+        ),
+    )
+    problem("an offset for a time zone", offset, 422, "validation_failed")
+    if len(offset.errors) != 1:
+        sys.exit(f"FAIL an offset for a time zone: one error expected: {offset.errors!r}")
+    step("its nested field", offset.errors[0], FieldError, field="period.time_zone")
     problem(
         "a bad list query",
         list_tenants.sync(client=admin, limit=0),

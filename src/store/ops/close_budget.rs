@@ -37,7 +37,7 @@ impl WriteOp for CloseBudget {
             return Ok(budget);
         }
         let now = w.now();
-        w.expire_due_in(&mut budget, now)?;
+        w.catch_up_budget(&mut budget, now)?;
         w.close(&mut budget, now)?;
         w.record(now, &actor, &rules::close(&tenant, &budget.id))?;
         Ok(budget)

@@ -34,7 +34,7 @@ impl WriteOp for CreateBudget {
         w.keyed(keyed, |w| {
             w.active_tenant(&tenant)?;
             let now = w.now();
-            let budget = Budget {
+            let mut budget = Budget {
                 id: BudgetId::from_ulid(w.next_ulid(now)),
                 tenant_id: tenant.clone(),
                 name: new.name.clone(),
@@ -43,14 +43,19 @@ impl WriteOp for CreateBudget {
                 created_at: now,
                 opening_deposit: new.opening_deposit,
                 figures: Figures::opening(new.opening_deposit),
+                policy: new.policy.clone(),
+                current: None,
+                thresholds: new.thresholds.clone(),
             };
-            w.insert_budget(&budget)?;
+            w.insert_budget(&mut budget)?;
             let event = AuditEvent::BudgetCreated {
                 tenant: tenant.clone(),
                 id: budget.id.clone(),
                 name: budget.name.clone(),
                 unit: budget.unit.clone(),
                 opening_deposit: budget.opening_deposit,
+                policy: budget.policy.clone(),
+                thresholds: budget.thresholds.clone(),
             };
             w.record(now, &actor, &event)?;
             Ok(budget)

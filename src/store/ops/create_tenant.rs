@@ -64,7 +64,7 @@ fn create<D: Sql>(
             Param::Text(&now.to_string()),
         ],
     )?;
-    let budget = Budget {
+    let mut budget = Budget {
         id: id.default_budget(),
         tenant_id: id.clone(),
         name: Name::parse(DEFAULT_BUDGET_NAME).expect("a valid name"),
@@ -73,12 +73,17 @@ fn create<D: Sql>(
         created_at: now,
         opening_deposit: new.opening_deposit,
         figures: Figures::opening(new.opening_deposit),
+        policy: new.policy.clone(),
+        current: None,
+        thresholds: new.thresholds.clone(),
     };
-    w.insert_budget(&budget)?;
+    w.insert_budget(&mut budget)?;
     let event = AuditEvent::TenantCreated {
         id: id.clone(),
         name: new.name.clone(),
         opening_deposit: new.opening_deposit,
+        policy: new.policy.clone(),
+        thresholds: new.thresholds.clone(),
     };
     w.record(now, actor, &event)?;
     w.counts().tenant_created();

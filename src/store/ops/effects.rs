@@ -1,13 +1,14 @@
 //! What several operations write alike: a budget's figures, its ledger entries, a
-//! reservation's new state, a budget closed, and the expiries recorded before anything else
-//! touches a budget.
+//! reservation's new state, a budget closed, its periods begun and ended, and the expiries
+//! and boundaries recorded before anything else touches a budget.
 
 use crate::audit::Actor;
 use crate::domain::rules::{self, Change, Draft};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, EntryId, LedgerEntry, Memo, Refusal, Reservation,
-    ReservationId, TenantId, Timestamp,
+    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, Figures,
+    LedgerEntry, Memo, PeriodId, Policy, Refusal, Reservation, ReservationId, TenantId, Timestamp,
 };
+use crate::store::rows::Columns;
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
@@ -34,10 +35,11 @@ pub(crate) struct Swept {
 }
 
 impl<D: Sql> WriterState<D> {
-    /// Records up to `limit` expiries that are due at `now`, of any budget.
+    /// Records up to `limit` expiries that are due at `now`, of any budget, each with every
+    /// boundary of its budget that fell due before it ([`WriterState::catch_up_budget`]).
     ///
-    /// Each expiry runs in a savepoint of its own: one that fails (a row that cannot be read,
-    /// a budget that breaks the invariant) is logged and left due, and the others are
+    /// Each budget is caught up in a savepoint of its own: one that fails (a row that cannot
+    /// be read, a budget that breaks the invariant) is logged and left due, and the others are
     /// recorded; the writer then tries again after a pause rather than at once.
     pub(crate) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
         let due = queries::due(self.db(), now, limit)?;
@@ -45,21 +47,14 @@ impl<D: Sql> WriterState<D> {
             found: due.len(),
             failed: 0,
         };
+        let mut caught_up = std::collections::BTreeSet::new();
         for reservation in due {
-            let id = reservation.id.clone();
-            let expired = self.guarded(true, |w| {
-                let mut budget =
-                    queries::budget(w.db(), &reservation.tenant_id, Some(&reservation.budget_id))?;
-                w.expire(&mut budget, reservation, now)
-            });
-            // A savepoint that could not be closed poisons the whole batch: stop here and
-            // leave the error for the batch to see.
-            if let Some(poisoned) = self.poisoned() {
-                return Err(poisoned.clone());
+            if !caught_up.insert(reservation.budget_id.clone()) {
+                continue;
             }
-            if let Err(e) = expired {
-                log::error!("the expiry of reservation {id} cannot be recorded: {e:?}");
-                swept.failed += 1;
+            let (tenant, budget) = (reservation.tenant_id, reservation.budget_id);
+            if !self.catch_up_guarded(&tenant, &budget, now, usize::MAX, &mut swept)? {
+                log::error!("the expiries of budget {budget} cannot be recorded");
             }
         }
         if swept.failed == 0 && swept.found < limit {
@@ -67,6 +62,71 @@ impl<D: Sql> WriterState<D> {
             self.set_next_expiry(soonest);
         }
         Ok(swept)
+    }
+
+    /// Records up to about `limit` period boundaries due at `now`, soonest first, each budget
+    /// with its expiries in between ([`WriterState::catch_up_budget`]), in savepoints of their
+    /// own as [`WriterState::sweep`] does.
+    pub(crate) fn sweep_boundaries(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Swept, StoreError> {
+        let due = queries::due_boundaries(self.db(), now, limit)?;
+        let mut swept = Swept {
+            found: 0,
+            failed: 0,
+        };
+        let mut left = limit;
+        for (tenant, budget) in due {
+            if left == 0 {
+                break;
+            }
+            let before = swept.found;
+            if !self.catch_up_guarded(&tenant, &budget, now, left, &mut swept)? {
+                log::error!("the period boundaries of budget {budget} cannot be recorded");
+            }
+            left = left.saturating_sub((swept.found - before).max(1));
+        }
+        if swept.failed == 0 && left > 0 {
+            let soonest = queries::next_boundary(self.db())?.unwrap_or(Timestamp::MAX);
+            self.set_next_boundary(soonest);
+        }
+        Ok(swept)
+    }
+
+    /// Catches budget `budget` up to `now` (at most `limit` boundaries) in a savepoint of its
+    /// own, counting its boundaries into `swept`: `false` when it failed and stays due. An
+    /// error only when the savepoint could not be closed, which poisons the batch.
+    fn catch_up_guarded(
+        &mut self,
+        tenant: &TenantId,
+        budget: &BudgetId,
+        now: Timestamp,
+        limit: usize,
+        swept: &mut Swept,
+    ) -> Result<bool, StoreError> {
+        let caught_up = self.guarded(true, |w| {
+            let mut budget = queries::budget(w.db(), tenant, Some(budget))?;
+            if !budget.is_open() {
+                return Ok(0);
+            }
+            w.catch_up_budget_by(&mut budget, now, limit)
+        });
+        if let Some(poisoned) = self.poisoned() {
+            return Err(poisoned.clone());
+        }
+        match caught_up {
+            Ok(boundaries) => {
+                swept.found += boundaries;
+                Ok(true)
+            }
+            Err(e) => {
+                log::error!("budget {budget} cannot be caught up: {e:?}");
+                swept.failed += 1;
+                Ok(false)
+            }
+        }
     }
 
     /// The tenant, if it exists and is active: `404`, then `409 tenant_tombstoned`.
@@ -93,24 +153,198 @@ impl<D: Sql> WriterState<D> {
         if !budget.is_open() {
             return Err(StoreError::BudgetClosed);
         }
-        self.expire_due_in(&mut budget, now)?;
+        self.catch_up_budget(&mut budget, now)?;
         Ok(budget)
     }
 
-    /// Records the expiry of every reservation of `budget` whose time is up at `now`. Cheap
-    /// when nothing anywhere is due: the writer knows the soonest expiry.
-    pub(crate) fn expire_due_in(
+    /// Records, in the order they fell due, every expiry of a reservation of `budget` and
+    /// every boundary of its period up to `now`: the holds that ran out by a boundary return
+    /// before it, so each boundary sees what was available at its instant. Cheap when nothing
+    /// is due: the writer knows the soonest expiry, and the budget its next boundary. How
+    /// many boundaries it recorded.
+    pub(crate) fn catch_up_budget(
+        &mut self,
+        budget: &mut Budget,
+        now: Timestamp,
+    ) -> Result<usize, StoreError> {
+        self.catch_up_budget_by(budget, now, usize::MAX)
+    }
+
+    /// [`WriterState::catch_up_budget`], stopping after `limit` boundaries; a budget left
+    /// with a boundary due has no expiry after it recorded either.
+    fn catch_up_budget_by(
+        &mut self,
+        budget: &mut Budget,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let mut boundaries = 0;
+        while let Some(ends_at) = budget.current.as_ref().map(|c| c.ends_at)
+            && ends_at <= now
+        {
+            if boundaries == limit {
+                return Ok(boundaries);
+            }
+            self.expire_due_by(budget, ends_at)?;
+            self.boundary(budget, ends_at, now)?;
+            boundaries += 1;
+        }
+        self.expire_due_by(budget, now)?;
+        Ok(boundaries)
+    }
+
+    /// Records the expiry of every reservation of `budget` whose time is up at `by`.
+    fn expire_due_by(&mut self, budget: &mut Budget, by: Timestamp) -> Result<(), StoreError> {
+        if self.next_expiry() > by {
+            return Ok(());
+        }
+        let now = self.now();
+        for reservation in queries::due_in_budget(self.db(), &budget.id, by)? {
+            self.expire(budget, reservation, now)?;
+        }
+        Ok(())
+    }
+
+    /// Records the boundary of `budget`'s current period at `at` (recorded at `now`): the
+    /// period closes, the next begins with its refill or forfeit entry, by the system.
+    fn boundary(
+        &mut self,
+        budget: &mut Budget,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (Some(policy), Some(current)) = (budget.policy.clone(), budget.current.clone()) else {
+            return Err(StoreError::Internal(
+                "a boundary of a budget without a period".into(),
+            ));
+        };
+        let reset =
+            rules::period_reset(&budget.tenant_id, &budget.id, budget.figures, &policy, at)?;
+        let draft = reset
+            .change
+            .entry
+            .ok_or_else(|| StoreError::Internal("a boundary without its entry".into()))?;
+        self.close_period(&current.id, at, &reset.closing)?;
+        budget.figures = reset.change.figures;
+        self.write_figures(budget)?;
+        self.begin_period(budget, &policy, current.anchor, at, reset.carried_in)?;
+        self.append_entry(budget, draft, at)?;
+        self.record(now, &Actor::System, &reset.change.event)?;
+        Ok(())
+    }
+
+    /// Begins a period of `policy` (set at `anchor`) at `at`, with `carried_in` carried over,
+    /// on `budget`'s figures as they are: its statement, and the budget's current period.
+    pub(crate) fn begin_period(
+        &mut self,
+        budget: &mut Budget,
+        policy: &Policy,
+        anchor: Timestamp,
+        at: Timestamp,
+        carried_in: Atomic,
+    ) -> Result<(), StoreError> {
+        let id = PeriodId::from_ulid(self.next_ulid(self.clock_now()));
+        let current = CurrentPeriod {
+            id,
+            started_at: at,
+            ends_at: policy.cadence.next_boundary(anchor, at),
+            anchor,
+        };
+        let available = budget
+            .figures
+            .available()
+            .ok_or_else(|| StoreError::Internal("a budget that breaks the invariant".into()))?;
+        let f = &budget.figures;
+        self.db().send(
+            "INSERT INTO periods (id, budget_id, state, started_at, ends_at, allowance_atomic, \
+             carried_in_atomic, opening_available_atomic, start_credited_atomic, \
+             start_debited_atomic, start_spent_atomic) \
+             VALUES (?1, ?2, 'current', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            &[
+                current.id.as_str().into(),
+                budget.id.as_str().into(),
+                Param::Text(&at.to_string()),
+                Param::Text(&current.ends_at.to_string()),
+                policy.allowance.into(),
+                carried_in.into(),
+                Param::Amount(available),
+                Param::Amount(f.credited),
+                Param::Amount(f.debited),
+                Param::Amount(f.spent),
+            ],
+        )?;
+        self.db().send(
+            "UPDATE budgets SET period_id = ?2, period_started_at = ?3, period_ends_at = ?4 \
+             WHERE id = ?1",
+            &[
+                budget.id.as_str().into(),
+                current.id.as_str().into(),
+                Param::Text(&at.to_string()),
+                Param::Text(&current.ends_at.to_string()),
+            ],
+        )?;
+        self.lower_next_boundary(current.ends_at);
+        budget.current = Some(current);
+        Ok(())
+    }
+
+    /// Closes period `id` at `at`, as `closing` says; its totals are the closing figures less
+    /// those it began with.
+    fn close_period(
+        &mut self,
+        id: &PeriodId,
+        at: Timestamp,
+        closing: &Closing,
+    ) -> Result<(), StoreError> {
+        let start = self
+            .db()
+            .query_opt(
+                "SELECT start_credited_atomic, start_debited_atomic, start_spent_atomic \
+                 FROM periods WHERE id = ?1",
+                &[id.as_str().into()],
+                |row| {
+                    let c = Columns::new(row, 0);
+                    Ok(Figures {
+                        credited: c.amount(0)?.get(),
+                        debited: c.amount(1)?.get(),
+                        spent: c.amount(2)?.get(),
+                        reserved: 0,
+                    })
+                },
+            )?
+            .ok_or_else(|| StoreError::Internal(format!("the current period {id} is missing")))?;
+        let totals = crate::domain::period_totals(&start, &closing.end)
+            .ok_or_else(|| StoreError::Internal(format!("period {id} ends below its start")))?;
+        self.db().send(
+            "UPDATE periods SET state = 'closed', ends_at = ?2, credited_atomic = ?3, \
+             debited_atomic = ?4, spent_atomic = ?5, forfeited_atomic = ?6, \
+             carried_out_atomic = ?7, closing_available_atomic = ?8 WHERE id = ?1",
+            &[
+                id.as_str().into(),
+                Param::Text(&at.to_string()),
+                Param::Amount(totals.0),
+                Param::Amount(totals.1),
+                Param::Amount(totals.2),
+                closing.forfeited.into(),
+                closing.carried_out.into(),
+                closing.available.into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Ends `budget`'s current period, if any, at `now` without a boundary (a change of
+    /// policy, a close): nothing forfeited, all that is available carried out.
+    pub(crate) fn end_period(
         &mut self,
         budget: &mut Budget,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        if self.next_expiry() > now {
+        let Some(current) = budget.current.take() else {
             return Ok(());
-        }
-        for reservation in queries::due_in_budget(self.db(), &budget.id, now)? {
-            self.expire(budget, reservation, now)?;
-        }
-        Ok(())
+        };
+        let closing = rules::end_period(budget.figures)?;
+        self.close_period(&current.id, now, &closing)
     }
 
     /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` event
@@ -171,9 +405,11 @@ impl<D: Sql> WriterState<D> {
         }
         budget.figures = figures;
         self.write_figures(budget)?;
+        self.end_period(budget, now)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
-            "UPDATE budgets SET state = ?2, closed_at = ?3 WHERE id = ?1",
+            "UPDATE budgets SET state = ?2, closed_at = ?3, period_id = NULL, \
+             period_started_at = NULL, period_ends_at = NULL WHERE id = ?1",
             &[
                 budget.id.as_str().into(),
                 budget.state.name().into(),
@@ -184,15 +420,17 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Inserts a new open budget and its opening-deposit entry.
-    pub(crate) fn insert_budget(&mut self, budget: &Budget) -> Result<(), StoreError> {
+    /// Inserts a new open budget, its first period if it has a policy, and its
+    /// opening-deposit entry (in that period).
+    pub(crate) fn insert_budget(&mut self, budget: &mut Budget) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
+        let thresholds = budget.thresholds.to_column();
         // A clash on an open budget's name comes back as `BudgetNameTaken`.
         self.db().send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
              opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
-             reserved_atomic) \
-             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
+             reserved_atomic, alert_thresholds) \
+             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10, ?11)",
             &[
                 budget.id.as_str().into(),
                 budget.tenant_id.as_str().into(),
@@ -204,10 +442,68 @@ impl<D: Sql> WriterState<D> {
                 debited,
                 spent,
                 reserved,
+                Param::Text(&thresholds),
             ],
         )?;
         self.counts().budget_created();
+        if let Some(policy) = budget.policy.clone() {
+            let at = budget.created_at;
+            self.write_policy(budget, Some(&policy), at)?;
+            self.begin_period(budget, &policy, at, at, Atomic::new(0))?;
+        }
         self.insert_entry(&LedgerEntry::opening(budget))
+    }
+
+    /// Writes `budget`'s period policy (`None`: it has none), set at `anchor`.
+    pub(crate) fn write_policy(
+        &mut self,
+        budget: &Budget,
+        policy: Option<&Policy>,
+        anchor: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (interval, zone, every) = match policy.map(|p| &p.cadence) {
+            Some(Cadence::Calendar { interval, zone }) => {
+                (Some(interval.name()), Some(zone.name()), None)
+            }
+            Some(Cadence::Fixed { every_seconds }) => (None, None, Some(*every_seconds)),
+            None => (None, None, None),
+        };
+        let anchor = policy.map(|_| anchor.to_string());
+        self.db().send(
+            "UPDATE budgets SET period_interval = ?2, period_time_zone = ?3, \
+             period_every_seconds = ?4, period_allowance_atomic = ?5, \
+             period_rollover_max_atomic = ?6, period_anchor = ?7 WHERE id = ?1",
+            &[
+                budget.id.as_str().into(),
+                interval.into(),
+                zone.into(),
+                every.map(i64::from).into(),
+                policy.map(|p| p.allowance).into(),
+                policy.map(|p| p.rollover_max).into(),
+                anchor.as_ref().into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Marks `budget` as in no period.
+    pub(crate) fn clear_period(&mut self, budget: &Budget) -> Result<(), StoreError> {
+        self.db().send(
+            "UPDATE budgets SET period_id = NULL, period_started_at = NULL, \
+             period_ends_at = NULL WHERE id = ?1",
+            &[budget.id.as_str().into()],
+        )?;
+        Ok(())
+    }
+
+    /// Writes `budget`'s alert thresholds.
+    pub(crate) fn write_thresholds(&mut self, budget: &Budget) -> Result<(), StoreError> {
+        let thresholds = budget.thresholds.to_column();
+        self.db().send(
+            "UPDATE budgets SET alert_thresholds = ?2 WHERE id = ?1",
+            &[budget.id.as_str().into(), Param::Text(&thresholds)],
+        )?;
+        Ok(())
     }
 
     /// Writes the budget's figures.
@@ -276,6 +572,7 @@ impl<D: Sql> WriterState<D> {
             occurred_at: now,
             balance: figure(budget.figures.balance())?,
             available: figure(budget.figures.available())?,
+            period_id: budget.current.as_ref().map(|c| c.id.clone()),
         };
         self.insert_entry(&entry)?;
         Ok(entry)
@@ -284,8 +581,8 @@ impl<D: Sql> WriterState<D> {
     fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
         self.db().send(
             "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
-             memo, occurred_at, balance_atomic, available_atomic) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             memo, occurred_at, balance_atomic, available_atomic, period_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             &[
                 entry.id.as_str().into(),
                 entry.budget_id.as_str().into(),
@@ -300,6 +597,7 @@ impl<D: Sql> WriterState<D> {
                 Param::Text(&entry.occurred_at.to_string()),
                 entry.balance.into(),
                 entry.available.into(),
+                entry.period_id.as_ref().map(PeriodId::as_str).into(),
             ],
         )?;
         self.counts().entry(entry.kind);

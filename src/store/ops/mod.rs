@@ -12,6 +12,7 @@
 
 mod effects;
 
+mod charge;
 mod close_budget;
 mod create_budget;
 mod create_tenant;
@@ -22,7 +23,9 @@ mod purge_expired;
 mod reserve;
 mod settle;
 mod tombstone_tenant;
+mod update_budget;
 
+pub(crate) use charge::Charge;
 pub(crate) use close_budget::CloseBudget;
 pub(crate) use create_budget::CreateBudget;
 pub(crate) use create_tenant::{CreateTenant, Created};
@@ -33,3 +36,4 @@ pub(crate) use purge_expired::PurgeExpired;
 pub(crate) use reserve::Reserve;
 pub(crate) use settle::SettleReservation;
 pub(crate) use tombstone_tenant::TombstoneTenant;
+pub(crate) use update_budget::{BudgetPatch, UpdateBudget};

@@ -52,7 +52,7 @@ fn settle<D: Sql>(
         return Err(StoreError::TenantTombstoned);
     }
     if budget.is_open() {
-        w.expire_due_in(&mut budget, now)?;
+        w.catch_up_budget(&mut budget, now)?;
     }
     // An active reservation's budget is open: closing releases every reservation.
     let settlement = match settle {

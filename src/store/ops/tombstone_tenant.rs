@@ -30,7 +30,7 @@ impl WriteOp for TombstoneTenant {
         let now = w.now();
         for budget in queries::open_budgets(w.db(), &id)? {
             let mut budget = queries::budget(w.db(), &id, Some(&budget))?;
-            w.expire_due_in(&mut budget, now)?;
+            w.catch_up_budget(&mut budget, now)?;
             w.close(&mut budget, now)?;
         }
         let state = TenantState::Tombstoned { at: now };

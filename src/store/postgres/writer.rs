@@ -198,15 +198,17 @@ impl Writer {
         let begun = began.and_then(|()| {
             let (head, at) = chain::last_event(self.state.db())?;
             if head != *self.state.head() {
-                let (latest, soonest) = queries::latest_and_soonest(self.state.db())?;
-                self.state.catch_up(at, latest);
+                let latest = queries::latest_and_soonest(self.state.db())?;
+                self.state.catch_up(at, latest.ulid);
                 let events = u64::try_from(head.seq).unwrap_or(0);
                 self.stats.audit_events.store(events, Ordering::Relaxed);
                 self.state.set_head(head);
-                // Another instance may have taken or settled holds: the soonest expiry as
-                // stored now, under the lock, is exact.
+                // Another instance may have taken or settled holds, or begun periods: the
+                // soonest expiry and boundary as stored now, under the lock, are exact.
                 self.state
-                    .set_next_expiry(soonest.unwrap_or(Timestamp::MAX));
+                    .set_next_expiry(latest.expiry.unwrap_or(Timestamp::MAX));
+                self.state
+                    .set_next_boundary(latest.boundary.unwrap_or(Timestamp::MAX));
             }
             Ok(())
         });

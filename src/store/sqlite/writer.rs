@@ -370,6 +370,8 @@ mod tests {
         NewTenant {
             name: Name::parse(name).expect("a name"),
             opening_deposit: Atomic::parse("5").expect("an amount"),
+            policy: None,
+            thresholds: crate::domain::Thresholds::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use super::stats::Delta;
 use super::{AnyJob, Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
 use crate::audit::Head;
 use crate::store::sql::Sql;
-use crate::store::{EXPIRE_SWEEP_MAX, StoreError, run_guarded};
+use crate::store::{BOUNDARY_SWEEP_MAX, EXPIRE_SWEEP_MAX, StoreError, run_guarded};
 
 /// A backend's writer, as the batch loop ([`run`]) and [`run_batch`] drive it: what differs
 /// between the backends is how a transaction begins, commits and fails.
@@ -60,9 +60,10 @@ pub(crate) fn run_batch<W: Batches>(writer: &mut W, batch: &mut Vec<WriteCommand
 where
     dyn AnyJob: Job<W::Db>,
 {
-    // Expiries that are due are recorded first, in the batch's transaction; a sweep that
-    // leaves more due leaves `next_expiry` due, so the next batch sweeps again at once.
-    let sweep = writer.state().expiry_due();
+    // Expiries and boundaries that are due are recorded first, in the batch's transaction; a
+    // sweep that leaves more due leaves `next_expiry` or `next_boundary` due, so the next
+    // batch sweeps again at once.
+    let sweep = writer.state().sweep_due();
     let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
     let mut failed = writer.begin(writes > 0).err();
     // Taken once the head is known for sure: `begin` may have read it again.
@@ -120,7 +121,7 @@ where
                 log::warn!(
                     "a batch of {} commands{} did not commit: {e:?}",
                     finished.len(),
-                    if sweep { " and the expiry sweep" } else { "" }
+                    if sweep { " and the sweep" } else { "" }
                 );
             }
             state.restore_after_failed_batch(before);
@@ -130,16 +131,24 @@ where
     writer.answer(finished, outcome);
 }
 
-/// Records the due expiries inside the batch's transaction, in a savepoint; a sweep that
-/// fails (or leaves some failed) is tried again after [`SWEEP_RETRY_AFTER`]. The error
-/// that poisons the batch, if any.
+/// Records the due expiries and boundaries inside the batch's transaction, in a savepoint; a
+/// sweep that fails (or leaves some failed) is tried again after [`SWEEP_RETRY_AFTER`]. The
+/// error that poisons the batch, if any.
 fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
     let now = state.now();
-    match state.guarded(true, |w| w.sweep(now, EXPIRE_SWEEP_MAX)) {
+    let swept = state.guarded(true, |w| {
+        let mut swept = w.sweep(now, EXPIRE_SWEEP_MAX)?;
+        if w.next_boundary() <= now {
+            let boundaries = w.sweep_boundaries(now, BOUNDARY_SWEEP_MAX)?;
+            swept.failed += boundaries.failed;
+        }
+        Ok(swept)
+    });
+    match swept {
         Ok(swept) if swept.failed == 0 => state.sweep_succeeded(),
         Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),
         Err(e) => {
-            log::warn!("expiries could not be recorded now: {e:?}");
+            log::warn!("expiries and boundaries could not be recorded now: {e:?}");
             state.retry_sweep_later(SWEEP_RETRY_AFTER);
         }
     }
@@ -172,7 +181,7 @@ where
                 Err(_) => break,
             }
         }
-        if batch.is_empty() && (stopping || !writer.state().expiry_due()) {
+        if batch.is_empty() && (stopping || !writer.state().sweep_due()) {
             if stopping {
                 break;
             }

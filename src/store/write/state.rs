@@ -31,6 +31,10 @@ pub(crate) struct WriterState<D> {
     /// active). A lower bound: lowered by every new hold and every extend (which may
     /// shorten a hold), raised only by a sweep that read the true soonest expiry.
     next_expiry: Timestamp,
+    /// No open budget's period ends before this instant ([`Timestamp::MAX`]: none has a
+    /// period). A lower bound, as `next_expiry` is: lowered by every period begun, raised only
+    /// by a sweep that read the true soonest boundary.
+    next_boundary: Timestamp,
     /// Set when a command left the transaction in a state the batch must not commit.
     poisoned: Option<StoreError>,
     /// After a sweep failed, the next is not tried before this instant, so a database that
@@ -48,6 +52,7 @@ pub(crate) struct Snapshot {
     head: Head,
     delta: Delta,
     next_expiry: Timestamp,
+    next_boundary: Timestamp,
 }
 
 impl Snapshot {
@@ -70,6 +75,7 @@ impl<D: Sql> WriterState<D> {
             last_now: Timestamp::from_unix_ms(0),
             // Unknown until read: the first batch reads it.
             next_expiry: Timestamp::from_unix_ms(0),
+            next_boundary: Timestamp::from_unix_ms(0),
             poisoned: None,
             sweep_retry_at: None,
             #[cfg(test)]
@@ -146,6 +152,21 @@ impl<D: Sql> WriterState<D> {
         self.next_expiry = at;
     }
 
+    /// No open budget's period ends before this instant, as far as this writer knows.
+    pub(crate) fn next_boundary(&self) -> Timestamp {
+        self.next_boundary
+    }
+
+    /// A period that ends at `at` exists now (a new one, or another instance's).
+    pub(crate) fn lower_next_boundary(&mut self, at: Timestamp) {
+        self.next_boundary = self.next_boundary.min(at);
+    }
+
+    /// The soonest boundary as read from the database ([`Timestamp::MAX`]: none).
+    pub(crate) fn set_next_boundary(&mut self, at: Timestamp) {
+        self.next_boundary = at;
+    }
+
     /// A sweep could not record every expiry: the next is tried after a pause.
     pub(crate) fn retry_sweep_later(&mut self, after: Duration) {
         self.sweep_retry_at = Some(Instant::now() + after);
@@ -156,11 +177,16 @@ impl<D: Sql> WriterState<D> {
         self.sweep_retry_at = None;
     }
 
-    /// Whether a reservation may have expired without its expiry recorded, and a sweep may
-    /// run now.
-    pub(crate) fn expiry_due(&self) -> bool {
-        self.next_expiry <= self.clock_now()
+    /// Whether a reservation may have expired, or a period ended, without it being
+    /// recorded, and a sweep may run now.
+    pub(crate) fn sweep_due(&self) -> bool {
+        self.next_due() <= self.clock_now()
             && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
+    }
+
+    /// The soonest instant something may fall due: an expiry or a boundary.
+    fn next_due(&self) -> Timestamp {
+        self.next_expiry.min(self.next_boundary)
     }
 
     /// Marks the open transaction as one the batch must not commit (the tests' fault hook).
@@ -190,6 +216,7 @@ impl<D: Sql> WriterState<D> {
             head: self.head.clone(),
             delta: self.delta.clone(),
             next_expiry: self.next_expiry,
+            next_boundary: self.next_boundary,
         }
     }
 
@@ -200,10 +227,12 @@ impl<D: Sql> WriterState<D> {
             head,
             delta,
             next_expiry,
+            next_boundary,
         } = snapshot;
         self.head = head;
         self.delta = delta;
         self.next_expiry = next_expiry;
+        self.next_boundary = next_boundary;
     }
 
     /// After a batch that did not commit: the head and counts as they were, and the soonest
@@ -211,6 +240,7 @@ impl<D: Sql> WriterState<D> {
     pub(crate) fn restore_after_failed_batch(&mut self, snapshot: Snapshot) {
         self.restore(snapshot);
         self.next_expiry = Timestamp::from_unix_ms(0);
+        self.next_boundary = Timestamp::from_unix_ms(0);
     }
 
     /// Waits for a command, or (with the system clock) until the soonest reservation expires,
@@ -222,11 +252,11 @@ impl<D: Sql> WriterState<D> {
         &self,
         queue: &flume::Receiver<WriteCommand>,
     ) -> Result<Option<WriteCommand>, ()> {
-        if !self.clock.wakes() || self.next_expiry == Timestamp::MAX {
+        if !self.clock.wakes() || self.next_due() == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }
         let wait_ms = self
-            .next_expiry
+            .next_due()
             .unix_ms()
             .saturating_sub(self.clock_now().unix_ms());
         let wait = Duration::from_millis(wait_ms).min(WAKE_INTERVAL_MAX);

@@ -49,7 +49,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// The members of a budget.
 const BUDGET_MEMBERS: &str = "id tenant_id name unit state created_at closed_at \
      opening_deposit_atomic credited_atomic debited_atomic spent_atomic reserved_atomic \
-     balance_atomic available_atomic";
+     balance_atomic available_atomic period current_period alert_thresholds_atomic";
 
 /// The members of a reservation.
 const RESERVATION_MEMBERS: &str = "id tenant_id budget_id state amount_atomic \
@@ -57,7 +57,7 @@ const RESERVATION_MEMBERS: &str = "id tenant_id budget_id state amount_atomic \
 
 /// The members of a ledger entry.
 const ENTRY_MEMBERS: &str = "id budget_id kind amount_atomic reservation_id memo \
-     occurred_at balance_atomic available_atomic";
+     occurred_at balance_atomic available_atomic period_id";
 
 /// `/v1/tenants/<tid>/budgets`.
 pub fn budgets_path(tid: &str) -> String {
@@ -497,8 +497,9 @@ pub fn replay(entries: &[Value], ctx: &str) -> Figures {
                 .unwrap_or_else(|| panic!("{ctx}: overflow"))
         };
         match kind {
-            "opening_deposit" | "credit" => f.credited = add(f.credited),
-            "debit" => f.debited = add(f.debited),
+            "opening_deposit" | "credit" | "refill" => f.credited = add(f.credited),
+            "debit" | "forfeit" => f.debited = add(f.debited),
+            "charge" => f.spent = add(f.spent),
             "reserve" => {
                 let again = held.insert(rid, a).is_some();
                 assert!(!again, "{ctx}: one reserve per reservation");
