@@ -314,8 +314,8 @@ fn a_patch_sets_changes_and_clears_the_policy_and_the_thresholds() {
         error_fields(&problem, "a bad period"),
         [
             "period.allowance_atomic",
-            "period.interval",
-            "period.every_seconds"
+            "period.every_seconds",
+            "period.interval"
         ]
     );
     let text = patch(&s, &json!({}), "text/plain");
