@@ -15,7 +15,7 @@ mod ledger;
 mod money;
 mod period;
 mod policy;
-mod reservation;
+pub(crate) mod reservation;
 pub(crate) mod rules;
 mod tenant;
 mod time;

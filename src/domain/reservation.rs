@@ -40,7 +40,7 @@ impl Ttl {
 
 /// The value of a JSON number's text if it is a whole number that fits in a `u32`, read
 /// exactly: the digits, shifted by the exponent, must leave no non-zero digit after the point.
-fn whole_number(text: &str) -> Option<u32> {
+pub(crate) fn whole_number(text: &str) -> Option<u32> {
     let (mantissa, exponent) = match text.find(['e', 'E']) {
         Some(at) => (&text[..at], text[at + 1..].parse::<i32>().ok()?),
         None => (text, 0),

@@ -38,7 +38,8 @@ pub(super) fn parse_period(
             ("time_zone", _) => errors.add(field, "must be a string naming an IANA time zone"),
             ("every_seconds", value) => {
                 every = match value {
-                    Member::Number(raw) => raw.parse::<u32>().ok(),
+                    // A JSON integer is a value, not a spelling: `60`, `60.0` and `6e1` alike.
+                    Member::Number(raw) => crate::domain::reservation::whole_number(raw),
                     _ => None,
                 }
                 .and_then(|seconds| Cadence::fixed(seconds).ok());
@@ -194,6 +195,10 @@ mod tests {
             ),
             (
                 r#"{"every_seconds":0,"allowance_atomic":"1"}"#,
+                &["period.every_seconds"],
+            ),
+            (
+                r#"{"every_seconds":60.5,"allowance_atomic":"1"}"#,
                 &["period.every_seconds"],
             ),
             (
