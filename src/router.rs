@@ -18,9 +18,7 @@ use crate::app::App;
 use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
 use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
-use crate::handlers::{
-    HttpResponse, budgets, charges, drop_unread_body, health, reservations, tenants,
-};
+use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
@@ -32,7 +30,6 @@ pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
         health::ROUTES,
         tenants::ROUTES,
         budgets::ROUTES,
-        charges::ROUTES,
         reservations::ROUTES,
     ]
     .into_iter()

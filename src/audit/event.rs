@@ -264,7 +264,6 @@ impl AuditEvent {
             Self::BudgetCreated { .. } => "budget.created",
             Self::BudgetClosed { .. } => "budget.closed",
             Self::BudgetUpdated { .. } => "budget.updated",
-            Self::BudgetCharged { .. } => "budget.charged",
             Self::BudgetPeriodReset { .. } => "budget.period_reset",
             Self::BudgetMoved {
                 direction: Direction::Credit,
@@ -274,6 +273,10 @@ impl AuditEvent {
                 direction: Direction::Debit,
                 ..
             } => "budget.debited",
+            Self::BudgetMoved {
+                direction: Direction::Charge,
+                ..
+            } => "budget.charged",
             Self::ReservationCreated { .. } => "reservation.created",
             Self::ReservationCommitted { .. } => "reservation.committed",
             Self::ReservationReleased { .. } => "reservation.released",
@@ -289,7 +292,6 @@ impl AuditEvent {
             Self::BudgetCreated { tenant, .. }
             | Self::BudgetClosed { tenant, .. }
             | Self::BudgetUpdated { tenant, .. }
-            | Self::BudgetCharged { tenant, .. }
             | Self::BudgetPeriodReset { tenant, .. }
             | Self::BudgetMoved { tenant, .. }
             | Self::ReservationCreated { tenant, .. }
@@ -343,16 +345,6 @@ impl AuditEvent {
                 id: id.as_str().into(),
                 period: policy.as_ref().map(policy_payload),
                 alert_thresholds_atomic: thresholds_payload(thresholds),
-            }),
-            Self::BudgetCharged {
-                budget,
-                amount,
-                memo,
-                ..
-            } => to_json(&MovedPayload {
-                budget_id: budget.as_str().into(),
-                amount_atomic: amount.to_string().into(),
-                memo: memo.as_ref().map(|m| m.as_str().into()),
             }),
             Self::BudgetPeriodReset {
                 budget,
@@ -456,18 +448,6 @@ impl AuditEvent {
                     tenant,
                 }
             }
-            "budget.charged" => {
-                let p: MovedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
-                Self::BudgetCharged {
-                    budget: id(&p.budget_id, BudgetId::parse)?,
-                    amount: amount(&p.amount_atomic)?,
-                    memo: p
-                        .memo
-                        .map(|m| Memo::parse(&m).map_err(|e| format!("its memo {e}")))
-                        .transpose()?,
-                    tenant,
-                }
-            }
             "budget.period_reset" => {
                 let p: ResetPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
                 let kind = match EntryKind::parse(&p.kind) {
@@ -482,7 +462,7 @@ impl AuditEvent {
                     tenant,
                 }
             }
-            "budget.credited" | "budget.debited" => {
+            "budget.credited" | "budget.debited" | "budget.charged" => {
                 let p: MovedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
                 let budget = id(&p.budget_id, BudgetId::parse)?;
                 let amount = amount(&p.amount_atomic)?;
@@ -490,10 +470,10 @@ impl AuditEvent {
                     .memo
                     .map(|m| Memo::parse(&m).map_err(|e| format!("its memo {e}")))
                     .transpose()?;
-                let direction = if action == "budget.credited" {
-                    Direction::Credit
-                } else {
-                    Direction::Debit
+                let direction = match action {
+                    "budget.credited" => Direction::Credit,
+                    "budget.debited" => Direction::Debit,
+                    _ => Direction::Charge,
                 };
                 Self::BudgetMoved {
                     tenant,
@@ -580,7 +560,10 @@ impl AuditEvent {
                 | Self::ReservationCommitted { .. }
                 | Self::ReservationReleased { .. }
                 | Self::ReservationExtended { .. }
-                | Self::BudgetCharged { .. }
+                | Self::BudgetMoved {
+                    direction: Direction::Charge,
+                    ..
+                }
         );
         match actor {
             "system" => by_time,
@@ -705,21 +688,6 @@ impl Replay {
                     b.begin_period(at, Atomic::new(0))?;
                 }
                 b.thresholds = thresholds.clone();
-            }
-            AuditEvent::BudgetCharged {
-                ref tenant,
-                ref budget,
-                amount,
-                ref memo,
-            } => {
-                if amount.get() == 0 {
-                    return Err("charges a budget 0".into());
-                }
-                let b = self.open_budget(tenant, budget)?;
-                b.on_time(budget, at)?;
-                let change = rules::charge(tenant, budget, b.figures, amount, memo.as_ref())
-                    .map_err(|_| format!("a charge that overspends budget {budget}"))?;
-                self.take(budget, change, &event, at)?;
             }
             AuditEvent::BudgetPeriodReset {
                 ref tenant,

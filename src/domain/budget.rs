@@ -161,11 +161,12 @@ impl Figures {
         })
     }
 
-    /// A credit or a debit, as `direction` says.
+    /// A credit, a debit or a charge, as `direction` says.
     pub(crate) fn moved(self, direction: Direction, amount: u128) -> Result<Self, Refusal> {
         match direction {
             Direction::Credit => self.credit(amount),
             Direction::Debit => self.debit(amount),
+            Direction::Charge => self.charge(amount),
         }
     }
 
@@ -315,13 +316,15 @@ pub(crate) fn push_renewal(text: &mut String, policy: Option<&Policy>, threshold
     text.push_str(&format!("\n{policy}\n{}", thresholds.to_column()));
 }
 
-/// Which way an admin's movement goes.
+/// Which way a movement without a hold goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Direction {
-    /// A top-up.
+    /// A top-up, by the admin.
     Credit,
-    /// A withdrawal.
+    /// A withdrawal, by the admin.
     Debit,
+    /// A spend, by the tenant or the admin.
+    Charge,
 }
 
 impl Direction {
@@ -330,6 +333,7 @@ impl Direction {
         match self {
             Self::Credit => EntryKind::Credit,
             Self::Debit => EntryKind::Debit,
+            Self::Charge => EntryKind::Charge,
         }
     }
 }
@@ -339,11 +343,12 @@ impl fmt::Display for Direction {
         f.write_str(match self {
             Self::Credit => "credit",
             Self::Debit => "debit",
+            Self::Charge => "charge",
         })
     }
 }
 
-/// A validated credit or debit request.
+/// A validated credit, debit or charge request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Movement {
     /// Which way.
@@ -356,13 +361,18 @@ pub(crate) struct Movement {
 
 impl Movement {
     /// What makes two requests the same body. A missing memo and `null` are the same; an
-    /// empty memo is not.
-    pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+    /// empty memo is not. `budget` is the budget the body names, where the path does not (a
+    /// charge).
+    pub(crate) fn fingerprint(&self, budget: Option<&str>) -> BodyFingerprint {
         let memo = self
             .memo
             .as_ref()
             .map_or("-".to_owned(), |m| format!("+{}", m.as_str()));
-        BodyFingerprint::of(format!("{}\n{}\n{memo}", self.direction, self.amount).as_bytes())
+        let mut text = format!("{}\n{}\n{memo}", self.direction, self.amount);
+        if let Some(budget) = budget {
+            text.push_str(&format!("\n{budget}"));
+        }
+        BodyFingerprint::of(text.as_bytes())
     }
 }
 

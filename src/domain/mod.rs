@@ -15,7 +15,7 @@ mod ledger;
 mod money;
 mod period;
 mod policy;
-pub(crate) mod reservation;
+mod reservation;
 pub(crate) mod rules;
 mod tenant;
 mod time;
@@ -30,7 +30,9 @@ pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
 pub(crate) use period::{Cadence, Interval, Zone};
 pub(crate) use policy::{Closing, CurrentPeriod, Policy, Statement, Thresholds, period_totals};
-pub(crate) use reservation::{NewReservation, Reservation, ReservationState, Settle, Ttl};
+pub(crate) use reservation::{
+    NewReservation, Reservation, ReservationState, Settle, Ttl, whole_number,
+};
 pub(crate) use rules::AuditEvent;
 pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
 pub(crate) use time::Timestamp;

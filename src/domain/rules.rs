@@ -50,13 +50,6 @@ pub(crate) enum AuditEvent {
         policy: Option<Policy>,
         thresholds: Thresholds,
     },
-    /// A spend without a hold.
-    BudgetCharged {
-        tenant: TenantId,
-        budget: BudgetId,
-        amount: Atomic,
-        memo: Option<Memo>,
-    },
     /// A period's boundary, by the system: the new period began at `started_at`, with a
     /// `refill` or `forfeit` entry of `amount`.
     BudgetPeriodReset {
@@ -66,7 +59,8 @@ pub(crate) enum AuditEvent {
         kind: EntryKind,
         amount: Atomic,
     },
-    /// A top-up (`budget.credited`) or a withdrawal (`budget.debited`).
+    /// A top-up (`budget.credited`), a withdrawal (`budget.debited`) or a spend without a
+    /// hold (`budget.charged`).
     BudgetMoved {
         tenant: TenantId,
         budget: BudgetId,
@@ -200,7 +194,8 @@ pub(crate) enum Settlement {
     Extend(Timestamp),
 }
 
-/// A credit or a debit of `amount` to an open budget.
+/// A credit, a debit or a charge of `amount` to an open budget (a debit and a charge take at
+/// most what is available).
 pub(crate) fn move_funds(
     tenant: &TenantId,
     budget: &BudgetId,
@@ -221,31 +216,6 @@ pub(crate) fn move_funds(
             tenant: tenant.clone(),
             budget: budget.clone(),
             direction,
-            amount,
-            memo: memo.cloned(),
-        },
-    })
-}
-
-/// A charge of `amount` to an open budget: at most what is available, spent at once.
-pub(crate) fn charge(
-    tenant: &TenantId,
-    budget: &BudgetId,
-    figures: Figures,
-    amount: Atomic,
-    memo: Option<&Memo>,
-) -> Result<Change, Refusal> {
-    Ok(Change {
-        figures: figures.charge(amount.get())?,
-        entry: Some(Draft {
-            kind: EntryKind::Charge,
-            amount,
-            reservation: None,
-            memo: memo.cloned(),
-        }),
-        event: AuditEvent::BudgetCharged {
-            tenant: tenant.clone(),
-            budget: budget.clone(),
             amount,
             memo: memo.cloned(),
         },

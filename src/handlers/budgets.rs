@@ -1,12 +1,14 @@
-//! `/v1/tenants/<id>/budgets`: create, list, read and close budgets; credit and debit them;
-//! list their ledger entries.
+//! `/v1/tenants/<id>/budgets`: create, list, read, change and close budgets; credit, debit
+//! and charge them (`/v1/tenants/<id>/charges`, whose body names the budget); list their
+//! ledger entries and period statements.
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
 use super::{
-    FieldErrors, HttpResponse, Post, keyed, object_members, ok_json, parse_amount, parse_memo,
-    parse_name, parse_positive_amount, query, read_patch, read_post, renewal, respond, tenant_id,
+    FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
+    parse_memo, parse_name, parse_positive_amount, query, read_patch, read_post, renewal, respond,
+    tenant_id,
 };
 use crate::app::App;
 use crate::auth::Principal;
@@ -20,7 +22,7 @@ use crate::store::ops::{BudgetPatch, CloseBudget, CreateBudget, MoveBudget, Upda
 use crate::views;
 
 use super::route::{Call, Params, Route, handler, route, take, tenant};
-use crate::oidc::Permission::{Manage, Read};
+use crate::oidc::Permission::{Manage, Read, Spend};
 
 /// The rows of the route table (see [`super::route`]).
 #[rustfmt::skip]
@@ -34,6 +36,8 @@ pub(crate) const ROUTES: &[Route] = &[
     // Top a budget up; withdraw from it.
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/credits", tenant(Manage), handler!(|c| move_call(c, Direction::Credit).await)),
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/debits", tenant(Manage), handler!(|c| move_call(c, Direction::Debit).await)),
+    // Spend from a budget without a hold.
+    route("POST", "/v1/tenants/{id}/charges", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); movement(c.app, who, take(c.unread), (id, None), Direction::Charge).await })),
     // Set, change or clear its period and thresholds.
     route("PATCH", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (who, ids) = (c.who(), c.pair()); patch(c.app, who, take(c.unread), ids).await })),
     // A budget's ledger; one entry of it.
@@ -45,8 +49,15 @@ pub(crate) const ROUTES: &[Route] = &[
 
 /// A credit or a debit, from its route.
 async fn move_call(call: Call<'_>, direction: Direction) -> Result<HttpResponse, ApiError> {
-    let (who, ids) = (call.who(), call.pair());
-    movement(call.app, who, take(call.unread), ids, direction).await
+    let (who, (tenant, budget)) = (call.who(), call.pair());
+    movement(
+        call.app,
+        who,
+        take(call.unread),
+        (tenant, Some(budget)),
+        direction,
+    )
+    .await
 }
 
 /// `POST /v1/tenants/<id>/budgets`.
@@ -166,35 +177,31 @@ pub(crate) async fn close(
     Ok(ok_json(views::budget_json(&budget)))
 }
 
-/// `POST /v1/tenants/<id>/budgets/<bid>/credits` and `…/debits`.
+/// `POST /v1/tenants/<id>/budgets/<bid>/credits` and `…/debits`, and
+/// `POST /v1/tenants/<id>/charges`, whose body names the budget (`budget` is `None`).
 pub(crate) async fn movement(
     app: &App,
     principal: &Principal,
     request: Request<Incoming>,
-    (tenant, budget): (&str, &str),
+    (tenant, budget): (&str, Option<&str>),
     direction: Direction,
 ) -> Result<HttpResponse, ApiError> {
     let Post { path, key, body } = read_post(app, request, false).await?;
-    let movement = parse_movement(&body, direction)?;
+    let (movement, named) = parse_movement(&body, direction)?;
+    let fingerprint = movement.fingerprint(named.as_deref());
+    let budget = budget.or(named.as_deref()).and_then(BudgetId::parse);
     let tenant = tenant_id(tenant)?;
     let render = |entry: &LedgerEntry| StoredResponse {
         status: StatusCode::CREATED.as_u16(),
         location: None,
         body: views::entry_json(entry),
     };
-    let keyed = keyed(
-        principal,
-        key,
-        "POST",
-        &path,
-        movement.fingerprint(),
-        render,
-    );
+    let keyed = keyed(principal, key, "POST", &path, fingerprint, render);
     let written = app
         .store
         .write(MoveBudget {
             tenant,
-            budget: BudgetId::parse(budget),
+            budget,
             movement,
             actor: principal.actor(),
             keyed,
@@ -203,25 +210,41 @@ pub(crate) async fn movement(
     Ok(respond(written, render))
 }
 
-fn parse_movement(body: &[u8], direction: Direction) -> Result<Movement, ApiError> {
+/// A movement's body, and the budget it names: a charge's body names its budget
+/// (`budget_id`, required), a credit's and a debit's path does.
+fn parse_movement(
+    body: &[u8],
+    direction: Direction,
+) -> Result<(Movement, Option<String>), ApiError> {
     let members = object_members(body)?;
     let mut errors = FieldErrors::default();
-    let (mut amount, mut memo) = (None, Some(None));
-    errors.walk(&members, &["amount_atomic"], |errors, field, value| {
-        match field {
-            "amount_atomic" => amount = parse_positive_amount(errors, field, value),
-            "memo" => memo = parse_memo(errors, field, value),
+    let (mut amount, mut memo, mut budget) = (None, Some(None), None);
+    let charge = direction == Direction::Charge;
+    let required: &[&str] = if charge {
+        &["budget_id", "amount_atomic"]
+    } else {
+        &["amount_atomic"]
+    };
+    errors.walk(&members, required, |errors, field, value| {
+        match (field, value) {
+            ("budget_id", Member::String(raw)) if charge => budget = Some(raw.clone()),
+            ("budget_id", _) if charge => errors.add(field, "must be a string"),
+            ("amount_atomic", _) => amount = parse_positive_amount(errors, field, value),
+            ("memo", _) => memo = parse_memo(errors, field, value),
             _ => return false,
         }
         true
     });
     errors.finish()?;
     match (amount, memo) {
-        (Some(amount), Some(memo)) => Ok(Movement {
-            direction,
-            amount,
-            memo,
-        }),
+        (Some(amount), Some(memo)) => Ok((
+            Movement {
+                direction,
+                amount,
+                memo,
+            },
+            budget,
+        )),
         _ => unreachable!("a body without errors has every required member"),
     }
 }
@@ -339,18 +362,48 @@ mod tests {
 
     #[test]
     fn movement_bodies_are_checked_whole() {
-        let ok = parse_movement(br#"{"amount_atomic":"5","memo":null}"#, Direction::Credit)
-            .expect("valid");
-        assert_eq!((ok.amount.get(), ok.memo), (5, None));
+        let (ok, named) =
+            parse_movement(br#"{"amount_atomic":"5","memo":null}"#, Direction::Credit)
+                .expect("valid");
+        assert_eq!((ok.amount.get(), ok.memo, named), (5, None, None));
         let cases: &[(&str, &[&str])] = &[
             (r#"{}"#, &["amount_atomic"]),
             (r#"{"amount_atomic":"0"}"#, &["amount_atomic"]),
             (r#"{"amount_atomic":"1","memo":" x"}"#, &["memo"]),
             (r#"{"amount_atomic":"1","memo":7}"#, &["memo"]),
+            (r#"{"amount_atomic":"1","budget_id":"b"}"#, &["budget_id"]),
         ];
         for (body, want) in cases {
             assert_eq!(
                 fields(parse_movement(body.as_bytes(), Direction::Debit)),
+                *want,
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn charge_bodies_name_their_budget() {
+        let (ok, named) = parse_movement(
+            br#"{"budget_id":"bud_x","amount_atomic":"5","memo":null}"#,
+            Direction::Charge,
+        )
+        .expect("valid");
+        assert_eq!((ok.amount.get(), named.as_deref()), (5, Some("bud_x")));
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{}"#, &["budget_id", "amount_atomic"]),
+            (
+                r#"{"budget_id":1,"amount_atomic":"0"}"#,
+                &["budget_id", "amount_atomic"],
+            ),
+            (
+                r#"{"budget_id":"b","amount_atomic":"1","memo":" x","ttl_seconds":5}"#,
+                &["memo", "ttl_seconds"],
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(
+                fields(parse_movement(body.as_bytes(), Direction::Charge)),
                 *want,
                 "{body}"
             );

@@ -5,7 +5,6 @@
 
 /// Budgets, their movements and their ledgers.
 pub(crate) mod budgets;
-pub(crate) mod charges;
 /// Liveness, readiness, metrics and the API document.
 pub(crate) mod health;
 /// The query strings of lists.

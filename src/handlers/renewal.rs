@@ -4,7 +4,7 @@
 //! `alert_thresholds_atomic.2`.
 
 use super::{FieldErrors, Member, array_items, object_members, parse_amount};
-use crate::domain::{Atomic, Cadence, Interval, Policy, Thresholds, Zone};
+use crate::domain::{Atomic, Cadence, Interval, Policy, Thresholds, Zone, whole_number};
 
 /// A `period` member: a policy, or `None` for `null` (no period); `None` outer on an error.
 pub(super) fn parse_period(
@@ -39,7 +39,7 @@ pub(super) fn parse_period(
             ("every_seconds", value) => {
                 every = match value {
                     // A JSON integer is a value, not a spelling: `60`, `60.0` and `6e1` alike.
-                    Member::Number(raw) => crate::domain::reservation::whole_number(raw),
+                    Member::Number(raw) => whole_number(raw),
                     _ => None,
                 }
                 .and_then(|seconds| Cadence::fixed(seconds).ok());

@@ -53,8 +53,11 @@ impl<D: Sql> WriterState<D> {
                 continue;
             }
             let (tenant, budget) = (reservation.tenant_id, reservation.budget_id);
-            if !self.catch_up_guarded(&tenant, &budget, now, usize::MAX, &mut swept)? {
-                log::error!("the expiries of budget {budget} cannot be recorded");
+            if self
+                .catch_up_guarded(&tenant, &budget, now, usize::MAX)?
+                .is_none()
+            {
+                swept.failed += 1;
             }
         }
         if swept.failed == 0 && swept.found < limit {
@@ -82,11 +85,15 @@ impl<D: Sql> WriterState<D> {
             if left == 0 {
                 break;
             }
-            let before = swept.found;
-            if !self.catch_up_guarded(&tenant, &budget, now, left, &mut swept)? {
-                log::error!("the period boundaries of budget {budget} cannot be recorded");
-            }
-            left = left.saturating_sub((swept.found - before).max(1));
+            let recorded = match self.catch_up_guarded(&tenant, &budget, now, left)? {
+                Some(boundaries) => boundaries,
+                None => {
+                    swept.failed += 1;
+                    0
+                }
+            };
+            swept.found += recorded;
+            left = left.saturating_sub(recorded.max(1));
         }
         if swept.failed == 0 && left > 0 {
             let soonest = queries::next_boundary(self.db())?.unwrap_or(Timestamp::MAX);
@@ -96,16 +103,15 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Catches budget `budget` up to `now` (at most `limit` boundaries) in a savepoint of its
-    /// own, counting its boundaries into `swept`: `false` when it failed and stays due. An
-    /// error only when the savepoint could not be closed, which poisons the batch.
+    /// own: how many boundaries it recorded, or `None` when it failed (logged) and stays due.
+    /// An error only when the savepoint could not be closed, which poisons the batch.
     fn catch_up_guarded(
         &mut self,
         tenant: &TenantId,
         budget: &BudgetId,
         now: Timestamp,
         limit: usize,
-        swept: &mut Swept,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<usize>, StoreError> {
         let caught_up = self.guarded(true, |w| {
             let mut budget = queries::budget(w.db(), tenant, Some(budget))?;
             if !budget.is_open() {
@@ -116,17 +122,13 @@ impl<D: Sql> WriterState<D> {
         if let Some(poisoned) = self.poisoned() {
             return Err(poisoned.clone());
         }
-        match caught_up {
-            Ok(boundaries) => {
-                swept.found += boundaries;
-                Ok(true)
-            }
-            Err(e) => {
-                log::error!("budget {budget} cannot be caught up: {e:?}");
-                swept.failed += 1;
-                Ok(false)
-            }
-        }
+        Ok(caught_up
+            .inspect_err(|e| {
+                log::error!(
+                    "the expiries and boundaries of budget {budget} cannot be recorded: {e:?}"
+                )
+            })
+            .ok())
     }
 
     /// The tenant, if it exists and is active: `404`, then `409 tenant_tombstoned`.
@@ -425,12 +427,21 @@ impl<D: Sql> WriterState<D> {
     pub(crate) fn insert_budget(&mut self, budget: &mut Budget) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
         let thresholds = budget.thresholds.to_column();
+        let anchor = budget
+            .policy
+            .as_ref()
+            .map(|_| budget.created_at.to_string());
+        let [interval, zone, every, allowance, rollover, anchor] =
+            policy_params(budget.policy.as_ref(), anchor.as_deref());
         // A clash on an open budget's name comes back as `BudgetNameTaken`.
         self.db().send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
              opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
-             reserved_atomic, alert_thresholds) \
-             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10, ?11)",
+             reserved_atomic, alert_thresholds, period_interval, period_time_zone, \
+             period_every_seconds, period_allowance_atomic, period_rollover_max_atomic, \
+             period_anchor) \
+             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+             ?15, ?16, ?17)",
             &[
                 budget.id.as_str().into(),
                 budget.tenant_id.as_str().into(),
@@ -443,12 +454,17 @@ impl<D: Sql> WriterState<D> {
                 spent,
                 reserved,
                 Param::Text(&thresholds),
+                interval,
+                zone,
+                every,
+                allowance,
+                rollover,
+                anchor,
             ],
         )?;
         self.counts().budget_created();
         if let Some(policy) = budget.policy.clone() {
             let at = budget.created_at;
-            self.write_policy(budget, Some(&policy), at)?;
             self.begin_period(budget, &policy, at, at, Atomic::new(0))?;
         }
         self.insert_entry(&LedgerEntry::opening(budget))
@@ -461,26 +477,21 @@ impl<D: Sql> WriterState<D> {
         policy: Option<&Policy>,
         anchor: Timestamp,
     ) -> Result<(), StoreError> {
-        let (interval, zone, every) = match policy.map(|p| &p.cadence) {
-            Some(Cadence::Calendar { interval, zone }) => {
-                (Some(interval.name()), Some(zone.name()), None)
-            }
-            Some(Cadence::Fixed { every_seconds }) => (None, None, Some(*every_seconds)),
-            None => (None, None, None),
-        };
         let anchor = policy.map(|_| anchor.to_string());
+        let [interval, zone, every, allowance, rollover, anchor] =
+            policy_params(policy, anchor.as_deref());
         self.db().send(
             "UPDATE budgets SET period_interval = ?2, period_time_zone = ?3, \
              period_every_seconds = ?4, period_allowance_atomic = ?5, \
              period_rollover_max_atomic = ?6, period_anchor = ?7 WHERE id = ?1",
             &[
                 budget.id.as_str().into(),
-                interval.into(),
-                zone.into(),
-                every.map(i64::from).into(),
-                policy.map(|p| p.allowance).into(),
-                policy.map(|p| p.rollover_max).into(),
-                anchor.as_ref().into(),
+                interval,
+                zone,
+                every,
+                allowance,
+                rollover,
+                anchor,
             ],
         )?;
         Ok(())
@@ -603,4 +614,24 @@ impl<D: Sql> WriterState<D> {
         self.counts().entry(entry.kind);
         Ok(())
     }
+}
+
+/// A policy's six columns, in their order (interval, time zone, length, allowance, rollover
+/// cap, anchor); all NULL for none.
+fn policy_params<'a>(policy: Option<&'a Policy>, anchor: Option<&'a str>) -> [Param<'a>; 6] {
+    let (interval, zone, every) = match policy.map(|p| &p.cadence) {
+        Some(Cadence::Calendar { interval, zone }) => {
+            (Some(interval.name()), Some(zone.name()), None)
+        }
+        Some(Cadence::Fixed { every_seconds }) => (None, None, Some(i64::from(*every_seconds))),
+        None => (None, None, None),
+    };
+    [
+        interval.into(),
+        zone.into(),
+        every.into(),
+        policy.map(|p| p.allowance).into(),
+        policy.map(|p| p.rollover_max).into(),
+        anchor.into(),
+    ]
 }

@@ -12,7 +12,6 @@
 
 mod effects;
 
-mod charge;
 mod close_budget;
 mod create_budget;
 mod create_tenant;
@@ -25,7 +24,6 @@ mod settle;
 mod tombstone_tenant;
 mod update_budget;
 
-pub(crate) use charge::Charge;
 pub(crate) use close_budget::CloseBudget;
 pub(crate) use create_budget::CreateBudget;
 pub(crate) use create_tenant::{CreateTenant, Created};

@@ -1,5 +1,5 @@
-//! `POST …/credits` and `POST …/debits`: money into or out of an open budget, with its
-//! ledger entry.
+//! `POST …/credits`, `POST …/debits` and `POST /v1/tenants/<id>/charges`: money into, out of
+//! or spent from an open budget, with its ledger entry.
 
 use crate::audit::Actor;
 use crate::domain::rules;
@@ -9,7 +9,7 @@ use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
 
-/// A credit or a debit.
+/// A credit, a debit or a charge.
 #[derive(Debug)]
 pub(crate) struct MoveBudget {
     /// Whose.

@@ -136,16 +136,18 @@ where
 /// error that poisons the batch, if any.
 fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
     let now = state.now();
-    let swept = state.guarded(true, |w| {
-        let mut swept = w.sweep(now, EXPIRE_SWEEP_MAX)?;
-        if w.next_boundary() <= now {
-            let boundaries = w.sweep_boundaries(now, BOUNDARY_SWEEP_MAX)?;
-            swept.failed += boundaries.failed;
+    let failed = state.guarded(true, |w| {
+        let mut failed = 0;
+        if w.next_expiry() <= now {
+            failed += w.sweep(now, EXPIRE_SWEEP_MAX)?.failed;
         }
-        Ok(swept)
+        if w.next_boundary() <= now {
+            failed += w.sweep_boundaries(now, BOUNDARY_SWEEP_MAX)?.failed;
+        }
+        Ok(failed)
     });
-    match swept {
-        Ok(swept) if swept.failed == 0 => state.sweep_succeeded(),
+    match failed {
+        Ok(0) => state.sweep_succeeded(),
         Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),
         Err(e) => {
             log::warn!("expiries and boundaries could not be recorded now: {e:?}");
