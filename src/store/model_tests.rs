@@ -1,13 +1,21 @@
-//! A model-based property test of the store: random sequences of budget creates, credits,
-//! debits, reservations, commits, releases, extends, closes, tombstones and expiry sweeps,
-//! with the clock moved forward by hand, run against the real store (SQLite, and PostgreSQL)
-//! and against a model written here from the contract. After every step the outcome must
-//! match the model's (the same success or the same refusal), every budget's figures must
-//! match and keep the invariant, and every reservation's recorded state must match; at the
-//! end the audit chain must replay to the stored rows.
+//! A model-based property test of the store: random sequences of budget creates (with or
+//! without a period), credits, debits, charges, reservations, commits, releases, extends,
+//! `PATCH`es of the period, closes, tombstones and sweeps, with the clock moved forward by
+//! hand, run against the real store (SQLite, and PostgreSQL) and against a model written here
+//! from the contract. After every step the outcome must match the model's (the same success
+//! or the same refusal), every budget's figures and current period must match and keep the
+//! invariant, and every reservation's recorded state must match; at the end the audit chain
+//! must replay to the stored rows.
 //!
-//! The model expires every reservation whose time is up before each write: the writer
-//! records due expiries at the start of each batch, and each step here is a batch of one.
+//! Half the sequences move the clock by up to 2.5 s, with fixed periods of a few seconds;
+//! the other half jump it by up to three days from just before Europe's and Chile's
+//! daylight-saving changes of 2027, with daily, weekly and monthly periods in four zones and
+//! fixed periods of hours to days, so many boundaries fall between two steps.
+//!
+//! The model records, before each write, every expiry and boundary due, budget by budget in
+//! time order (the holds that ran out by a boundary return before it): the writer records
+//! them at the start of each batch, and each step here is a batch of one. It finds a calendar
+//! boundary by walking local dates one day at a time, apart from `domain::period`'s way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,14 +24,14 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::ops::{
-    CloseBudget, CreateBudget, CreateTenant, ExpireDue, MoveBudget, Reserve, SettleReservation,
-    TombstoneTenant,
+    BudgetPatch, CloseBudget, CreateBudget, CreateTenant, ExpireDue, MoveBudget, Reserve,
+    SettleReservation, TombstoneTenant, UpdateBudget,
 };
 use super::{Clock, Store, StoreConfig, StoreError, Written};
 use crate::audit::Actor;
 use crate::domain::{
-    Atomic, BudgetId, Direction, Movement, Name, NewBudget, NewReservation, NewTenant,
-    ReservationId, Settle, TenantId, Ttl, Unit,
+    Atomic, BudgetId, Cadence, Direction, Interval, Movement, Name, NewBudget, NewReservation,
+    NewTenant, Policy, ReservationId, Settle, TenantId, Ttl, Unit, Zone,
 };
 
 /// Steps in one sequence, at most.
@@ -35,12 +43,40 @@ const CASES: u32 = 128;
 /// The clock's start: 2026-11-23T00:00:00.000Z.
 const START_MS: u64 = 1_795_392_000_000;
 
+/// The clock's start for the sequences that jump: 2027-03-20T00:00:00.000Z, a week before
+/// Europe's change to summer time (28 March) and a fortnight before Chile's to winter time
+/// (4 April), with April's month boundary between.
+const JUMP_START_MS: u64 = 1_805_500_800_000;
+
+/// The zones of the calendar periods: no change, Europe's at 02:00, Chile's at midnight
+/// itself (midnight happens twice in April), and Lord Howe's half hour.
+const ZONES: [&str; 4] = [
+    "UTC",
+    "Europe/Berlin",
+    "America/Santiago",
+    "Australia/Lord_Howe",
+];
+
+/// A period policy a step asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeriodSpec {
+    /// `every_seconds`.
+    Fixed(u32),
+    /// `day`, `week` or `month` (0, 1, 2) in `ZONES[zone]`.
+    Calendar(usize, usize),
+}
+
+/// A period policy with its allowance and rollover cap.
+type PolicySpec = (PeriodSpec, u128, u128);
+
 /// One step of a sequence. Indexes pick among what exists when the step runs.
 #[derive(Debug, Clone)]
 enum Step {
-    CreateBudget(Index, u128),
+    CreateBudget(Index, u128, Option<PolicySpec>),
     Credit(Index, u128),
     Debit(Index, u128),
+    Charge(Index, u128),
+    Patch(Index, Option<PolicySpec>),
     Reserve(Index, u128, u32),
     Commit(Index, u128),
     Release(Index),
@@ -59,19 +95,40 @@ fn amount() -> impl Strategy<Value = u128> {
     ]
 }
 
-fn step() -> impl Strategy<Value = Step> {
+/// A policy: fixed periods of 1 to 4 s when the clock creeps, of hours to days or calendar
+/// periods when it jumps.
+fn policy(jumps: bool) -> impl Strategy<Value = PolicySpec> {
+    let period = if jumps {
+        prop_oneof![
+            1 => prop::sample::select(vec![21_600u32, 86_400, 3 * 86_400]).prop_map(PeriodSpec::Fixed),
+            3 => (0usize..3, 0..ZONES.len()).prop_map(|(i, z)| PeriodSpec::Calendar(i, z)),
+        ]
+        .boxed()
+    } else {
+        (1u32..5).prop_map(PeriodSpec::Fixed).boxed()
+    };
+    let allowance = prop_oneof![4 => 0u128..40, 1 => (u128::MAX - 30)..=u128::MAX];
+    (period, allowance, 0u128..30)
+}
+
+fn step(jumps: bool) -> impl Strategy<Value = Step> {
     let ttl = 1u32..4;
+    let advance = if jumps { 0u64..259_200_000 } else { 0u64..2500 };
     prop_oneof![
-        1 => (any::<Index>(), amount()).prop_map(|(i, a)| Step::CreateBudget(i, a)),
+        1 => (any::<Index>(), amount(), prop::option::weighted(0.6, policy(jumps)))
+            .prop_map(|(i, a, p)| Step::CreateBudget(i, a, p)),
         2 => (any::<Index>(), amount()).prop_map(|(i, a)| Step::Credit(i, a)),
         2 => (any::<Index>(), 0u128..25).prop_map(|(i, a)| Step::Debit(i, a)),
+        3 => (any::<Index>(), 0u128..25).prop_map(|(i, a)| Step::Charge(i, a)),
+        1 => (any::<Index>(), prop::option::weighted(0.8, policy(jumps)))
+            .prop_map(|(i, p)| Step::Patch(i, p)),
         5 => (any::<Index>(), 0u128..25, ttl.clone()).prop_map(|(i, a, t)| Step::Reserve(i, a, t)),
         3 => (any::<Index>(), 0u128..30).prop_map(|(i, a)| Step::Commit(i, a)),
         2 => any::<Index>().prop_map(Step::Release),
         1 => (any::<Index>(), ttl).prop_map(|(i, t)| Step::Extend(i, t)),
         1 => any::<Index>().prop_map(Step::Close),
         1 => any::<Index>().prop_map(Step::Tombstone),
-        3 => (0u64..2500).prop_map(Step::Advance),
+        3 => advance.prop_map(Step::Advance),
         1 => Just(Step::Sweep),
     ]
 }
@@ -85,11 +142,102 @@ struct ModelBudget {
     spent: u128,
     reserved: u128,
     open: bool,
+    period: Option<ModelPeriod>,
+}
+
+/// A budget's policy, when it was set, and where its current period starts and ends.
+#[derive(Debug, Clone)]
+struct ModelPeriod {
+    policy: PolicySpec,
+    anchor_ms: u64,
+    started_ms: u64,
+    ends_ms: u64,
+}
+
+impl ModelPeriod {
+    /// A period of `policy` set at `now_ms`.
+    fn starting(policy: PolicySpec, now_ms: u64) -> Self {
+        Self {
+            policy,
+            anchor_ms: now_ms,
+            started_ms: now_ms,
+            ends_ms: next_boundary(policy.0, now_ms, now_ms),
+        }
+    }
 }
 
 impl ModelBudget {
+    fn new(tenant: usize, deposit: u128, period: Option<ModelPeriod>) -> Self {
+        Self {
+            tenant,
+            credited: deposit,
+            debited: 0,
+            spent: 0,
+            reserved: 0,
+            open: true,
+            period,
+        }
+    }
+
     fn available(&self) -> u128 {
         self.credited - self.debited - self.spent - self.reserved
+    }
+
+    /// The boundary of the current period: `a` available, `min(a, rollover)` carried, the
+    /// new period starting with the allowance and the carry (a refill adds what fits).
+    fn reset(&mut self) {
+        let a = self.available();
+        let period = self.period.as_mut().expect("a budget with a period");
+        let (spec, allowance, rollover) = period.policy;
+        let target = allowance.saturating_add(a.min(rollover));
+        period.started_ms = period.ends_ms;
+        period.ends_ms = next_boundary(spec, period.anchor_ms, period.ends_ms);
+        if target >= a {
+            self.credited += (target - a).min(u128::MAX - self.credited);
+        } else {
+            self.debited += a - target;
+        }
+    }
+}
+
+/// The first boundary of `spec` after `after_ms`, for a period set at `anchor_ms`: a fixed
+/// period's by arithmetic; a calendar period's by walking the local dates from the day before
+/// `after_ms`, one at a time, to the first qualifying midnight after it (a midnight a
+/// daylight-saving change skips or repeats read as jiff's `compatible` reads it).
+fn next_boundary(spec: PeriodSpec, anchor_ms: u64, after_ms: u64) -> u64 {
+    use jiff::ToSpan;
+    match spec {
+        PeriodSpec::Fixed(seconds) => {
+            let every = u64::from(seconds) * 1000;
+            anchor_ms + (after_ms.saturating_sub(anchor_ms) / every + 1) * every
+        }
+        PeriodSpec::Calendar(interval, zone) => {
+            let tz = jiff::tz::TimeZone::get(ZONES[zone]).expect("a known zone");
+            let after = jiff::Timestamp::from_millisecond(after_ms as i64).expect("in range");
+            let mut date = after
+                .to_zoned(tz.clone())
+                .date()
+                .yesterday()
+                .expect("a date");
+            loop {
+                let qualifies = match interval {
+                    0 => true,
+                    1 => date.weekday() == jiff::civil::Weekday::Monday,
+                    _ => date.day() == 1,
+                };
+                if qualifies {
+                    let midnight = tz
+                        .to_ambiguous_zoned(date.to_datetime(jiff::civil::Time::midnight()))
+                        .compatible()
+                        .expect("a midnight")
+                        .timestamp();
+                    if midnight > after {
+                        return midnight.as_millisecond() as u64;
+                    }
+                }
+                date = date.checked_add(1.day()).expect("a date");
+            }
+        }
     }
 }
 
@@ -112,10 +260,25 @@ struct Model {
 }
 
 impl Model {
-    /// Every active reservation whose time is up at `now_ms` expires.
-    fn expire_due(&mut self, now_ms: u64) {
+    /// Every expiry and boundary due at `now_ms`, budget by budget: the holds that ran out by
+    /// a boundary return before it.
+    fn catch_up(&mut self, now_ms: u64) {
+        for budget in 0..self.budgets.len() {
+            while self.budgets[budget].open
+                && let Some(ends_ms) = self.budgets[budget].period.as_ref().map(|p| p.ends_ms)
+                && ends_ms <= now_ms
+            {
+                self.expire_due(budget, ends_ms);
+                self.budgets[budget].reset();
+            }
+            self.expire_due(budget, now_ms);
+        }
+    }
+
+    /// Every active reservation of `budget` whose time is up at `by_ms` expires.
+    fn expire_due(&mut self, budget: usize, by_ms: u64) {
         for r in &mut self.reservations {
-            if r.state == "active" && r.expires_ms <= now_ms {
+            if r.budget == budget && r.state == "active" && r.expires_ms <= by_ms {
                 r.state = "expired";
                 self.budgets[r.budget].reserved -= r.amount;
             }
@@ -169,7 +332,7 @@ impl Harness {
     async fn run(&mut self, model: &mut Model, step: &Step) -> Result<(), String> {
         let now_ms = self.clock.load(Ordering::SeqCst);
         if !matches!(step, Step::Advance(_)) {
-            model.expire_due(now_ms);
+            model.catch_up(now_ms);
         }
         let pick = |i: &Index, n: usize| (n > 0).then(|| i.index(n));
         let (expected, got): (Outcome, Outcome) = match step {
@@ -188,7 +351,7 @@ impl Harness {
                 }
                 (Ok(()), Ok(()))
             }
-            Step::CreateBudget(i, deposit) => {
+            Step::CreateBudget(i, deposit, spec) => {
                 let tenant = i.index(model.tenants_active.len());
                 let expected = if model.tenants_active[tenant] {
                     Ok(())
@@ -204,7 +367,7 @@ impl Harness {
                                     .expect("a name"),
                                 unit: Unit::atomic(),
                                 opening_deposit: Atomic::new(*deposit),
-                                policy: None,
+                                policy: spec.map(policy_of),
                                 thresholds: crate::domain::Thresholds::default(),
                             },
                             actor: Actor::Admin,
@@ -214,24 +377,24 @@ impl Harness {
                 );
                 let got = got.map(|budget| {
                     self.budgets.push(budget.id);
-                    model.budgets.push(ModelBudget {
-                        tenant,
-                        credited: *deposit,
-                        debited: 0,
-                        spent: 0,
-                        reserved: 0,
-                        open: true,
-                    });
+                    let period = spec.map(|p| ModelPeriod::starting(p, now_ms));
+                    model
+                        .budgets
+                        .push(ModelBudget::new(tenant, *deposit, period));
                 });
                 (expected, got)
             }
-            Step::Credit(i, amount) | Step::Debit(i, amount) => {
+            Step::Credit(i, amount) | Step::Debit(i, amount) | Step::Charge(i, amount) => {
                 let budget = i.index(model.budgets.len());
-                let credit = matches!(step, Step::Credit(..));
+                let direction = match step {
+                    Step::Credit(..) => Direction::Credit,
+                    Step::Debit(..) => Direction::Debit,
+                    _ => Direction::Charge,
+                };
                 let expected = match model.budget_refusal(budget) {
                     Some(e) => Err(e),
                     None if *amount == 0 => return Ok(()),
-                    None if credit => {
+                    None if direction == Direction::Credit => {
                         let b = &mut model.budgets[budget];
                         match b.credited.checked_add(*amount) {
                             Some(c) => {
@@ -243,8 +406,12 @@ impl Harness {
                     }
                     None => match model.short(budget, *amount) {
                         Some(e) => Err(e),
-                        None => {
+                        None if direction == Direction::Debit => {
                             model.budgets[budget].debited += amount;
+                            Ok(())
+                        }
+                        None => {
+                            model.budgets[budget].spent += amount;
                             Ok(())
                         }
                     },
@@ -255,15 +422,15 @@ impl Harness {
                             tenant: self.tenants[model.budgets[budget].tenant].clone(),
                             budget: Some(self.budgets[budget].clone()),
                             movement: Movement {
-                                direction: if credit {
-                                    Direction::Credit
-                                } else {
-                                    Direction::Debit
-                                },
+                                direction,
                                 amount: Atomic::new(*amount),
                                 memo: None,
                             },
-                            actor: Actor::Admin,
+                            actor: if direction == Direction::Charge {
+                                Actor::Tenant
+                            } else {
+                                Actor::Admin
+                            },
                             keyed: None,
                         })
                         .await,
@@ -370,6 +537,34 @@ impl Harness {
                 .map(|_| ());
                 (expected, got)
             }
+            Step::Patch(i, spec) => {
+                let budget = i.index(model.budgets.len());
+                let expected = match model.budget_refusal(budget) {
+                    Some(e) => Err(e),
+                    None => {
+                        let b = &mut model.budgets[budget];
+                        if b.period.as_ref().map(|p| p.policy) != *spec {
+                            b.period = spec.map(|p| ModelPeriod::starting(p, now_ms));
+                        }
+                        Ok(())
+                    }
+                };
+                let tenant = model.budgets[budget].tenant;
+                let got = self
+                    .store
+                    .write(UpdateBudget {
+                        tenant: self.tenants[tenant].clone(),
+                        budget: Some(self.budgets[budget].clone()),
+                        patch: BudgetPatch {
+                            policy: Some(spec.map(policy_of)),
+                            thresholds: None,
+                        },
+                        actor: Actor::Admin,
+                    })
+                    .await
+                    .map(|_| ());
+                (expected, got)
+            }
             Step::Close(i) => {
                 let budget = i.index(model.budgets.len());
                 let tenant = model.budgets[budget].tenant;
@@ -438,6 +633,16 @@ impl Harness {
             if got != want {
                 return Err(format!("budget {i}: stored {got:?}, model {want:?}"));
             }
+            let current = stored
+                .current
+                .as_ref()
+                .map(|c| (c.started_at.unix_ms(), c.ends_at.unix_ms()));
+            let period = m.period.as_ref().filter(|_| m.open);
+            if current != period.map(|p| (p.started_ms, p.ends_ms)) {
+                return Err(format!(
+                    "budget {i}: current period stored {current:?}, model {period:?}"
+                ));
+            }
             if f.available().is_none() {
                 return Err(format!("budget {i} breaks the invariant: {f:?}"));
             }
@@ -470,8 +675,30 @@ enum Backend {
     Postgres,
 }
 
-/// Runs `steps` on a fresh store with two tenants; the first error, if any.
-fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Result<(), String> {
+/// The store's policy for `spec`.
+fn policy_of((spec, allowance, rollover): PolicySpec) -> Policy {
+    let cadence = match spec {
+        PeriodSpec::Fixed(seconds) => Cadence::fixed(seconds).expect("a length"),
+        PeriodSpec::Calendar(interval, zone) => Cadence::Calendar {
+            interval: Interval::parse(["day", "week", "month"][interval]).expect("an interval"),
+            zone: Zone::parse(ZONES[zone]).expect("a zone"),
+        },
+    };
+    Policy {
+        cadence,
+        allowance: Atomic::new(allowance),
+        rollover_max: Atomic::new(rollover),
+    }
+}
+
+/// Runs `steps` on a fresh store with two tenants, the clock starting at `start_ms`; the
+/// first error, if any.
+fn run_sequence(
+    backend: Backend,
+    start_ms: u64,
+    deposits: (u128, u128),
+    steps: &[Step],
+) -> Result<(), String> {
     static DATABASES: AtomicU64 = AtomicU64::new(0);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let scratch;
@@ -483,7 +710,7 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
             std::path::PathBuf::from(&scratch.url)
         }
     };
-    let clock = Arc::new(AtomicU64::new(START_MS));
+    let clock = Arc::new(AtomicU64::new(start_ms));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -524,14 +751,7 @@ fn run_sequence(backend: Backend, deposits: (u128, u128), steps: &[Step]) -> Res
             harness.tenants.push(created.tenant.id.clone());
             harness.budgets.push(created.tenant.budget.id.clone());
             model.tenants_active.push(true);
-            model.budgets.push(ModelBudget {
-                tenant: n,
-                credited: deposit,
-                debited: 0,
-                spent: 0,
-                reserved: 0,
-                open: true,
-            });
+            model.budgets.push(ModelBudget::new(n, deposit, None));
         }
         let mut outcome = Ok(());
         for (n, step) in steps.iter().enumerate() {
@@ -560,9 +780,12 @@ proptest! {
     #[test]
     fn the_store_follows_the_model(
         deposits in (0u128..60, 0u128..60),
-        steps in prop::collection::vec(step(), 1..STEPS_MAX),
+        (jumps, steps) in any::<bool>().prop_flat_map(|jumps| {
+            (Just(jumps), prop::collection::vec(step(jumps), 1..STEPS_MAX))
+        }),
     ) {
-        if let Err(e) = run_sequence(Backend::Sqlite, deposits, &steps) {
+        let start = if jumps { JUMP_START_MS } else { START_MS };
+        if let Err(e) = run_sequence(Backend::Sqlite, start, deposits, &steps) {
             return Err(TestCaseError::fail(e));
         }
     }
@@ -580,9 +803,12 @@ proptest! {
     #[test]
     fn the_postgres_store_follows_the_model(
         deposits in (0u128..60, 0u128..60),
-        steps in prop::collection::vec(step(), 1..STEPS_MAX),
+        (jumps, steps) in any::<bool>().prop_flat_map(|jumps| {
+            (Just(jumps), prop::collection::vec(step(jumps), 1..STEPS_MAX))
+        }),
     ) {
-        if let Err(e) = run_sequence(Backend::Postgres, deposits, &steps) {
+        let start = if jumps { JUMP_START_MS } else { START_MS };
+        if let Err(e) = run_sequence(Backend::Postgres, start, deposits, &steps) {
             return Err(TestCaseError::fail(e));
         }
     }

@@ -1,12 +1,12 @@
-//! Every expiry due now, recorded at once: the tests' clock does not move by itself, so the
-//! writer does not wake to record them. Compiled into test builds only.
+//! Every expiry and period boundary due now, recorded at once: the tests' clock does not move
+//! by itself, so the writer does not wake to record them. Compiled into test builds only.
 
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
-use crate::store::{EXPIRE_SWEEP_MAX, StoreError};
+use crate::store::{BOUNDARY_SWEEP_MAX, EXPIRE_SWEEP_MAX, StoreError};
 
-/// Records every expiry due now; answers how many.
+/// Records every expiry and boundary due now; answers how many.
 #[derive(Debug)]
 pub(crate) struct ExpireDue;
 
@@ -17,9 +17,11 @@ impl WriteOp for ExpireDue {
         let now = w.now();
         let mut swept = 0;
         loop {
-            let round = w.sweep(now, EXPIRE_SWEEP_MAX)?;
-            swept += round.found - round.failed;
-            if round.found < EXPIRE_SWEEP_MAX || round.failed > 0 {
+            let expiries = w.sweep(now, EXPIRE_SWEEP_MAX)?;
+            let boundaries = w.sweep_boundaries(now, BOUNDARY_SWEEP_MAX)?;
+            swept += expiries.found - expiries.failed + boundaries.found;
+            let more = expiries.found == EXPIRE_SWEEP_MAX || boundaries.found == BOUNDARY_SWEEP_MAX;
+            if !more || expiries.failed + boundaries.failed > 0 {
                 return Ok(swept);
             }
         }
