@@ -17,6 +17,7 @@ mod lists;
 mod logging;
 mod metrics;
 mod oidc;
+mod period_concurrency;
 mod periods;
 mod postgres_copy;
 mod postgres_instances;
