@@ -1,8 +1,9 @@
 //! The crash loop: creates and tombstones from concurrent clients, reservations, commits and
-//! releases from concurrent spenders, `kill -9` at a random instant, restart on the same
-//! database, and check that every acknowledged write is there, that no write is half there,
-//! that no budget is overspent, and that the chain replays to the stored figures. Cycle after
-//! cycle.
+//! releases from concurrent spenders, charges on a budget whose one-second periods pass all
+//! the while, `kill -9` at a random instant, restart on the same database, and check that
+//! every acknowledged write is there, that no write is half there, that no budget is
+//! overspent, that every boundary is recorded once, in order and on its second, and that the
+//! chain replays to the stored figures. Cycle after cycle.
 //!
 //! `CRASH_CYCLES` sets the number of cycles (10 by default, `make crash-test` runs 200) and
 //! `CRASH_SEED` replays a run.
@@ -28,6 +29,102 @@ const SPENDERS: usize = 4;
 /// What each spender's budget opens with: enough for the reservations of `make crash-test`'s
 /// 200 cycles (a spender stops at its first `insufficient_funds` to a reserve).
 const SPENDER_DEPOSIT: u64 = 1_000_000;
+/// The periodic budget's allowance: its one-second periods run short under the charger's
+/// load, so refusals and refills both happen.
+const PERIOD_ALLOWANCE: u64 = 400;
+
+/// The charges acknowledged on the periodic budget: entry id → amount.
+type Charged = HashMap<String, u64>;
+
+/// The charger's closed loop until the server goes away: charges of 1 to 19 on the periodic
+/// budget; a refusal for lack of funds waits a little for the next period.
+fn charger(
+    addr: String,
+    auth: String,
+    tenant: String,
+    budget: String,
+    seed: u64,
+    charged: Arc<Mutex<Charged>>,
+) {
+    let mut rng = Rng::new(seed);
+    let path = format!("/v1/tenants/{tenant}/charges");
+    loop {
+        let amount = rng.range(1, 20);
+        let body = format!(r#"{{"budget_id":"{budget}","amount_atomic":"{amount}"}}"#);
+        match try_send(&addr, "POST", &path, &auth, Some(&body), None, &[]) {
+            Ok(resp) if resp.status == 201 => {
+                let Ok(entry) = serde_json::from_slice::<serde_json::Value>(&resp.body) else {
+                    return;
+                };
+                let id = entry["id"].as_str().unwrap_or_default().to_owned();
+                charged.lock().expect("charged lock").insert(id, amount);
+            }
+            Ok(resp) if resp.status == 409 => thread::sleep(Duration::from_millis(20)),
+            Ok(resp) => panic!("a charge under load answered {}", resp.describe()),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Checks the periodic budget: every acknowledged charge is in its ledger, and its
+/// boundaries are recorded once each, in order, each on its second after `created_ms`, with
+/// a statement a period and one `budget.period_reset` event a boundary. How many boundaries.
+fn check_periods(
+    app: &TestApp,
+    (tenant, budget): (&str, &str),
+    created_ms: i64,
+    charged: &Charged,
+    context: &str,
+) -> usize {
+    let mut charges: HashMap<String, String> = HashMap::new();
+    let mut resets: Vec<i64> = Vec::new();
+    let sql = format!(
+        "SELECT id, kind, amount_atomic, occurred_at FROM ledger_entries \
+         WHERE budget_id = '{budget}' ORDER BY id"
+    );
+    for row in app.text_rows(&sql) {
+        let [id, kind, amount, at] = <[String; 4]>::try_from(row).expect("four columns");
+        match kind.as_str() {
+            "charge" => {
+                charges.insert(id, amount);
+            }
+            "refill" | "forfeit" => resets.push(timestamp_ms(&at)),
+            _ => {}
+        }
+    }
+    for (id, amount) in charged {
+        assert_eq!(
+            charges.get(id),
+            Some(&amount.to_string()),
+            "{context}: acknowledged charge {id} of {amount}"
+        );
+    }
+    let on_time: Vec<i64> = (1..=resets.len() as i64)
+        .map(|k| created_ms + 1000 * k)
+        .collect();
+    assert_eq!(
+        resets, on_time,
+        "{context}: each boundary once, in order, on its second"
+    );
+    let periods = app.count(&format!(
+        "SELECT count(*) FROM periods WHERE budget_id = '{budget}'"
+    ));
+    assert_eq!(
+        periods as usize,
+        resets.len() + 1,
+        "{context}: a statement a period"
+    );
+    let events = app.count(&format!(
+        "SELECT count(*) FROM audit_events \
+         WHERE tenant_id = '{tenant}' AND action = 'budget.period_reset'"
+    ));
+    assert_eq!(
+        events as usize,
+        resets.len(),
+        "{context}: an event a boundary"
+    );
+    resets.len()
+}
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -303,6 +400,7 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
     let mut app = spawn_app();
     let acked = Arc::new(Mutex::new(Acknowledged::default()));
     let spent = Arc::new(Mutex::new(Spent::new()));
+    let charged = Arc::new(Mutex::new(Charged::new()));
     let started = Instant::now();
     // Each spender spends from its own tenant's default budget, cycle after cycle.
     let spenders: Vec<(String, String)> = (0..SPENDERS)
@@ -315,10 +413,27 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             (tenant_id(&created), budget)
         })
         .collect();
+    // The charger's tenant, whose default budget renews every second.
+    let period = format!(r#"{{"every_seconds":1,"allowance_atomic":"{PERIOD_ALLOWANCE}"}}"#);
+    let body = format!(
+        r#"{{"name":"charger","opening_deposit_atomic":"{PERIOD_ALLOWANCE}","period":{period}}}"#
+    );
+    let created = app.post_tenants(&body, None);
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let created = created.json();
+    let periodic = (
+        tenant_id(&created),
+        created["budget"]["id"]
+            .as_str()
+            .expect("a budget id")
+            .to_owned(),
+    );
+    let periodic_created_ms = timestamp_ms(created["created_at"].as_str().expect("a time"));
 
     for cycle in 0..cycles {
         let stop = Arc::new(AtomicBool::new(false));
         let spender_seeds: Vec<u64> = (0..SPENDERS).map(|_| rng.next_u64()).collect();
+        let charger_seed = rng.next_u64();
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let (addr, auth) = (app.addr.clone(), app.admin());
@@ -341,6 +456,12 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
                         })
                     }),
             )
+            .chain(std::iter::once({
+                let (addr, auth) = (app.addr.clone(), app.admin());
+                let (tenant, budget) = periodic.clone();
+                let charged = Arc::clone(&charged);
+                thread::spawn(move || charger(addr, auth, tenant, budget, charger_seed, charged))
+            }))
             .collect();
         let delay = rng.range(KILL_AFTER_MS_MIN, KILL_AFTER_MS_MAX);
         thread::sleep(Duration::from_millis(delay));
@@ -355,21 +476,33 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
         let context = format!("cycle {cycle} (seed {seed})");
         let (tenants, tombstoned) = check(&app, &acked, &context);
         let reservations = check_spending(&app, &spent.lock().expect("spent lock"), &context);
+        let charges = charged.lock().expect("charged lock");
+        let (tenant, budget) = (periodic.0.as_str(), periodic.1.as_str());
+        let boundaries = check_periods(
+            &app,
+            (tenant, budget),
+            periodic_created_ms,
+            &charges,
+            &context,
+        );
         println!(
             "cycle {cycle}: killed after {delay} ms; {} creates and {} tombstones acknowledged so far; \
-             {tenants} tenants stored, {tombstoned} tombstoned, {reservations} reservations; \
-             nothing lost, nothing overspent",
+             {tenants} tenants stored, {tombstoned} tombstoned, {reservations} reservations, \
+             {} charges, {boundaries} boundaries; nothing lost, nothing overspent",
             acked.created.len(),
-            acked.tombstoned.len()
+            acked.tombstoned.len(),
+            charges.len()
         );
     }
     let acked = acked.lock().expect("acked lock");
     let spent = spent.lock().expect("spent lock");
+    let charges = charged.lock().expect("charged lock").len();
     let settled = |want: fn(&Settled) -> bool| spent.values().filter(|(_, _, s)| want(s)).count();
     println!(
         "crash loop done: {cycles} kill -9 cycles in {:.0} s, {} creates, {} tombstones, {} \
-         reservations, {} commits and {} releases acknowledged, none lost, no half-written \
-         change, no budget overspent, the chain replayed to the stored figures every time",
+         reservations, {} commits and {} releases and {charges} charges acknowledged, none \
+         lost, no half-written change, no budget overspent, every boundary recorded once, the \
+         chain replayed to the stored figures every time",
         started.elapsed().as_secs_f64(),
         acked.created.len(),
         acked.tombstoned.len(),
