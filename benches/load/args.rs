@@ -36,18 +36,23 @@ const SCALE_DEFAULT: u64 = 1_000_000;
 const BASE_DEFAULT: u64 = 2_000;
 /// `--instances` without the flag.
 const INSTANCES_DEFAULT: u64 = 1;
+/// `--boundary-budgets` without the flag or a preset.
+const BOUNDARY_BUDGETS_DEFAULT: u64 = 100_000;
+/// `--faketime` without the flag: Debian's package `faketime` on x86-64.
+const FAKETIME_DEFAULT: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// What `--quick` stands for: `--duration-s 3 --scale 100000`.
 const QUICK_DURATION: Duration = Duration::from_secs(3);
 const QUICK_SCALE: u64 = 100_000;
 
 /// What `--smoke` stands for: `--connections 4 --duration-s 0.5 --warmup-s 0.2 --scale 3000
-/// --base 500`.
+/// --base 500 --boundary-budgets 2000`.
 const SMOKE_CONNECTIONS: u64 = 4;
 const SMOKE_DURATION: Duration = Duration::from_millis(500);
 const SMOKE_WARMUP: Duration = Duration::from_millis(200);
 const SMOKE_SCALE: u64 = 3_000;
 const SMOKE_BASE: u64 = 500;
+const SMOKE_BOUNDARY_BUDGETS: u64 = 2_000;
 
 /// The load generator behind `make bench`: tenantd started on a fresh database, driven over
 /// keep-alive connections, one markdown table of throughput, latency and cost per request.
@@ -87,12 +92,22 @@ struct Cli {
     #[arg(long, value_name = "N")]
     base: Option<u64>,
 
+    /// Monthly budgets that pass one boundary together in the boundary row [default: 100000]
+    #[arg(long = "boundary-budgets", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    boundary_budgets: Option<u64>,
+
+    /// libfaketime, which moves the boundary row's server clock [default:
+    /// /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1, from Debian's package faketime]
+    #[arg(long, value_name = "PATH", hide_default_value = true, default_value = FAKETIME_DEFAULT)]
+    faketime: PathBuf,
+
     /// --duration-s 3 --scale 100000
     #[arg(long)]
     quick: bool,
 
     /// A few seconds in all; exits 1 on any error (CI): --connections 4 --duration-s 0.5
-    /// --warmup-s 0.2 --scale 3000 --base 500
+    /// --warmup-s 0.2 --scale 3000 --base 500 --boundary-budgets 2000
     #[arg(long)]
     smoke: bool,
 
@@ -145,6 +160,8 @@ pub(crate) enum Group {
     Spend,
     /// Reads at --scale tenants
     Scale,
+    /// --boundary-budgets monthly budgets passing one boundary while charges go on (SQLite)
+    Boundary,
 }
 
 /// The PostgreSQL cluster every server gets a database of its own on.
@@ -169,6 +186,10 @@ pub(crate) struct Args {
     pub(crate) scale: u64,
     /// Tenants present for the read rows.
     pub(crate) base: u64,
+    /// Monthly budgets passing one boundary together.
+    pub(crate) boundary_budgets: u64,
+    /// libfaketime, for the boundary row's server.
+    pub(crate) faketime: PathBuf,
     /// Whether any failed request fails the run (exit 1).
     pub(crate) smoke: bool,
     /// The tenantd binary to start.
@@ -238,6 +259,14 @@ impl Args {
             BASE_DEFAULT,
             [("base", cli.base), on(smoke, SMOKE_BASE)],
         );
+        let boundary_budgets = latest(
+            matches,
+            BOUNDARY_BUDGETS_DEFAULT,
+            [
+                ("boundary_budgets", cli.boundary_budgets),
+                on(smoke, SMOKE_BOUNDARY_BUDGETS),
+            ],
+        );
         if base > scale {
             return Err("--base must not exceed --scale".into());
         }
@@ -248,6 +277,8 @@ impl Args {
             warmup,
             scale,
             base,
+            boundary_budgets,
+            faketime: cli.faketime,
             smoke: cli.smoke,
             server: cli.server,
             server_log: cli.server_log,

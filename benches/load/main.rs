@@ -33,6 +33,7 @@
 //! - `report.rs`: the markdown table and the comparisons under it.
 
 mod args;
+mod boundary;
 mod client;
 mod report;
 mod server;
@@ -58,7 +59,7 @@ use std::sync::Arc;
 use crate::args::{Args, Group};
 use crate::report::render;
 use crate::server::Server;
-use crate::spend::{SPREAD_BUDGETS, check_budget, measure_alone, measure_cycles};
+use crate::spend::{SPREAD_BUDGETS, check_budget, measure_alone, measure_charges, measure_cycles};
 use crate::workloads::{Kind, measure, seed, tenant_path};
 
 fn main() {
@@ -135,6 +136,8 @@ async fn run(args: &Args) -> Result<Report, String> {
         rows.extend(measure_cycles(args, &server, &name, &spread).await?.0);
         let name = format!("{SPREAD_BUDGETS} budgets, each kind alone");
         rows.extend(measure_alone(args, &server, &name, &spread).await?);
+        let name = format!("{SPREAD_BUDGETS} budgets");
+        rows.extend(measure_charges(args, &server, &name, &spread).await?);
         let auth = format!("Bearer {}", server.token);
         let deposit = u128::from(u64::MAX);
         let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
@@ -181,6 +184,15 @@ async fn run(args: &Args) -> Result<Report, String> {
         let name = format!("GET tenant ({} tenants)", args.scale);
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         server.stop();
+    }
+
+    // The boundary row reads the SQLite file itself; on PostgreSQL it is asked for alone.
+    if wanted(Group::Boundary) && (args.postgres.is_none() || args.only.is_some()) {
+        let (boundary_rows, note) = boundary::measure(args).await?;
+        rows.extend(boundary_rows);
+        notes.push(note);
+    } else if wanted(Group::Boundary) {
+        notes.push("the mass-boundary row runs on SQLite only: not run here".into());
     }
 
     let mut text = render(args, &rows, db_bytes);

@@ -41,6 +41,15 @@ struct Instance {
 
 impl Server {
     pub(crate) fn start(args: &Args, extra: &[&str]) -> Result<Server, String> {
+        Self::start_with(args, extra, &[])
+    }
+
+    /// [`Server::start`], each instance with `env` added to its environment.
+    pub(crate) fn start_with(
+        args: &Args,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Server, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let token = format!("bench-{:032x}", seed_from_clock());
         std::fs::write(dir.path().join("admin.token"), &token).map_err(|e| e.to_string())?;
@@ -59,7 +68,7 @@ impl Server {
         };
         // One after another: the first applies the schema.
         for _ in 0..args.instances {
-            let instance = server.spawn(args, extra)?;
+            let instance = server.spawn(args, extra, env)?;
             let addr = instance.addr;
             server.instances.push(instance);
             wait_ready(addr)?;
@@ -68,7 +77,7 @@ impl Server {
     }
 
     /// Starts one more tenantd process on the server's database.
-    fn spawn(&self, args: &Args, extra: &[&str]) -> Result<Instance, String> {
+    fn spawn(&self, args: &Args, extra: &[&str], env: &[(&str, &str)]) -> Result<Instance, String> {
         // The port is picked here and handed over: the log can then go to /dev/null and still
         // cost the server what it costs in production.
         let addr = StdListener::bind("127.0.0.1:0")
@@ -94,6 +103,7 @@ impl Server {
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin.token"))
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
@@ -195,6 +205,13 @@ impl Server {
                     .unwrap_or(0)
             })
             .sum()
+    }
+
+    /// The SQLite file, when the server serves from one.
+    pub(crate) fn db_path(&self) -> Option<std::path::PathBuf> {
+        self.database
+            .is_none()
+            .then(|| self.dir.path().join("tenantd.db"))
     }
 
     pub(crate) fn file_bytes(&self, name: &str) -> u64 {

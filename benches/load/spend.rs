@@ -1,5 +1,6 @@
 //! The spending rows: reserve+commit cycles over many budgets and on one hot budget, each
-//! request kind alone, and the hot budget checked against what the service acknowledged.
+//! request kind alone, charges, and the hot budget checked against what the service
+//! acknowledged.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -26,22 +27,27 @@ pub(crate) const SPREAD_BUDGETS: u64 = 1000;
 const SPEND_HOLD: u64 = 2;
 
 /// What a spending connection does: reserve+commit cycles (each hold committed at once), or
-/// one kind of request alone: reserves that it keeps, or commits of holds taken before.
-enum Plan {
+/// one kind of request alone: reserves that it keeps, commits of holds taken before, or
+/// charges of 1.
+pub(crate) enum Plan {
     Cycles,
     Reserve,
     Commit(Vec<Hold>),
+    Charge,
 }
 
 /// A hold to commit: the index of its target and the reservation's id.
-type Hold = (usize, String);
+pub(crate) type Hold = (usize, String);
 
 /// What one connection did: a histogram and a tally per request kind, what the service
 /// acknowledged (to compare with the budget at the end), and the holds it kept.
-struct Spent {
+pub(crate) struct Spent {
     reserve: (Histogram<u64>, Tally),
     commit: (Histogram<u64>, Tally),
+    charge: (Histogram<u64>, Tally),
     committed: u128,
+    /// Atomic units spent by acknowledged charges.
+    pub(crate) charged: u128,
     /// Atomic units held by granted reservations, and those of holds settled by a commit.
     held: u128,
     settled: u128,
@@ -53,7 +59,9 @@ impl Spent {
         Spent {
             reserve: (histogram(), Tally::default()),
             commit: (histogram(), Tally::default()),
+            charge: (histogram(), Tally::default()),
             committed: 0,
+            charged: 0,
             held: 0,
             settled: 0,
             holds: Vec::new(),
@@ -79,6 +87,7 @@ async fn spend_connection(
         Plan::Cycles => (true, Vec::new()),
         Plan::Reserve => (false, Vec::new()),
         Plan::Commit(holds) => (false, holds),
+        Plan::Charge => return charge_connection(stream, targets, stop, rng).await,
     };
     let committing_only = !to_commit.is_empty();
     while stop.take() {
@@ -149,6 +158,54 @@ async fn spend_connection(
     Ok(spent)
 }
 
+/// One connection's closed loop of charges of 1 on budgets picked at random.
+async fn charge_connection(
+    mut stream: tokio::net::TcpStream,
+    targets: Arc<Vec<Seeded>>,
+    stop: Stop,
+    mut rng: u64,
+) -> Result<Spent, String> {
+    let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
+    let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut spent = Spent::new();
+    while stop.take() {
+        let t = (next(&mut rng) % targets.len() as u64) as usize;
+        body.clear();
+        write!(
+            body,
+            r#"{{"budget_id":"{}","amount_atomic":"1"}}"#,
+            targets[t].budget_id
+        )
+        .expect("a Vec");
+        let headers = [
+            HOST,
+            ("Authorization", targets[t].auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        request.clear();
+        let path = format!("{}/charges", targets[t].path);
+        wire::write_request(
+            &mut request,
+            "POST",
+            &path,
+            wire::HTTP_11,
+            &headers,
+            Some(&body),
+        );
+        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
+        spent
+            .charge
+            .0
+            .saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        spent.charge.1.count(frame.head.status);
+        if frame.head.status == 201 {
+            spent.charged += 1;
+        }
+        buf.drain(..frame.len);
+    }
+    Ok(spent)
+}
+
 /// The `res_…` id at the start of a reservation's JSON body (`{"id":"res_…",…}`).
 fn reservation_id(body: &[u8]) -> Option<&str> {
     const START: &[u8] = br#"{"id":""#;
@@ -160,7 +217,7 @@ fn reservation_id(body: &[u8]) -> Option<&str> {
 }
 
 /// Runs one spending loop per plan until `stop`, and merges what they saw.
-async fn spend_phase(
+pub(crate) async fn spend_phase(
     server: &Server,
     targets: &Arc<Vec<Seeded>>,
     plans: Vec<Plan>,
@@ -183,11 +240,13 @@ async fn spend_phase(
         for (into, from) in [
             (&mut all.reserve, one.reserve),
             (&mut all.commit, one.commit),
+            (&mut all.charge, one.charge),
         ] {
             into.0.add(&from.0).map_err(|e| e.to_string())?;
             into.1.merge(from.1);
         }
         all.committed += one.committed;
+        all.charged += one.charged;
         all.held += one.held;
         all.settled += one.settled;
         all.holds.extend(one.holds);
@@ -197,7 +256,11 @@ async fn spend_phase(
 
 /// Plans for `connections` connections: cycles, reserves, or commits of `holds` dealt out
 /// round-robin.
-fn plans(connections: usize, make: impl Fn() -> Plan, holds: Option<Vec<Hold>>) -> Vec<Plan> {
+pub(crate) fn plans(
+    connections: usize,
+    make: impl Fn() -> Plan,
+    holds: Option<Vec<Hold>>,
+) -> Vec<Plan> {
     match holds {
         None => (0..connections).map(|_| make()).collect(),
         Some(holds) => {
@@ -213,7 +276,7 @@ fn plans(connections: usize, make: impl Fn() -> Plan, holds: Option<Vec<Hold>>) 
 /// A phase of spending, with the server's counters over it, made into rows: one for the
 /// reserves and one for the commits it sent (each counted on its own, and each request
 /// charged the phase's CPU and frames alike).
-async fn spend_rows(
+pub(crate) async fn spend_rows(
     server: &Server,
     targets: &Arc<Vec<Seeded>>,
     plans: Vec<Plan>,
@@ -225,11 +288,12 @@ async fn spend_rows(
     let mut spent = spend_phase(server, targets, plans, stop).await?;
     let elapsed = started.elapsed().as_secs_f64();
     let cost = server.sample_after().since(before);
-    let requests = spent.reserve.1.requests + spent.commit.1.requests;
+    let requests = spent.reserve.1.requests + spent.commit.1.requests + spent.charge.1.requests;
     let mut rows = Vec::new();
     for (what, counted) in [
         ("POST reserve", &mut spent.reserve),
         ("POST commit", &mut spent.commit),
+        ("POST charge", &mut spent.charge),
     ] {
         if counted.1.requests == 0 {
             continue;
@@ -306,6 +370,25 @@ pub(crate) async fn measure_alone(
     let stop = Stop::At(Instant::now() + args.duration);
     rows.extend(spend_rows(server, targets, commits, stop, name).await?.1);
     Ok(rows)
+}
+
+/// A warm-up and a measured phase of charges of 1 over `targets`: their row.
+pub(crate) async fn measure_charges(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<Vec<Row>, String> {
+    eprintln!(
+        "  {name}: {:.1} s warm-up, {:.1} s measured",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let charges = || plans(args.connections, || Plan::Charge, None);
+    let warmup = Stop::At(Instant::now() + args.warmup);
+    spend_phase(server, targets, charges(), warmup).await?;
+    let stop = Stop::At(Instant::now() + args.duration);
+    Ok(spend_rows(server, targets, charges(), stop, name).await?.1)
 }
 
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit

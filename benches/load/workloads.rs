@@ -23,6 +23,9 @@ use crate::wire;
 pub(crate) enum Kind {
     Healthz,
     Create,
+    /// Creates of tenants whose default budget renews every month in Europe/Berlin, with an
+    /// allowance of 1000 (the deposit, 1000000, is forfeited at the first boundary).
+    CreateMonthly,
     /// Reads with the admin token.
     Read,
     /// Reads with each tenant's own token, which the service checks on its credential path.
@@ -70,7 +73,7 @@ impl Workload {
                 wire::write_request(out, "GET", "/healthz", wire::HTTP_11, &[HOST], None);
                 return;
             }
-            Kind::Create => true,
+            Kind::Create | Kind::CreateMonthly => true,
             Kind::Read | Kind::ReadOwn | Kind::ReadBudget => false,
             Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
         };
@@ -79,8 +82,13 @@ impl Workload {
             body.clear();
             write!(
                 body,
-                r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"1000000"}}"#,
-                self.run
+                r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"1000000"{}}}"#,
+                self.run,
+                if self.kind == Kind::CreateMonthly {
+                    r#","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000"}"#
+                } else {
+                    ""
+                }
             )
             .expect("writing to a Vec cannot fail");
             let headers = [
@@ -247,18 +255,24 @@ pub(crate) async fn seed(
     have: u64,
     total: u64,
 ) -> Result<Vec<Seeded>, String> {
+    seed_kind(server, args, have, total, Kind::Create).await
+}
+
+/// [`seed`] with creates of `kind` ([`Kind::Create`] or [`Kind::CreateMonthly`]).
+pub(crate) async fn seed_kind(
+    server: &Server,
+    args: &Args,
+    have: u64,
+    total: u64,
+    kind: Kind,
+) -> Result<Vec<Seeded>, String> {
     const STEP: u64 = 100_000;
     let mut paths = Vec::new();
     let started = Instant::now();
     let mut done = have;
     while done < total {
         let count = (total - done).min(STEP);
-        let workload = Arc::new(Workload::new(
-            Kind::Create,
-            server,
-            Arc::new(Vec::new()),
-            true,
-        ));
+        let workload = Arc::new(Workload::new(kind, server, Arc::new(Vec::new()), true));
         let (_, tally) = phase(
             server,
             workload,
