@@ -37,7 +37,9 @@ q() {
 }
 
 q "$admin_url" -c "CREATE DATABASE $db OWNER tenantd" >/dev/null
-trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+old_db="${db}_v3"
+trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null;
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $old_db WITH (FORCE)" >/dev/null' EXIT
 
 checks=0
 failed=()
@@ -390,6 +392,47 @@ elif grep -qF "0A000: the database schema is newer (version 6)" <<< "$out"; then
 else
     fail "the schema refuses a database of a newer schema version" "$out"
 fi
+
+# --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
+# release before periods and charges) is brought to version 5, its rows kept
+q "$admin_url" -c "CREATE DATABASE $old_db OWNER tenantd" >/dev/null
+new_url=$db_url
+db_url="${url%/*}/$old_db"
+if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
+        -f "$root/tests/fixtures/schema-postgres-3.sql" 2>&1); then
+    pass "the version-3 schema applies"
+else
+    fail "the version-3 schema applies" "$out"
+fi
+commit "version 3: a tenant, its budget and its opening entry" "
+    INSERT INTO tenants $tenant_cols VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL);
+    INSERT INTO budgets $budget_cols
+        VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
+    INSERT INTO ledger_entries $entry_cols
+        VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+apply "the version-5 schema applies over version 3"
+yields "the upgraded schema is at version 5" "SELECT version FROM schema_version" 5
+yields "the budget is kept, with no period and no thresholds" \
+    "SELECT credited_atomic || ' ' || coalesce(period_interval, '-') || ' ' ||
+            coalesce(period_id, '-') || ' [' || alert_thresholds || ']' FROM budgets" \
+    "1000 - - []"
+yields "the entry is kept, in no period" \
+    "SELECT kind || ' ' || coalesce(period_id, '-') FROM ledger_entries" "opening_deposit -"
+accepts "the upgraded ledger takes a charge" "INSERT INTO ledger_entries $entry_cols
+    VALUES ('ent_B', 'bud_A', 'charge', 5, NULL, NULL, '$t1', 995, 995)"
+refuses "the upgraded ledger still refuses an unknown kind" "INSERT INTO ledger_entries $entry_cols
+    VALUES ('ent_B', 'bud_A', 'refund', 5, NULL, NULL, '$t1', 995, 995)" "23514"
+accepts "the upgraded budget takes a period" "
+    INSERT INTO periods (id, budget_id, state, started_at, ends_at, allowance_atomic,
+        carried_in_atomic, opening_available_atomic, start_credited_atomic,
+        start_debited_atomic, start_spent_atomic)
+        VALUES ('per_A', 'bud_A', 'current', '$t1', '$t2', 100, 0, 1000, 1000, 0, 0);
+    UPDATE budgets SET period_every_seconds = 60, period_allowance_atomic = 100,
+        period_rollover_max_atomic = 0, period_anchor = '$t1', period_id = 'per_A',
+        period_started_at = '$t1', period_ends_at = '$t2' WHERE id = 'bud_A'"
+refuses "the upgraded budget refuses half a period" \
+    "UPDATE budgets SET period_every_seconds = 60 WHERE id = 'bud_A'" "budgets_period_whole"
+db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"
 if [ "${#failed[@]}" -gt 0 ]; then
