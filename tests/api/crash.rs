@@ -76,14 +76,23 @@ fn check_periods(
     charged: &Charged,
     context: &str,
 ) -> usize {
+    // One statement, so one snapshot: the restarted server records boundaries meanwhile.
+    let sql = format!(
+        "SELECT e.id, e.kind, e.amount_atomic, e.occurred_at, \
+         CAST((SELECT count(*) FROM periods WHERE budget_id = '{budget}') AS TEXT), \
+         CAST((SELECT count(*) FROM audit_events \
+               WHERE tenant_id = '{tenant}' AND action = 'budget.period_reset') AS TEXT) \
+         FROM ledger_entries e WHERE e.budget_id = '{budget}' ORDER BY e.id"
+    );
     let mut charges: HashMap<String, String> = HashMap::new();
     let mut resets: Vec<i64> = Vec::new();
-    let sql = format!(
-        "SELECT id, kind, amount_atomic, occurred_at FROM ledger_entries \
-         WHERE budget_id = '{budget}' ORDER BY id"
-    );
+    let (mut periods, mut events) = (0, 0);
     for row in app.text_rows(&sql) {
-        let [id, kind, amount, at] = <[String; 4]>::try_from(row).expect("four columns");
+        let [id, kind, amount, at, p, e] = <[String; 6]>::try_from(row).expect("six columns");
+        (periods, events) = (
+            p.parse::<usize>().expect("a count"),
+            e.parse::<usize>().expect("a count"),
+        );
         match kind.as_str() {
             "charge" => {
                 charges.insert(id, amount);
@@ -106,23 +115,8 @@ fn check_periods(
         resets, on_time,
         "{context}: each boundary once, in order, on its second"
     );
-    let periods = app.count(&format!(
-        "SELECT count(*) FROM periods WHERE budget_id = '{budget}'"
-    ));
-    assert_eq!(
-        periods as usize,
-        resets.len() + 1,
-        "{context}: a statement a period"
-    );
-    let events = app.count(&format!(
-        "SELECT count(*) FROM audit_events \
-         WHERE tenant_id = '{tenant}' AND action = 'budget.period_reset'"
-    ));
-    assert_eq!(
-        events as usize,
-        resets.len(),
-        "{context}: an event a boundary"
-    );
+    assert_eq!(periods, resets.len() + 1, "{context}: a statement a period");
+    assert_eq!(events, resets.len(), "{context}: an event a boundary");
     resets.len()
 }
 

@@ -106,7 +106,7 @@ fn a_charge_spends_at_once_and_never_more_than_is_available() {
 fn a_fixed_period_resets_with_its_allowance_and_carry_and_keeps_holds() {
     let app = spawn_app();
     let s = Scene::new(&app, "renewer", "0");
-    let period = json!({ "every_seconds": 2, "allowance_atomic": "100",
+    let period = json!({ "every_seconds": 3, "allowance_atomic": "100",
                          "rollover_max_atomic": "10" });
     let created = s.post_budget(&json!({ "name": "monthly", "opening_deposit_atomic": "100",
                                         "period": period, "alert_thresholds_atomic": ["0", "50"] }));
@@ -123,13 +123,13 @@ fn a_fixed_period_resets_with_its_allowance_and_carry_and_keeps_holds() {
     let first = b["current_period"].clone();
     let started = timestamp_ms(str_of(&first, "started_at"));
     assert_eq!(str_of(&first, "started_at"), str_of(&b, "created_at"));
-    assert_eq!(timestamp_ms(str_of(&first, "ends_at")) - started, 2000);
+    assert_eq!(timestamp_ms(str_of(&first, "ends_at")) - started, 3000);
     let s = s.on(&id_of(&b));
 
     // Spend 60 and hold 25: 15 is left, 10 of it carries, 5 is forfeited; the hold stays.
     assert_eq!(charge(&s, "60").status, 201);
     let hold = s.hold("25", Some(60));
-    let b = next_period(&s, str_of(&first, "id"), Duration::from_secs(4));
+    let b = next_period(&s, str_of(&first, "id"), Duration::from_secs(5));
     let now = &b["current_period"];
     assert_eq!(
         now["started_at"], first["ends_at"],
