@@ -345,46 +345,71 @@ BEFORE TRUNCATE ON ledger_entries
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('ledger entries are immutable');
 
 -- Version 5: budgets that renew, one-call charges and alert thresholds (schema.sql's migration
--- 5). A budget may carry a period policy and, while open, names its current period; the
--- partial index on `period_ends_at` is the sweep that records boundaries within a second.
--- `alert_thresholds` holds the thresholds as decimal text, largest first, separated by commas
--- ('' for none). Every budget made before has neither.
-ALTER TABLE budgets
-    ADD COLUMN IF NOT EXISTS period_interval text COLLATE "C"
+-- 5). A budget's period policy, its current period and its thresholds live in a table of
+-- their own (schema.sql says why), a row for each budget that ever had a policy or
+-- thresholds; the partial index on `period_ends_at` is the sweep that records boundaries
+-- within a second. `alert_thresholds` holds the thresholds as decimal text, largest first,
+-- separated by commas ('' for none).
+CREATE TABLE IF NOT EXISTS budget_renewals (
+    budget_id                  text COLLATE "C" PRIMARY KEY,
+    period_interval            text COLLATE "C"
         CHECK (period_interval IN ('day', 'week', 'month')),
-    ADD COLUMN IF NOT EXISTS period_time_zone text COLLATE "C",
-    ADD COLUMN IF NOT EXISTS period_every_seconds bigint
-        CHECK (period_every_seconds BETWEEN 1 AND 31622400),
-    ADD COLUMN IF NOT EXISTS period_allowance_atomic numeric(39,0) CHECK (
+    period_time_zone           text COLLATE "C",
+    period_every_seconds       bigint CHECK (period_every_seconds BETWEEN 1 AND 31622400),
+    period_allowance_atomic    numeric(39,0) CHECK (
         period_allowance_atomic >= 0
         AND period_allowance_atomic <= 340282366920938463463374607431768211455),
-    ADD COLUMN IF NOT EXISTS period_rollover_max_atomic numeric(39,0) CHECK (
+    period_rollover_max_atomic numeric(39,0) CHECK (
         period_rollover_max_atomic >= 0
         AND period_rollover_max_atomic <= 340282366920938463463374607431768211455),
-    ADD COLUMN IF NOT EXISTS period_anchor text COLLATE "C",
-    ADD COLUMN IF NOT EXISTS period_id text COLLATE "C",
-    ADD COLUMN IF NOT EXISTS period_started_at text COLLATE "C",
-    ADD COLUMN IF NOT EXISTS period_ends_at text COLLATE "C",
-    ADD COLUMN IF NOT EXISTS alert_thresholds text COLLATE "C" NOT NULL DEFAULT ''
-        CHECK (alert_thresholds !~ '[^0-9,]');
+    period_anchor              text COLLATE "C",
+    period_id                  text COLLATE "C",
+    period_started_at          text COLLATE "C",
+    period_ends_at             text COLLATE "C",
+    alert_thresholds           text COLLATE "C" NOT NULL DEFAULT ''
+        CHECK (alert_thresholds !~ '[^0-9,]'),
+    -- A policy is whole or absent, calendar or fixed; a current period needs a policy and is
+    -- named whole.
+    CONSTRAINT budget_renewals_period_whole CHECK (
+        (period_time_zone IS NULL) = (period_interval IS NULL)
+        AND (period_interval IS NULL OR period_every_seconds IS NULL)
+        AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
+                                                AND period_every_seconds IS NULL)
+        AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
+        AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
+        AND (period_started_at IS NULL) = (period_id IS NULL)
+        AND (period_ends_at IS NULL) = (period_id IS NULL)
+        AND (period_id IS NULL OR period_allowance_atomic IS NOT NULL))
+);
 
--- A policy is whole or absent, calendar or fixed; only an open budget with a policy has a
--- current period, named whole. (Replaced by the same definition when the script runs again.)
-ALTER TABLE budgets DROP CONSTRAINT IF EXISTS budgets_period_whole;
-ALTER TABLE budgets ADD CONSTRAINT budgets_period_whole CHECK (
-    (period_time_zone IS NULL) = (period_interval IS NULL)
-    AND (period_interval IS NULL OR period_every_seconds IS NULL)
-    AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
-                                            AND period_every_seconds IS NULL)
-    AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
-    AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
-    AND (period_started_at IS NULL) = (period_id IS NULL)
-    AND (period_ends_at IS NULL) = (period_id IS NULL)
-    AND (period_id IS NULL OR (state = 'open' AND period_allowance_atomic IS NOT NULL)));
-
--- Every open budget's current period by its end: what the boundary sweep reads.
-CREATE INDEX IF NOT EXISTS budgets_period_due ON budgets (period_ends_at)
+-- Every current period by its end: what the boundary sweep reads.
+CREATE INDEX IF NOT EXISTS budget_renewals_due ON budget_renewals (period_ends_at)
     WHERE period_ends_at IS NOT NULL;
+
+CREATE OR REPLACE TRIGGER budget_renewals_never_deleted
+BEFORE DELETE ON budget_renewals
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('a budget''s renewal is changed, never deleted');
+
+CREATE OR REPLACE TRIGGER budget_renewals_never_truncated
+BEFORE TRUNCATE ON budget_renewals
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('a budget''s renewal is changed, never deleted');
+
+-- A closed budget is frozen whole, its renewal included.
+CREATE OR REPLACE FUNCTION tenantd_renewal_frozen() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.budget_id IS DISTINCT FROM OLD.budget_id
+       OR (SELECT state FROM budgets WHERE id = OLD.budget_id) IS DISTINCT FROM 'open' THEN
+        RAISE EXCEPTION 'a budget''s renewal belongs to it and is frozen once it is closed'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER budget_renewals_frozen_when_closed
+BEFORE UPDATE ON budget_renewals
+FOR EACH ROW EXECUTE FUNCTION tenantd_renewal_frozen();
 
 -- A budget's periods, its statements. The current one (at most one a budget) keeps the
 -- budget's totals right after it began; a closed one holds its own totals and how it ended.

@@ -410,43 +410,65 @@ END;
 --
 -- A budget may carry a period policy: a calendar interval in an IANA time zone or a fixed
 -- length in seconds, an allowance and a rollover cap, and the instant the policy was set (the
--- anchor of a fixed length). While it is open it also names its current period and when
--- that period began and ends; the partial index on `period_ends_at` is the sweep that
--- records boundaries within a second. Every budget made before has no policy and no
--- thresholds. `alert_thresholds` holds the thresholds as decimal text, largest first,
--- separated by commas ('' for none).
-ALTER TABLE budgets ADD COLUMN period_interval TEXT CHECK (
-    period_interval = 'day' OR period_interval = 'week' OR period_interval = 'month');
-ALTER TABLE budgets ADD COLUMN period_time_zone TEXT;
-ALTER TABLE budgets ADD COLUMN period_every_seconds INTEGER CHECK (
-    period_every_seconds BETWEEN 1 AND 31622400);
-ALTER TABLE budgets ADD COLUMN period_allowance_atomic TEXT CHECK (
-    length(period_allowance_atomic) BETWEEN 1 AND 39
-    AND period_allowance_atomic NOT GLOB '*[^0-9]*');
-ALTER TABLE budgets ADD COLUMN period_rollover_max_atomic TEXT CHECK (
-    length(period_rollover_max_atomic) BETWEEN 1 AND 39
-    AND period_rollover_max_atomic NOT GLOB '*[^0-9]*');
-ALTER TABLE budgets ADD COLUMN period_anchor TEXT;
-ALTER TABLE budgets ADD COLUMN period_id TEXT;
-ALTER TABLE budgets ADD COLUMN period_started_at TEXT;
-ALTER TABLE budgets ADD COLUMN period_ends_at TEXT;
--- Its CHECK is the new columns' table constraint (SQLite adds none with a column): a policy
--- is whole or absent, calendar or fixed; only an open budget with a policy has a current
--- period, named whole.
-ALTER TABLE budgets ADD COLUMN alert_thresholds TEXT NOT NULL DEFAULT '' CHECK (
-    alert_thresholds NOT GLOB '*[^0-9,]*'
-    AND (period_time_zone IS NULL) = (period_interval IS NULL)
-    AND (period_interval IS NULL OR period_every_seconds IS NULL)
-    AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
-                                            AND period_every_seconds IS NULL)
-    AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
-    AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
-    AND (period_started_at IS NULL) = (period_id IS NULL)
-    AND (period_ends_at IS NULL) = (period_id IS NULL)
-    AND (period_id IS NULL OR (state = 'open' AND period_allowance_atomic IS NOT NULL)));
+-- anchor of a fixed length). While it is open it also names its current period and when that
+-- period began and ends; the partial index on `period_ends_at` is the sweep that records
+-- boundaries within a second. `alert_thresholds` holds the thresholds as decimal text,
+-- largest first, separated by commas ('' for none).
+--
+-- They live in a table of their own, a row for each budget that ever had a policy or
+-- thresholds, rather than as columns of `budgets`: SQLite compares the keys of a WITHOUT
+-- ROWID table of more than 13 columns with its general comparator instead of the one for a
+-- leading text key, and every lookup of a budget by its id would pay for that. Every budget
+-- made before has no row here: no policy, no thresholds.
+CREATE TABLE budget_renewals (
+    budget_id                  TEXT PRIMARY KEY,
+    period_interval            TEXT CHECK (
+        period_interval = 'day' OR period_interval = 'week' OR period_interval = 'month'),
+    period_time_zone           TEXT,
+    period_every_seconds       INTEGER CHECK (period_every_seconds BETWEEN 1 AND 31622400),
+    period_allowance_atomic    TEXT CHECK (
+        length(period_allowance_atomic) BETWEEN 1 AND 39
+        AND period_allowance_atomic NOT GLOB '*[^0-9]*'),
+    period_rollover_max_atomic TEXT CHECK (
+        length(period_rollover_max_atomic) BETWEEN 1 AND 39
+        AND period_rollover_max_atomic NOT GLOB '*[^0-9]*'),
+    period_anchor              TEXT,
+    period_id                  TEXT,
+    period_started_at          TEXT,
+    period_ends_at             TEXT,
+    alert_thresholds           TEXT NOT NULL DEFAULT '' CHECK (
+        alert_thresholds NOT GLOB '*[^0-9,]*'),
+    -- A policy is whole or absent, calendar or fixed; a current period needs a policy and is
+    -- named whole. (Only an open budget has one: the writer ends it when the budget closes.)
+    CHECK ((period_time_zone IS NULL) = (period_interval IS NULL)
+       AND (period_interval IS NULL OR period_every_seconds IS NULL)
+       AND (period_allowance_atomic IS NULL) = (period_interval IS NULL
+                                               AND period_every_seconds IS NULL)
+       AND (period_rollover_max_atomic IS NULL) = (period_allowance_atomic IS NULL)
+       AND (period_anchor IS NULL) = (period_allowance_atomic IS NULL)
+       AND (period_started_at IS NULL) = (period_id IS NULL)
+       AND (period_ends_at IS NULL) = (period_id IS NULL)
+       AND (period_id IS NULL OR period_allowance_atomic IS NOT NULL))
+) WITHOUT ROWID;
 
--- Every open budget's current period by its end: what the boundary sweep reads.
-CREATE INDEX budgets_period_due ON budgets (period_ends_at) WHERE period_ends_at IS NOT NULL;
+-- Every current period by its end: what the boundary sweep reads.
+CREATE INDEX budget_renewals_due ON budget_renewals (period_ends_at)
+    WHERE period_ends_at IS NOT NULL;
+
+CREATE TRIGGER budget_renewals_never_deleted
+BEFORE DELETE ON budget_renewals
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s renewal is changed, never deleted');
+END;
+
+-- A closed budget is frozen whole, its renewal included.
+CREATE TRIGGER budget_renewals_frozen_when_closed
+BEFORE UPDATE ON budget_renewals
+WHEN NEW.budget_id IS NOT OLD.budget_id
+  OR (SELECT state FROM budgets WHERE id = OLD.budget_id) IS NOT 'open'
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s renewal belongs to it and is frozen once it is closed');
+END;
 
 -- A budget's periods, its statements. The current one (at most one a budget) keeps the
 -- budget's totals right after it began, so what it credited, debited and spent is the

@@ -137,10 +137,10 @@ yields "schema_version is 5 (SQLite's user_version)" "SELECT version FROM schema
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
-    "audit_events,budgets,chain_head,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
+    "audit_events,budget_renewals,budgets,chain_head,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budgets_open_name,budgets_period_due,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
+    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -413,9 +413,10 @@ commit "version 3: a tenant, its budget and its opening entry" "
 apply "the version-5 schema applies over version 3"
 yields "the upgraded schema is at version 5" "SELECT version FROM schema_version" 5
 yields "the budget is kept, with no period and no thresholds" \
-    "SELECT credited_atomic || ' ' || coalesce(period_interval, '-') || ' ' ||
-            coalesce(period_id, '-') || ' [' || alert_thresholds || ']' FROM budgets" \
-    "1000 - - []"
+    "SELECT b.credited_atomic || ' ' || count(r.budget_id)
+     FROM budgets b LEFT JOIN budget_renewals r ON r.budget_id = b.id
+     GROUP BY b.credited_atomic" \
+    "1000 0"
 yields "the entry is kept, in no period" \
     "SELECT kind || ' ' || coalesce(period_id, '-') FROM ledger_entries" "opening_deposit -"
 accepts "the upgraded ledger takes a charge" "INSERT INTO ledger_entries $entry_cols
@@ -427,11 +428,12 @@ accepts "the upgraded budget takes a period" "
         carried_in_atomic, opening_available_atomic, start_credited_atomic,
         start_debited_atomic, start_spent_atomic)
         VALUES ('per_A', 'bud_A', 'current', '$t1', '$t2', 100, 0, 1000, 1000, 0, 0);
-    UPDATE budgets SET period_every_seconds = 60, period_allowance_atomic = 100,
-        period_rollover_max_atomic = 0, period_anchor = '$t1', period_id = 'per_A',
-        period_started_at = '$t1', period_ends_at = '$t2' WHERE id = 'bud_A'"
+    INSERT INTO budget_renewals (budget_id, period_every_seconds, period_allowance_atomic,
+        period_rollover_max_atomic, period_anchor, period_id, period_started_at, period_ends_at)
+        VALUES ('bud_A', 60, 100, 0, '$t1', 'per_A', '$t1', '$t2')"
 refuses "the upgraded budget refuses half a period" \
-    "UPDATE budgets SET period_every_seconds = 60 WHERE id = 'bud_A'" "budgets_period_whole"
+    "INSERT INTO budget_renewals (budget_id, period_every_seconds) VALUES ('bud_A', 60)" \
+    "budget_renewals_period_whole"
 db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"

@@ -147,8 +147,9 @@ fn check(db: &Path, n: u64, counted: Duration) -> Result<String, String> {
     }
     let mut stmt = db
         .prepare(
-            "SELECT id, credited_atomic, debited_atomic, spent_atomic, reserved_atomic, \
-             period_interval, period_started_at, period_ends_at FROM budgets",
+            "SELECT b.id, b.credited_atomic, b.debited_atomic, b.spent_atomic, \
+             b.reserved_atomic, r.period_interval, r.period_started_at, r.period_ends_at \
+             FROM budgets b LEFT JOIN budget_renewals r ON r.budget_id = b.id",
         )
         .map_err(|e| e.to_string())?;
     let mut rows = stmt.query([]).map_err(|e| e.to_string())?;

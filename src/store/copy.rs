@@ -98,6 +98,13 @@ const TABLES: &[Table] = &[
             ("debited_atomic", Amount),
             ("spent_atomic", Amount),
             ("reserved_atomic", Amount),
+        ],
+    },
+    Table {
+        name: "budget_renewals",
+        key: 1,
+        columns: &[
+            ("budget_id", Text),
             ("period_interval", Text),
             ("period_time_zone", Text),
             ("period_every_seconds", Integer),

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use super::rows::{
     self, Columns, ENTRY_COLUMNS, PERIOD_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH,
-    budget_columns, reservation_columns, tenant_columns,
+    budget_columns, budget_renewal_join, reservation_columns, tenant_columns,
 };
 use super::sql::{Param, Row, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
@@ -25,8 +25,11 @@ use crate::domain::{
     TenantId, TenantState, Timestamp,
 };
 
-/// Tenants joined to their default budgets.
-const TENANTS_JOINED: &str = "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)";
+/// Tenants joined to their default budgets (and the budgets' renewals).
+const TENANTS_JOINED: &str = concat!(
+    "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)",
+    budget_renewal_join!("b")
+);
 
 /// The tenant with this id, if there is one, with its default budget.
 pub(crate) fn tenant(db: &mut impl Sql, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
@@ -75,7 +78,9 @@ pub(crate) fn budget(
         concat!(
             "SELECT ",
             budget_columns!("budgets"),
-            " FROM budgets WHERE id = ?1 AND tenant_id = ?2"
+            " FROM budgets",
+            budget_renewal_join!("budgets"),
+            " WHERE budgets.id = CAST(?1 AS TEXT) AND budgets.tenant_id = CAST(?2 AS TEXT)"
         ),
         |row| rows::budget(row, 0),
     )
@@ -96,8 +101,9 @@ pub(crate) fn budget_to_write(
         concat!(
             "SELECT t.state, ",
             budget_columns!("b"),
-            " FROM budgets b JOIN tenants t ON t.id = b.tenant_id \
-             WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
+            " FROM budgets b JOIN tenants t ON t.id = b.tenant_id",
+            budget_renewal_join!("b"),
+            " WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
         ),
         |row| {
             Ok((
@@ -146,8 +152,9 @@ pub(crate) fn reservation_to_settle(
             ", t.state, ",
             budget_columns!("b"),
             " FROM reservations r JOIN tenants t ON t.id = r.tenant_id \
-             JOIN budgets b ON b.id = r.budget_id \
-             WHERE r.id = CAST(?1 AS TEXT) AND r.tenant_id = CAST(?2 AS TEXT)"
+             JOIN budgets b ON b.id = r.budget_id",
+            budget_renewal_join!("b"),
+            " WHERE r.id = CAST(?1 AS TEXT) AND r.tenant_id = CAST(?2 AS TEXT)"
         ),
         |row| {
             Ok((
@@ -267,9 +274,9 @@ pub(crate) fn due_boundaries(
 ) -> Result<Vec<(TenantId, BudgetId)>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     db.query(
-        "SELECT tenant_id, id FROM budgets \
-         WHERE period_ends_at IS NOT NULL AND period_ends_at <= ?1 ORDER BY period_ends_at \
-         LIMIT CAST(?2 AS BIGINT)",
+        "SELECT b.tenant_id, b.id FROM budget_renewals r JOIN budgets b ON b.id = r.budget_id \
+         WHERE r.period_ends_at IS NOT NULL AND r.period_ends_at <= ?1 \
+         ORDER BY r.period_ends_at LIMIT CAST(?2 AS BIGINT)",
         &[Param::Text(&now.to_string()), limit.into()],
         |row| {
             let c = Columns::new(row, 0);
@@ -284,7 +291,7 @@ pub(crate) fn due_boundaries(
 /// When the soonest current period of an open budget ends, if any has one.
 pub(crate) fn next_boundary(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
     let soonest = db.query_opt(
-        "SELECT min(period_ends_at) FROM budgets WHERE period_ends_at IS NOT NULL",
+        "SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL",
         &[],
         |row| {
             row.column(0)?
@@ -333,7 +340,7 @@ pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError
          (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
          (SELECT max(id) FROM periods), \
          (SELECT min(expires_at) FROM reservations WHERE state = 'active'), \
-         (SELECT min(period_ends_at) FROM budgets WHERE period_ends_at IS NOT NULL)",
+         (SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL)",
         &[],
         |row| {
             let mut latest = None;
@@ -439,11 +446,22 @@ pub(crate) fn list_budgets<D: Sql>(
         if !tenant_exists(db, tenant)? {
             return Err(StoreError::TenantNotFound);
         }
-        let select = concat!("SELECT ", budget_columns!("budgets"), " FROM budgets");
-        let filters = [("tenant_id", tenant.as_str())];
-        page(db, select, "id", "state", &filters, query, |row| {
-            rows::budget(row, 0)
-        })
+        let select = concat!(
+            "SELECT ",
+            budget_columns!("budgets"),
+            " FROM budgets",
+            budget_renewal_join!("budgets")
+        );
+        let filters = [("budgets.tenant_id", tenant.as_str())];
+        page(
+            db,
+            select,
+            "budgets.id",
+            "budgets.state",
+            &filters,
+            query,
+            |row| rows::budget(row, 0),
+        )
     })
 }
 

@@ -134,29 +134,49 @@ macro_rules! budget_columns {
             $t,
             ".reserved_atomic, ",
             $t,
-            ".period_interval, ",
+            "r.period_interval, ",
             $t,
-            ".period_time_zone, CAST(",
+            "r.period_time_zone, CAST(",
             $t,
-            ".period_every_seconds AS TEXT), ",
+            "r.period_every_seconds AS TEXT), ",
             $t,
-            ".period_allowance_atomic, ",
+            "r.period_allowance_atomic, ",
             $t,
-            ".period_rollover_max_atomic, ",
+            "r.period_rollover_max_atomic, ",
             $t,
-            ".period_anchor, ",
+            "r.period_anchor, ",
             $t,
-            ".period_id, ",
+            "r.period_id, ",
             $t,
-            ".period_started_at, ",
+            "r.period_started_at, ",
             $t,
-            ".period_ends_at, ",
+            "r.period_ends_at, ",
             $t,
-            ".alert_thresholds"
+            "r.alert_thresholds"
         )
     };
 }
 pub(crate) use budget_columns;
+
+/// The join that [`budget_columns`] of the table or alias `$t` needs: the budget's renewal
+/// (its period policy, current period and thresholds) as alias `$t` + `r`, absent for a
+/// budget that never had one. The budgets table keeps its 12 columns: SQLite compares the
+/// keys of a `WITHOUT ROWID` table of more than 13 columns by its slow general comparator,
+/// which every lookup of a budget would pay.
+macro_rules! budget_renewal_join {
+    ($t:literal) => {
+        concat!(
+            " LEFT JOIN budget_renewals ",
+            $t,
+            "r ON ",
+            $t,
+            "r.budget_id = ",
+            $t,
+            ".id"
+        )
+    };
+}
+pub(crate) use budget_renewal_join;
 
 /// A budget from [`budget_columns`], starting at column `at`.
 pub(crate) fn budget<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Budget, R::Error> {
@@ -182,7 +202,9 @@ pub(crate) fn budget<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Budget, 
         },
         policy: policy(&c, 12)?,
         current: current_period(&c, 17)?,
-        thresholds: c.parse(21, "alert thresholds", Thresholds::from_column)?,
+        thresholds: c
+            .opt_parse(21, "alert thresholds", Thresholds::from_column)?
+            .unwrap_or_default(),
     })
 }
 
@@ -391,7 +413,9 @@ pub(crate) const EVERY_TENANT: &str = concat!(
     "SELECT ",
     tenant_columns!(),
     ", t.opening_deposit_atomic \
-     FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5) ORDER BY t.id"
+     FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)",
+    budget_renewal_join!("b"),
+    " ORDER BY t.id"
 );
 
 /// A tenant of [`EVERY_TENANT`]. The opening deposit the tenant row keeps must be its default
@@ -411,7 +435,9 @@ pub(crate) fn tenant_with_deposit<R: TextRow + ?Sized>(row: &R) -> Result<Tenant
 pub(crate) const EVERY_BUDGET: &str = concat!(
     "SELECT ",
     budget_columns!("budgets"),
-    " FROM budgets ORDER BY id"
+    " FROM budgets",
+    budget_renewal_join!("budgets"),
+    " ORDER BY budgets.id"
 );
 
 /// Every reservation for the verifier, in id order.

@@ -276,8 +276,8 @@ impl<D: Sql> WriterState<D> {
             ],
         )?;
         self.db().send(
-            "UPDATE budgets SET period_id = ?2, period_started_at = ?3, period_ends_at = ?4 \
-             WHERE id = ?1",
+            "UPDATE budget_renewals SET period_id = ?2, period_started_at = ?3, \
+             period_ends_at = ?4 WHERE budget_id = ?1",
             &[
                 budget.id.as_str().into(),
                 current.id.as_str().into(),
@@ -346,7 +346,13 @@ impl<D: Sql> WriterState<D> {
             return Ok(());
         };
         let closing = rules::end_period(budget.figures)?;
-        self.close_period(&current.id, now, &closing)
+        self.close_period(&current.id, now, &closing)?;
+        self.db().send(
+            "UPDATE budget_renewals SET period_id = NULL, period_started_at = NULL, \
+             period_ends_at = NULL WHERE budget_id = ?1",
+            &[budget.id.as_str().into()],
+        )?;
+        Ok(())
     }
 
     /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` event
@@ -410,8 +416,7 @@ impl<D: Sql> WriterState<D> {
         self.end_period(budget, now)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
-            "UPDATE budgets SET state = ?2, closed_at = ?3, period_id = NULL, \
-             period_started_at = NULL, period_ends_at = NULL WHERE id = ?1",
+            "UPDATE budgets SET state = ?2, closed_at = ?3 WHERE id = ?1",
             &[
                 budget.id.as_str().into(),
                 budget.state.name().into(),
@@ -422,26 +427,16 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Inserts a new open budget, its first period if it has a policy, and its
-    /// opening-deposit entry (in that period).
+    /// Inserts a new open budget, its renewal if it has a policy or thresholds, its first
+    /// period if it has a policy, and its opening-deposit entry (in that period).
     pub(crate) fn insert_budget(&mut self, budget: &mut Budget) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
-        let thresholds = budget.thresholds.to_column();
-        let anchor = budget
-            .policy
-            .as_ref()
-            .map(|_| budget.created_at.to_string());
-        let [interval, zone, every, allowance, rollover, anchor] =
-            policy_params(budget.policy.as_ref(), anchor.as_deref());
         // A clash on an open budget's name comes back as `BudgetNameTaken`.
         self.db().send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
              opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
-             reserved_atomic, alert_thresholds, period_interval, period_time_zone, \
-             period_every_seconds, period_allowance_atomic, period_rollover_max_atomic, \
-             period_anchor) \
-             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-             ?15, ?16, ?17)",
+             reserved_atomic) \
+             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
             &[
                 budget.id.as_str().into(),
                 budget.tenant_id.as_str().into(),
@@ -453,16 +448,34 @@ impl<D: Sql> WriterState<D> {
                 debited,
                 spent,
                 reserved,
-                Param::Text(&thresholds),
-                interval,
-                zone,
-                every,
-                allowance,
-                rollover,
-                anchor,
             ],
         )?;
         self.counts().budget_created();
+        if budget.policy.is_some() || !budget.thresholds.is_empty() {
+            let anchor = budget
+                .policy
+                .as_ref()
+                .map(|_| budget.created_at.to_string());
+            let [interval, zone, every, allowance, rollover, anchor] =
+                policy_params(budget.policy.as_ref(), anchor.as_deref());
+            let thresholds = budget.thresholds.to_column();
+            self.db().send(
+                "INSERT INTO budget_renewals (budget_id, period_interval, period_time_zone, \
+                 period_every_seconds, period_allowance_atomic, period_rollover_max_atomic, \
+                 period_anchor, alert_thresholds) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                &[
+                    budget.id.as_str().into(),
+                    interval,
+                    zone,
+                    every,
+                    allowance,
+                    rollover,
+                    anchor,
+                    Param::Text(&thresholds),
+                ],
+            )?;
+        }
         if let Some(policy) = budget.policy.clone() {
             let at = budget.created_at;
             self.begin_period(budget, &policy, at, at, Atomic::new(0))?;
@@ -470,20 +483,22 @@ impl<D: Sql> WriterState<D> {
         self.insert_entry(&LedgerEntry::opening(budget))
     }
 
-    /// Writes `budget`'s period policy (`None`: it has none), set at `anchor`.
+    /// Writes `budget`'s period policy (`None`: it has none), set at `anchor`; it must be
+    /// in no period.
     pub(crate) fn write_policy(
         &mut self,
         budget: &Budget,
         policy: Option<&Policy>,
         anchor: Timestamp,
     ) -> Result<(), StoreError> {
+        self.ensure_renewal(budget)?;
         let anchor = policy.map(|_| anchor.to_string());
         let [interval, zone, every, allowance, rollover, anchor] =
             policy_params(policy, anchor.as_deref());
         self.db().send(
-            "UPDATE budgets SET period_interval = ?2, period_time_zone = ?3, \
+            "UPDATE budget_renewals SET period_interval = ?2, period_time_zone = ?3, \
              period_every_seconds = ?4, period_allowance_atomic = ?5, \
-             period_rollover_max_atomic = ?6, period_anchor = ?7 WHERE id = ?1",
+             period_rollover_max_atomic = ?6, period_anchor = ?7 WHERE budget_id = ?1",
             &[
                 budget.id.as_str().into(),
                 interval,
@@ -497,22 +512,23 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Marks `budget` as in no period.
-    pub(crate) fn clear_period(&mut self, budget: &Budget) -> Result<(), StoreError> {
+    /// Writes `budget`'s alert thresholds.
+    pub(crate) fn write_thresholds(&mut self, budget: &Budget) -> Result<(), StoreError> {
+        self.ensure_renewal(budget)?;
+        let thresholds = budget.thresholds.to_column();
         self.db().send(
-            "UPDATE budgets SET period_id = NULL, period_started_at = NULL, \
-             period_ends_at = NULL WHERE id = ?1",
-            &[budget.id.as_str().into()],
+            "UPDATE budget_renewals SET alert_thresholds = ?2 WHERE budget_id = ?1",
+            &[budget.id.as_str().into(), Param::Text(&thresholds)],
         )?;
         Ok(())
     }
 
-    /// Writes `budget`'s alert thresholds.
-    pub(crate) fn write_thresholds(&mut self, budget: &Budget) -> Result<(), StoreError> {
-        let thresholds = budget.thresholds.to_column();
+    /// Makes `budget`'s renewal row (no policy, no thresholds) if it has none yet.
+    fn ensure_renewal(&mut self, budget: &Budget) -> Result<(), StoreError> {
         self.db().send(
-            "UPDATE budgets SET alert_thresholds = ?2 WHERE id = ?1",
-            &[budget.id.as_str().into(), Param::Text(&thresholds)],
+            "INSERT INTO budget_renewals (budget_id) VALUES (?1) \
+             ON CONFLICT (budget_id) DO NOTHING",
+            &[budget.id.as_str().into()],
         )?;
         Ok(())
     }

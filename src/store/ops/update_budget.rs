@@ -59,7 +59,6 @@ impl WriteOp for UpdateBudget {
         };
         if policy != budget.policy {
             w.end_period(&mut budget, now)?;
-            w.clear_period(&budget)?;
             w.write_policy(&budget, policy.as_ref(), now)?;
             budget.policy = policy.clone();
             if let Some(policy) = &policy {
