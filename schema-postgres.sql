@@ -1,16 +1,16 @@
--- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 5 (SQLite's
--- `PRAGMA user_version = 5`), which the schema_version table records. (SQLite's migration 4
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 6 (SQLite's
+-- `PRAGMA user_version = 6`), which the schema_version table records. (SQLite's migration 4
 -- only rewrote two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
 -- those that schema.sql's migrations leave. A database made by the version-3 file (before
--- periods and charges) is brought to version 5 by the section at the end, which adds what
--- migration 5 adds; on a new database that section finds everything in place.
+-- periods and charges) is brought to version 6 by the sections at the end, which add what
+-- migrations 5 and 6 add; on a new database those sections find everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 5. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 6. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
 -- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
@@ -33,8 +33,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 5 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (5)',
+        IF (SELECT max(version) FROM schema_version) > 6 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (6)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -42,13 +42,13 @@ BEGIN
 END
 $$;
 
--- The schema version: 5, as SQLite's user_version for the same schema.
+-- The schema version: 6, as SQLite's user_version for the same schema.
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 5)
-    ON CONFLICT (id) DO UPDATE SET version = 5;
+INSERT INTO schema_version (id, version) VALUES (1, 6)
+    ON CONFLICT (id) DO UPDATE SET version = 6;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -494,3 +494,24 @@ ALTER TABLE ledger_entries DROP CONSTRAINT IF EXISTS ledger_entries_kind_check;
 ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
     CHECK (kind IN ('opening_deposit', 'credit', 'debit', 'reserve', 'commit', 'release',
                     'expire', 'charge', 'refill', 'forfeit'));
+
+-- Events (migration 6): what happened, for other systems to hear or poll; one row an event,
+-- written in the transaction of its change, `data` the JSON the API answered then. Never
+-- changed; erased past their retention.
+CREATE TABLE IF NOT EXISTS events (
+    id         text COLLATE "C" PRIMARY KEY,
+    type       text COLLATE "C" NOT NULL CHECK (type IN (
+        'tenant.created', 'tenant.tombstoned', 'budget.created', 'budget.updated',
+        'budget.closed', 'budget.credited', 'budget.debited', 'budget.available_low',
+        'budget.period_reset', 'reservation.expired')),
+    created_at text COLLATE "C" NOT NULL,
+    tenant_id  text COLLATE "C" NOT NULL,
+    data       text COLLATE "C" NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS events_tenant ON events (tenant_id, id);
+CREATE INDEX IF NOT EXISTS events_type ON events (type, id);
+
+CREATE OR REPLACE TRIGGER events_no_update
+BEFORE UPDATE ON events
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('events are immutable');

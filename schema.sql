@@ -587,3 +587,33 @@ BEFORE DELETE ON ledger_entries
 BEGIN
     SELECT RAISE(ABORT, 'ledger entries are immutable');
 END;
+
+-- migration 6: events, what happened for other systems to hear or poll.
+--
+-- One row an event, written in the transaction of the change it reports. `data` is the JSON
+-- the API answered for the objects it names right after the change, kept as written. Ids are
+-- ULIDs, so id order is the order they were written; `created_at` is the same instant as
+-- text. Events are never changed; past their retention they are erased (by id, which sorts
+-- by time), so no trigger refuses a DELETE.
+CREATE TABLE events (
+    id         TEXT PRIMARY KEY,
+    type       TEXT NOT NULL CHECK (
+        type = 'tenant.created' OR type = 'tenant.tombstoned' OR type = 'budget.created'
+        OR type = 'budget.updated' OR type = 'budget.closed' OR type = 'budget.credited'
+        OR type = 'budget.debited' OR type = 'budget.available_low'
+        OR type = 'budget.period_reset' OR type = 'reservation.expired'),
+    created_at TEXT NOT NULL,
+    tenant_id  TEXT NOT NULL,
+    data       TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- A tenant's events in id order (`GET /v1/tenants/<id>/events`, and `?tenant_id=`).
+CREATE INDEX events_tenant ON events (tenant_id, id);
+-- The events of one type in id order (`?type=`).
+CREATE INDEX events_type ON events (type, id);
+
+CREATE TRIGGER events_no_update
+BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are immutable');
+END;

@@ -124,6 +124,7 @@ reservation_cols="(id, tenant_id, budget_id, state, amount_atomic, committed_ato
 entry_cols="(id, budget_id, kind, amount_atomic, reservation_id, memo, occurred_at,
     balance_atomic, available_atomic)"
 event_cols="(seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash)"
+evt_cols="(id, type, created_at, tenant_id, data)"
 key_cols="(principal, key, method, path, fingerprint, status, location, response_body, created_ms)"
 
 echo "postgres-schema-check: $schema in database $db, as tenantd"
@@ -133,14 +134,14 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 5 (SQLite's user_version)" "SELECT version FROM schema_version" 5
+yields "schema_version is 6 (SQLite's user_version)" "SELECT version FROM schema_version" 6
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
-    "audit_events,budget_renewals,budgets,chain_head,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
+    "audit_events,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
+    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,events_type,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -318,6 +319,16 @@ refuses "ledger_entries: an unknown kind is refused" \
     "INSERT INTO ledger_entries $entry_cols
      VALUES ('ent_B', 'bud_A', 'gift', 1, NULL, NULL, '$t1', 1000, 900)" "23514:"
 
+# --- events: written once, never changed, erased past their retention
+commit "insert an event" "INSERT INTO events $evt_cols
+    VALUES ('evt_A', 'tenant.created', '$t0', 'ten_A', '{\"tenant\":{}}')"
+refuses "events: UPDATE is refused" \
+    "UPDATE events SET data = '{}' WHERE id = 'evt_A'" "23000: events are immutable"
+refuses "events: an unknown type is refused" \
+    "INSERT INTO events $evt_cols VALUES ('evt_B', 'budget.charged', '$t1', 'ten_A', '{}')" \
+    "23514:"
+accepts "events: an event past its retention is erased" "DELETE FROM events WHERE id < 'evt_B'"
+
 # --- amounts: 0 ..= 2^128 - 1
 yields "amounts: 2^128 - 1 is accepted and read back exactly" \
     "INSERT INTO ledger_entries $entry_cols
@@ -384,17 +395,17 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 5"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 6" -f "$schema" 2>&1); then
+    "2 2 2 6"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 7" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 6)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 7)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"
 fi
 
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
-# release before periods and charges) is brought to version 5, its rows kept
+# release before periods and charges) is brought to version 6, its rows kept
 q "$admin_url" -c "CREATE DATABASE $old_db OWNER tenantd" >/dev/null
 new_url=$db_url
 db_url="${url%/*}/$old_db"
@@ -410,8 +421,8 @@ commit "version 3: a tenant, its budget and its opening entry" "
         VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
     INSERT INTO ledger_entries $entry_cols
         VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
-apply "the version-5 schema applies over version 3"
-yields "the upgraded schema is at version 5" "SELECT version FROM schema_version" 5
+apply "the version-6 schema applies over version 3"
+yields "the upgraded schema is at version 6" "SELECT version FROM schema_version" 6
 yields "the budget is kept, with no period and no thresholds" \
     "SELECT b.credited_atomic || ' ' || count(r.budget_id)
      FROM budgets b LEFT JOIN budget_renewals r ON r.budget_id = b.id
@@ -434,6 +445,8 @@ accepts "the upgraded budget takes a period" "
 refuses "the upgraded budget refuses half a period" \
     "INSERT INTO budget_renewals (budget_id, period_every_seconds) VALUES ('bud_A', 60)" \
     "budget_renewals_period_whole"
+accepts "the upgraded database takes an event" "INSERT INTO events $evt_cols
+    VALUES ('evt_A', 'budget.credited', '$t1', 'ten_A', '{}')"
 db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"

@@ -111,6 +111,8 @@ pub struct ServeConfig {
     pub auth_queue_depth: usize,
     /// How long an `Idempotency-Key` replays its first answer.
     pub idempotency_ttl: Duration,
+    /// Events older than this are erased.
+    pub event_retention: Duration,
 }
 
 /// Why [`parse`] gave no [`Command`]. Help and the version are no failure, but clap reports
@@ -508,6 +510,19 @@ struct ServeArgs {
         value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::IDEMPOTENCY_TTL_MAX.as_secs())
     )]
     idempotency_ttl_s: u64,
+
+    /// Days an event is kept before it is erased (1 to 3650)
+    ///
+    /// Events are erased within a minute of passing this age, with their webhook deliveries.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "DAYS",
+        env = "TENANTD_EVENT_RETENTION",
+        default_value_t = store::EVENT_RETENTION_DAYS_DEFAULT,
+        value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::EVENT_RETENTION_DAYS_MAX)
+    )]
+    event_retention: u64,
 }
 
 /// Clap's id of `--admin-token-file` (its field's name), to ask where its value came from.
@@ -567,6 +582,7 @@ fn serve(
         readers: args.readers,
         auth_queue_depth: args.auth_queue_depth,
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_s),
+        event_retention: Duration::from_secs(args.event_retention * 86_400),
     })))
 }
 
@@ -805,6 +821,10 @@ mod tests {
                 "idempotency TTL",
                 config.idempotency_ttl == store::IDEMPOTENCY_TTL_MAX,
             ),
+            (
+                "event retention",
+                config.event_retention == Duration::from_secs(30 * 86_400),
+            ),
         ];
         for (what, holds) in rows {
             assert!(holds, "the default {what}: {config:?}");
@@ -837,6 +857,9 @@ mod tests {
             }),
             ("--idempotency-ttl-s", 1, 86_400, |c| {
                 c.idempotency_ttl.as_secs()
+            }),
+            ("--event-retention", 1, 3650, |c| {
+                c.event_retention.as_secs() / 86_400
             }),
         ];
         for &(flag, min, max, read) in rows {

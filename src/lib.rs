@@ -68,8 +68,8 @@ use crate::metrics::Metrics;
 use crate::oidc::Oidc;
 use crate::store::{Store, StoreConfig};
 
-/// How often expired idempotency records are erased.
-const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// How often expired idempotency records and old events are erased.
+const PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains connections, lets the
 /// store finish its queue and checkpoint, and returns.
@@ -112,7 +112,7 @@ pub async fn run(
         request_ids: RequestIds::new(),
     });
     server::ensure_fd_limit(config.limits.max_connections);
-    let purger = tokio::spawn(purge_expired(app.store.clone()));
+    let purger = tokio::spawn(purge_expired(app.store.clone(), config.event_retention));
     log::info!(
         "listening on http://{bound} (database {})",
         store::describe(&config.db)
@@ -123,16 +123,36 @@ pub async fn run(
     store_threads.shutdown().await
 }
 
-/// Erases idempotency records (which hold tenant tokens) once their window is over: at
-/// start-up and then every [`IDEMPOTENCY_PURGE_INTERVAL`].
-async fn purge_expired(store: Store) {
-    let mut interval = tokio::time::interval(IDEMPOTENCY_PURGE_INTERVAL);
+/// Erases idempotency records (which hold tenant tokens) once their window is over, and
+/// events older than `event_retention`: at start-up and then every
+/// [`PURGE_INTERVAL`].
+async fn purge_expired(store: Store, event_retention: Duration) {
+    let mut interval = tokio::time::interval(PURGE_INTERVAL);
     loop {
         interval.tick().await;
         match store.write(store::ops::PurgeExpired).await {
             Ok(0) => {}
             Ok(n) => log::info!("erased {n} expired idempotency records"),
             Err(e) => log::warn!("could not erase expired idempotency records: {e:?}"),
+        }
+        let mut erased = 0;
+        loop {
+            let retention = event_retention;
+            match store.write(store::ops::PurgeEvents { retention }).await {
+                Ok(n) => {
+                    erased += n;
+                    if n < store::EVENT_PURGE_BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    log::warn!("could not erase events past their retention: {e:?}");
+                    break;
+                }
+            }
+        }
+        if erased > 0 {
+            log::info!("erased {erased} events past their retention");
         }
     }
 }
@@ -293,6 +313,7 @@ mod tests {
             readers: 1,
             auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
+            event_retention: Duration::from_secs(86_400),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = runtime.spawn(run(listener, config, async {

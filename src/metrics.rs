@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::domain::{BudgetState, EntryKind, ReservationState, TenantState};
+use crate::domain::{BudgetState, EntryKind, EventType, ReservationState, TenantState};
 use crate::store::StoreGauges;
 
 /// The statuses this service answers with; anything else is counted as `other`.
@@ -219,6 +219,14 @@ impl Metrics {
             for (value, count) in values.iter().zip(counts) {
                 let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
             }
+        }
+        let name = "tenantd_events_written_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Events this process wrote, by type.\n# TYPE {name} counter"
+        );
+        for (kind, count) in EventType::NAMES.iter().zip(&gauges.events_written) {
+            let _ = writeln!(out, "{name}{{type=\"{kind}\"}} {count}");
         }
         out
     }

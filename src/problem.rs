@@ -57,6 +57,8 @@ pub enum ApiError {
     ReservationNotFound,
     /// No such ledger entry under the budget.
     EntryNotFound,
+    /// No such event (or one erased past its retention).
+    EventNotFound,
     /// An open budget of the tenant already has the name.
     BudgetNameTaken,
     /// The movement needs more than is available; what is available, in decimal digits.
@@ -106,7 +108,8 @@ impl ApiError {
             | Self::TenantNotFound
             | Self::BudgetNotFound
             | Self::ReservationNotFound
-            | Self::EntryNotFound => StatusCode::NOT_FOUND,
+            | Self::EntryNotFound
+            | Self::EventNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::TenantNameTaken
             | Self::BudgetNameTaken
@@ -144,6 +147,7 @@ impl ApiError {
             Self::BudgetNotFound => "budget_not_found",
             Self::ReservationNotFound => "reservation_not_found",
             Self::EntryNotFound => "entry_not_found",
+            Self::EventNotFound => "event_not_found",
             Self::BudgetNameTaken => "budget_name_taken",
             Self::InsufficientFunds(_) => "insufficient_funds",
             Self::AmountOverflow => "amount_overflow",
@@ -184,6 +188,9 @@ impl ApiError {
             Self::BudgetNotFound => "this tenant has no budget with this id".into(),
             Self::ReservationNotFound => "this tenant has no reservation with this id".into(),
             Self::EntryNotFound => "this budget has no ledger entry with this id".into(),
+            Self::EventNotFound => {
+                "no event has this id (events are kept for the retention period)".into()
+            }
             Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
             Self::InsufficientFunds(available) => {
                 format!("the budget has only {available} atomic units available")

@@ -18,7 +18,9 @@ use crate::app::App;
 use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
 use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
-use crate::handlers::{HttpResponse, budgets, drop_unread_body, health, reservations, tenants};
+use crate::handlers::{
+    HttpResponse, budgets, drop_unread_body, events, health, reservations, tenants,
+};
 use crate::oidc::Permission;
 use crate::problem::ApiError;
 
@@ -31,6 +33,7 @@ pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
         tenants::ROUTES,
         budgets::ROUTES,
         reservations::ROUTES,
+        events::ROUTES,
     ]
     .into_iter()
     .flatten()
@@ -382,7 +385,8 @@ mod tests {
                 .replace("{id}", "x")
                 .replace("{budget_id}", "b")
                 .replace("{reservation_id}", "r")
-                .replace("{entry_id}", "e");
+                .replace("{entry_id}", "e")
+                .replace("{event_id}", "v");
             assert_eq!(Target::parse(&concrete).index, Some(i), "{}", path.template);
             assert_eq!(route_labels()[i], path.template);
         }
@@ -402,7 +406,8 @@ mod tests {
             allow("/v1/tenants/{id}/budgets/{budget_id}"),
             "GET, HEAD, DELETE, PATCH"
         );
-        assert_eq!(PATHS.len(), 19, "every path of the table once");
+        assert_eq!(allow("/v1/events/{event_id}"), "GET, HEAD");
+        assert_eq!(PATHS.len(), 22, "every path of the table once");
     }
 
     #[test]

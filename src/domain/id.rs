@@ -89,6 +89,12 @@ prefixed_id!(
     "per_"
 );
 
+prefixed_id!(
+    /// An event id: `evt_` and a ULID.
+    EventId,
+    "evt_"
+);
+
 impl TenantId {
     /// The id of the tenant's default budget.
     pub(crate) fn default_budget(&self) -> BudgetId {

@@ -9,6 +9,7 @@
 //! Nothing here knows HTTP, JSON bodies or SQL.
 
 mod budget;
+mod event;
 mod id;
 mod idempotency;
 mod ledger;
@@ -24,7 +25,8 @@ pub(crate) use budget::{
     Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
     Refusal, Unit,
 };
-pub(crate) use id::{BudgetId, EntryId, PeriodId, ReservationId, TenantId};
+pub(crate) use event::{Event, EventType};
+pub(crate) use id::{BudgetId, EntryId, EventId, PeriodId, ReservationId, TenantId};
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
@@ -36,6 +38,15 @@ pub(crate) use reservation::{
 pub(crate) use rules::AuditEvent;
 pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
 pub(crate) use time::Timestamp;
+
+/// A page of a list, in id order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Page<T> {
+    /// The items.
+    pub(crate) items: Vec<T>,
+    /// Whether more items follow the last one.
+    pub(crate) has_more: bool,
+}
 
 /// The most bytes a client-chosen `X-Request-Id` may have before it is replaced.
 pub(crate) const REQUEST_ID_BYTES_MAX: usize = 128;

@@ -97,6 +97,15 @@ impl Thresholds {
         self.0.is_empty()
     }
 
+    /// The thresholds a movement from `before` available to `after` crossed: those below
+    /// `before` and at or above `after`, largest first. None when nothing fell.
+    pub(crate) fn crossed(&self, before: u128, after: u128) -> impl Iterator<Item = Atomic> + '_ {
+        self.0
+            .iter()
+            .copied()
+            .filter(move |t| before > t.get() && after <= t.get())
+    }
+
     /// The stored column: the amounts in decimal, largest first, separated by commas (`""`
     /// for none).
     pub(crate) fn to_column(&self) -> String {

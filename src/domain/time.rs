@@ -38,6 +38,16 @@ impl Timestamp {
         Self::from_unix_ms(self.0.saturating_add(u64::from(seconds) * 1000))
     }
 
+    /// Reads an RFC 3339 instant in any of its forms (any offset, any fraction of a second):
+    /// the millisecond it falls in. An instant before 1970 is the epoch's first millisecond;
+    /// one past the format's last, that one.
+    pub(crate) fn parse_rfc3339(raw: &str) -> Option<Self> {
+        let at: jiff::Timestamp = raw.parse().ok()?;
+        // Whole milliseconds since the epoch, rounded down for an instant after it.
+        let ms = at.as_millisecond();
+        Some(Self::from_unix_ms(u64::try_from(ms).unwrap_or(0)))
+    }
+
     /// Reads exactly the form [`fmt::Display`] writes, `YYYY-MM-DDTHH:MM:SS.mmmZ`.
     pub(crate) fn parse(raw: &str) -> Option<Self> {
         let b = raw.as_bytes();

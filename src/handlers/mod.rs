@@ -5,6 +5,8 @@
 
 /// Budgets, their movements and their ledgers.
 pub(crate) mod budgets;
+/// The events lists.
+pub(crate) mod events;
 /// Liveness, readiness, metrics and the API document.
 pub(crate) mod health;
 /// The query strings of lists.
@@ -48,6 +50,7 @@ impl From<StoreError> for ApiError {
             StoreError::BudgetNotFound => Self::BudgetNotFound,
             StoreError::ReservationNotFound => Self::ReservationNotFound,
             StoreError::EntryNotFound => Self::EntryNotFound,
+            StoreError::EventNotFound => Self::EventNotFound,
             StoreError::TenantNameTaken => Self::TenantNameTaken,
             StoreError::BudgetNameTaken => Self::BudgetNameTaken,
             StoreError::TenantTombstoned => Self::TenantTombstoned,

@@ -1,7 +1,7 @@
 //! The query string of a list: `limit`, `after` and the list's filters, each checked, every
 //! bad or unknown parameter reported at once (`400 invalid_query`).
 
-use crate::domain::BudgetId;
+use crate::domain::{BudgetId, EventId, EventType, TenantId, Timestamp};
 use crate::problem::{ApiError, FieldError};
 use crate::store::ListQuery;
 
@@ -21,11 +21,63 @@ pub(crate) fn list(
     states: &[&'static str],
     budget_filter: bool,
 ) -> Result<ListQuery, ApiError> {
+    parse(
+        raw,
+        id_prefix,
+        &Filters {
+            state: ("state", states),
+            budget_id: budget_filter,
+            ..Filters::NONE
+        },
+    )
+}
+
+/// Reads the query of a list of events: `type`, and on the list of every tenant's events
+/// (`all_tenants`) also `tenant_id` and `created_after`.
+pub(crate) fn events(raw: Option<&str>, all_tenants: bool) -> Result<ListQuery, ApiError> {
+    parse(
+        raw,
+        EventId::PREFIX,
+        &Filters {
+            state: ("type", &EventType::NAMES),
+            tenant_id: all_tenants,
+            created_after: all_tenants,
+            ..Filters::NONE
+        },
+    )
+}
+
+/// The filters a list takes besides `limit` and `after`.
+struct Filters<'a> {
+    /// The name of the parameter that selects one of a fixed set of values (a state, an
+    /// event type), and those values (none: no such parameter).
+    state: (&'static str, &'a [&'static str]),
+    /// Whether `budget_id` is taken.
+    budget_id: bool,
+    /// Whether `tenant_id` is taken.
+    tenant_id: bool,
+    /// Whether `created_after` is taken.
+    created_after: bool,
+}
+
+impl Filters<'static> {
+    const NONE: Self = Self {
+        state: ("state", &[]),
+        budget_id: false,
+        tenant_id: false,
+        created_after: false,
+    };
+}
+
+fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<ListQuery, ApiError> {
+    let (state_name, states) = filters.state;
     let mut query = ListQuery {
         limit: LIMIT_DEFAULT,
         after: None,
         state: None,
         budget_id: None,
+        tenant_id: None,
+        created_after: None,
     };
     let mut errors: Vec<FieldError> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
@@ -58,15 +110,36 @@ pub(crate) fn list(
                     fail(name, &format!("must be an id that starts with {id_prefix}"));
                 }
             }
-            "state" if !states.is_empty() => match states.iter().find(|s| **s == value) {
-                Some(state) => query.state = Some(state),
-                None => fail(name, &format!("must be one of {}", states.join(", "))),
-            },
-            "budget_id" if budget_filter => {
+            _ if name == state_name && !states.is_empty() => {
+                match states.iter().find(|s| **s == value) {
+                    Some(state) => query.state = Some(state),
+                    None => fail(name, &format!("must be one of {}", states.join(", "))),
+                }
+            }
+            "budget_id" if filters.budget_id => {
                 if BudgetId::parse(value).is_some() {
                     query.budget_id = Some(value.to_owned());
                 } else {
                     fail(name, "must be a budget id");
+                }
+            }
+            "tenant_id" if filters.tenant_id => {
+                if TenantId::parse(value).is_some() {
+                    query.tenant_id = Some(value.to_owned());
+                } else {
+                    fail(name, "must be a tenant id");
+                }
+            }
+            "created_after" if filters.created_after => {
+                match percent_decoded(value)
+                    .as_deref()
+                    .and_then(Timestamp::parse_rfc3339)
+                {
+                    Some(at) => query.created_after = Some(at),
+                    None => fail(
+                        name,
+                        "must be an RFC 3339 instant, such as 2026-11-26T10:00:00Z",
+                    ),
                 }
             }
             _ => fail(name, "is not a known parameter"),
@@ -77,6 +150,24 @@ pub(crate) fn list(
     } else {
         Err(ApiError::InvalidQuery(errors))
     }
+}
+
+/// `raw` with its `%XX` escapes decoded (an instant's `:` and `+` are often sent escaped); a
+/// `+` stays a `+`, for an offset. `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decoded(raw: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut rest = raw.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Whether `raw` is `prefix` followed by a canonical ULID.

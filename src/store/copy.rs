@@ -187,6 +187,17 @@ const TABLES: &[Table] = &[
             ("created_ms", Integer),
         ],
     },
+    Table {
+        name: "events",
+        key: 1,
+        columns: &[
+            ("id", Text),
+            ("type", Text),
+            ("created_at", Text),
+            ("tenant_id", Text),
+            ("data", Text),
+        ],
+    },
 ];
 
 /// One stored value.

@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::audit::Head;
+pub(crate) use crate::domain::Page;
 use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Timestamp};
 
 /// Default for [`StoreConfig::queue_depth`] and [`StoreConfig::credential_queue_depth`].
@@ -64,6 +65,14 @@ pub(crate) const READERS_DEFAULT_MAX: usize = 4;
 
 /// How long an idempotent write's response is kept for replay, at most (the contract's 24 h).
 pub(crate) const IDEMPOTENCY_TTL_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How many days events are kept by default, and at most (`--event-retention`).
+pub(crate) const EVENT_RETENTION_DAYS_DEFAULT: u64 = 30;
+pub(crate) const EVENT_RETENTION_DAYS_MAX: u64 = 3650;
+
+/// The most events one purge erases in its transaction; the purge goes on in further
+/// transactions while more are due, so a long backlog never holds the writer for long.
+pub(crate) const EVENT_PURGE_BATCH: usize = 5_000;
 
 /// How long a tenant-token check waits for room in the credential queue before it is
 /// answered `503`: as long as a write waits for a lock held by another process.
@@ -169,6 +178,8 @@ pub(crate) enum StoreError {
     ReservationNotFound,
     /// The budget has no ledger entry with this id.
     EntryNotFound,
+    /// No event has this id (or it was erased past its retention).
+    EventNotFound,
     /// An active tenant already has this name.
     TenantNameTaken,
     /// An open budget of the tenant already has this name.
@@ -283,15 +294,10 @@ pub(crate) struct ListQuery {
     pub(crate) state: Option<&'static str>,
     /// Only reservations of this budget.
     pub(crate) budget_id: Option<String>,
-}
-
-/// A page of a list, in id order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Page<T> {
-    /// The items.
-    pub(crate) items: Vec<T>,
-    /// Whether more items follow the last one.
-    pub(crate) has_more: bool,
+    /// Only events of this tenant (`GET /v1/events`).
+    pub(crate) tenant_id: Option<String>,
+    /// Only events written after this instant.
+    pub(crate) created_after: Option<Timestamp>,
 }
 
 /// What a tenant token is checked against.
@@ -314,6 +320,8 @@ pub(crate) struct StoreGauges {
     pub(crate) reservations: [u64; 4],
     /// Ledger entries by kind, in [`crate::domain::EntryKind::ALL`] order.
     pub(crate) entries: [u64; crate::domain::EntryKind::ALL.len()],
+    /// Events this process wrote, by type, in [`crate::domain::EventType::ALL`] order.
+    pub(crate) events_written: [u64; crate::domain::EventType::ALL.len()],
     /// Length of the audit chain.
     pub(crate) audit_events: u64,
     /// Write transactions committed.

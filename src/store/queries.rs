@@ -15,14 +15,14 @@
 use std::fmt::Write as _;
 
 use super::rows::{
-    self, Columns, ENTRY_COLUMNS, PERIOD_COLUMNS, RESERVATION_COLUMNS, RESERVATION_WIDTH,
-    budget_columns, budget_renewal_join, reservation_columns, tenant_columns,
+    self, Columns, ENTRY_COLUMNS, EVENT_COLUMNS, PERIOD_COLUMNS, RESERVATION_COLUMNS,
+    RESERVATION_WIDTH, budget_columns, budget_renewal_join, reservation_columns, tenant_columns,
 };
 use super::sql::{Param, Row, RowError, Sql, text};
 use super::{Credential, ListQuery, Page, StoreError};
 use crate::domain::{
-    Budget, BudgetId, EntryId, Figures, LedgerEntry, Reservation, ReservationId, Statement, Tenant,
-    TenantId, TenantState, Timestamp,
+    Budget, BudgetId, EntryId, Event, EventId, Figures, LedgerEntry, Reservation, ReservationId,
+    Statement, Tenant, TenantId, TenantState, Timestamp,
 };
 
 /// Tenants joined to their default budgets (and the budgets' renewals).
@@ -338,13 +338,13 @@ pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError
     let found = db.query_opt(
         "SELECT (SELECT max(id) FROM tenants), (SELECT max(id) FROM budgets), \
          (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
-         (SELECT max(id) FROM periods), \
+         (SELECT max(id) FROM periods), (SELECT max(id) FROM events), \
          (SELECT min(expires_at) FROM reservations WHERE state = 'active'), \
          (SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL)",
         &[],
         |row| {
             let mut latest = None;
-            for i in 0..5 {
+            for i in 0..6 {
                 let ulid = row
                     .column(i)?
                     .as_deref()
@@ -362,8 +362,8 @@ pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError
             };
             Ok(Latest {
                 ulid: latest,
-                expiry: time(5)?,
-                boundary: time(6)?,
+                expiry: time(6)?,
+                boundary: time(7)?,
             })
         },
     )?;
@@ -393,7 +393,12 @@ fn page<T>(
     let mut params: Vec<Param<'_>> = Vec::with_capacity(filters.len() + 2);
     let mut clause = " WHERE";
     if let Some(state) = query.state {
-        debug_assert!(state.bytes().all(|b| b.is_ascii_lowercase()), "{state}");
+        debug_assert!(
+            state
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'.' || b == b'_'),
+            "{state}"
+        );
         let _ = write!(sql, "{clause} {state_column} = '{state}'");
         clause = " AND";
     }
@@ -405,6 +410,17 @@ fn page<T>(
         );
         clause = " AND";
         params.push(Param::Text(value));
+    }
+    // Only events have `created_at` among the lists' filters; text order is time order.
+    let created_after = query.created_after.map(|at| at.to_string());
+    if let Some(at) = &created_after {
+        let _ = write!(
+            sql,
+            "{clause} created_at > CAST(?{} AS TEXT)",
+            params.len() + 1
+        );
+        clause = " AND";
+        params.push(Param::Text(at));
     }
     let n = params.len();
     let _ = write!(
@@ -525,6 +541,52 @@ pub(crate) fn list_periods<D: Sql>(
     })
 }
 
+/// A page of events, of every tenant or of the query's `tenant_id`, with its type (`state`)
+/// and `created_after` filters.
+pub(crate) fn list_events(db: &mut impl Sql, query: &ListQuery) -> Result<Page<Event>, StoreError> {
+    let select = format!("SELECT {EVENT_COLUMNS} FROM events");
+    let filters: Vec<(&str, &str)> = query
+        .tenant_id
+        .as_deref()
+        .map(|tenant| ("tenant_id", tenant))
+        .into_iter()
+        .collect();
+    page(db, &select, "id", "type", &filters, query, |row| {
+        rows::event(row)
+    })
+}
+
+/// A page of the tenant's events: `tenant_not_found` for an unknown tenant.
+pub(crate) fn list_tenant_events<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Event>, StoreError> {
+    db.in_snapshot(|db| {
+        if !tenant_exists(db, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = format!("SELECT {EVENT_COLUMNS} FROM events");
+        let filters = [("tenant_id", tenant.as_str())];
+        page(db, &select, "id", "type", &filters, query, |row| {
+            rows::event(row)
+        })
+    })
+}
+
+/// One event: `event_not_found` for none (or one erased past its retention).
+pub(crate) fn event(db: &mut impl Sql, id: Option<&EventId>) -> Result<Event, StoreError> {
+    let Some(id) = id else {
+        return Err(StoreError::EventNotFound);
+    };
+    db.query_opt(
+        &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = CAST(?1 AS TEXT)"),
+        &[id.as_str().into()],
+        |row| rows::event(row),
+    )?
+    .ok_or(StoreError::EventNotFound)
+}
+
 /// A page of the tenant's reservations.
 pub(crate) fn list_reservations<D: Sql>(
     db: &mut D,
@@ -627,6 +689,16 @@ pub(crate) trait Reads: Send {
         budget: Option<&BudgetId>,
         query: &ListQuery,
     ) -> Result<(Budget, Page<Statement>), StoreError>;
+    /// A page of events.
+    fn list_events(&mut self, query: &ListQuery) -> Result<Page<Event>, StoreError>;
+    /// A page of a tenant's events.
+    fn list_tenant_events(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Event>, StoreError>;
+    /// One event.
+    fn event(&mut self, id: Option<&EventId>) -> Result<Event, StoreError>;
     /// What a token of the tenant must match.
     fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError>;
 }
@@ -693,6 +765,22 @@ impl<D: Sql + Send> Reads for D {
         query: &ListQuery,
     ) -> Result<(Budget, Page<Statement>), StoreError> {
         list_periods(self, tenant, budget, query)
+    }
+
+    fn list_events(&mut self, query: &ListQuery) -> Result<Page<Event>, StoreError> {
+        list_events(self, query)
+    }
+
+    fn list_tenant_events(
+        &mut self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<Page<Event>, StoreError> {
+        list_tenant_events(self, tenant, query)
+    }
+
+    fn event(&mut self, id: Option<&EventId>) -> Result<Event, StoreError> {
+        event(self, id)
     }
 
     fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError> {

@@ -10,8 +10,9 @@ use std::borrow::Cow;
 
 use crate::domain::{
     Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, EntryKind,
-    Figures, Interval, LedgerEntry, Memo, Name, PeriodId, Policy, Reservation, ReservationId,
-    ReservationState, Statement, Tenant, TenantId, TenantState, Thresholds, Timestamp, Unit, Zone,
+    Event, EventId, EventType, Figures, Interval, LedgerEntry, Memo, Name, PeriodId, Policy,
+    Reservation, ReservationId, ReservationState, Statement, Tenant, TenantId, TenantState,
+    Thresholds, Timestamp, Unit, Zone,
 };
 
 /// A stored row, column by column as text.
@@ -353,6 +354,21 @@ pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Erro
         balance: c.amount(7)?,
         available: c.amount(8)?,
         period_id: c.opt_parse(9, "period id", PeriodId::parse)?,
+    })
+}
+
+/// The columns [`event`] reads, in its order.
+pub(crate) const EVENT_COLUMNS: &str = "id, type, created_at, tenant_id, data";
+
+/// An event from [`EVENT_COLUMNS`].
+pub(crate) fn event<R: TextRow + ?Sized>(row: &R) -> Result<Event, R::Error> {
+    let c = Columns::new(row, 0);
+    Ok(Event {
+        id: c.parse(0, "event id", EventId::parse)?,
+        kind: c.parse(1, "event type", EventType::parse)?,
+        created_at: c.time(2)?,
+        tenant_id: c.parse(3, "tenant id", TenantId::parse)?,
+        data: c.text(4)?.into_owned(),
     })
 }
 

@@ -21,7 +21,8 @@ use super::{
     StoreError, StoreGauges, run_guarded,
 };
 use crate::domain::{
-    Budget, BudgetId, EntryId, LedgerEntry, Reservation, ReservationId, Statement, Tenant, TenantId,
+    Budget, BudgetId, EntryId, Event, EventId, LedgerEntry, Reservation, ReservationId, Statement,
+    Tenant, TenantId,
 };
 
 /// A cheap, cloneable handle to the store: typed commands to its threads, answered on
@@ -116,6 +117,10 @@ impl Store {
                 .each_ref()
                 .map(|c| c.load(Ordering::Relaxed)),
             entries: stats.entries.each_ref().map(|c| c.load(Ordering::Relaxed)),
+            events_written: stats
+                .events_written
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed)),
             audit_events: stats.audit_events.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
@@ -220,6 +225,26 @@ impl Store {
     ) -> Result<LedgerEntry, StoreError> {
         self.query(move |conn| conn.entry(&tenant, budget.as_ref(), id.as_ref()))
             .await
+    }
+
+    /// A page of events (of every tenant, or the query's).
+    pub(crate) async fn list_events(&self, query: ListQuery) -> Result<Page<Event>, StoreError> {
+        self.query(move |conn| conn.list_events(&query)).await
+    }
+
+    /// A page of a tenant's events.
+    pub(crate) async fn list_tenant_events(
+        &self,
+        tenant: TenantId,
+        query: ListQuery,
+    ) -> Result<Page<Event>, StoreError> {
+        self.query(move |conn| conn.list_tenant_events(&tenant, &query))
+            .await
+    }
+
+    /// One event.
+    pub(crate) async fn event(&self, id: Option<EventId>) -> Result<Event, StoreError> {
+        self.query(move |conn| conn.event(id.as_ref())).await
     }
 
     /// A page of a budget's period statements, with the budget.

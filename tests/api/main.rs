@@ -7,6 +7,7 @@ mod config;
 mod crash;
 mod create;
 mod errors;
+mod events;
 mod faults;
 mod head;
 mod health;

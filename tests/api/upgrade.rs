@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 
 /// The schema version this build migrates every database to.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";

@@ -10,6 +10,7 @@ use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
+use crate::views::EventData;
 
 /// A tenant create as the store receives it.
 #[derive(Debug)]
@@ -87,18 +88,17 @@ fn create<D: Sql>(
     };
     w.record(now, actor, &event)?;
     w.counts().tenant_created();
+    let tenant = Tenant {
+        id,
+        name: new.name.clone(),
+        created_at: now,
+        state: TenantState::Active,
+        budget,
+    };
+    w.publish(now, EventData::TenantCreated(&tenant))?;
     #[cfg(test)]
     inject_faults(w, new.name.as_str());
-    Ok(Created {
-        tenant: Tenant {
-            id,
-            name: new.name.clone(),
-            created_at: now,
-            state: TenantState::Active,
-            budget,
-        },
-        token,
-    })
+    Ok(Created { tenant, token })
 }
 
 /// The test builds' fault hooks, keyed by the name of a tenant being created, run once its

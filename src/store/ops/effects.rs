@@ -5,13 +5,14 @@
 use crate::audit::Actor;
 use crate::domain::rules::{self, Change, Draft};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, Figures,
-    LedgerEntry, Memo, PeriodId, Policy, Refusal, Reservation, ReservationId, TenantId, Timestamp,
+    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, LedgerEntry,
+    Memo, PeriodId, Policy, Refusal, Reservation, ReservationId, Statement, TenantId, Timestamp,
 };
-use crate::store::rows::Columns;
+use crate::store::rows::{self, PERIOD_COLUMNS};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
+use crate::views::EventData;
 
 impl From<Refusal> for StoreError {
     fn from(refusal: Refusal) -> Self {
@@ -220,19 +221,21 @@ impl<D: Sql> WriterState<D> {
                 "a boundary of a budget without a period".into(),
             ));
         };
+        let before = budget.figures;
         let reset =
             rules::period_reset(&budget.tenant_id, &budget.id, budget.figures, &policy, at)?;
         let draft = reset
             .change
             .entry
             .ok_or_else(|| StoreError::Internal("a boundary without its entry".into()))?;
-        self.close_period(&current.id, at, &reset.closing)?;
+        let closed = self.close_period(&current.id, at, &reset.closing)?;
         budget.figures = reset.change.figures;
         self.write_figures(budget)?;
         self.begin_period(budget, &policy, current.anchor, at, reset.carried_in)?;
-        self.append_entry(budget, draft, at)?;
+        let entry = self.append_entry(budget, draft, at)?;
         self.record(now, &Actor::System, &reset.change.event)?;
-        Ok(())
+        self.publish(now, EventData::PeriodReset(budget, &closed, &entry))?;
+        self.alert(budget, &before, now)
     }
 
     /// Begins a period of `policy` (set at `anchor`) at `at`, with `carried_in` carried over,
@@ -291,31 +294,22 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Closes period `id` at `at`, as `closing` says; its totals are the closing figures less
-    /// those it began with.
+    /// those it began with. Its statement, now closed.
     fn close_period(
         &mut self,
         id: &PeriodId,
         at: Timestamp,
         closing: &Closing,
-    ) -> Result<(), StoreError> {
-        let start = self
+    ) -> Result<Statement, StoreError> {
+        let mut statement = self
             .db()
             .query_opt(
-                "SELECT start_credited_atomic, start_debited_atomic, start_spent_atomic \
-                 FROM periods WHERE id = ?1",
+                &format!("SELECT {PERIOD_COLUMNS} FROM periods WHERE id = ?1"),
                 &[id.as_str().into()],
-                |row| {
-                    let c = Columns::new(row, 0);
-                    Ok(Figures {
-                        credited: c.amount(0)?.get(),
-                        debited: c.amount(1)?.get(),
-                        spent: c.amount(2)?.get(),
-                        reserved: 0,
-                    })
-                },
+                |row| rows::statement(row),
             )?
             .ok_or_else(|| StoreError::Internal(format!("the current period {id} is missing")))?;
-        let totals = crate::domain::period_totals(&start, &closing.end)
+        let totals = crate::domain::period_totals(&statement.start, &closing.end)
             .ok_or_else(|| StoreError::Internal(format!("period {id} ends below its start")))?;
         self.db().send(
             "UPDATE periods SET state = 'closed', ends_at = ?2, credited_atomic = ?3, \
@@ -332,7 +326,9 @@ impl<D: Sql> WriterState<D> {
                 closing.available.into(),
             ],
         )?;
-        Ok(())
+        statement.ends_at = at;
+        statement.closing = Some(*closing);
+        Ok(statement)
     }
 
     /// Ends `budget`'s current period, if any, at `now` without a boundary (a change of
@@ -355,8 +351,8 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` event
-    /// by the system.
+    /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` audit
+    /// event by the system, and its event.
     fn expire(
         &mut self,
         budget: &mut Budget,
@@ -367,12 +363,13 @@ impl<D: Sql> WriterState<D> {
         reservation.state = expired.state;
         self.write_reservation(&reservation)?;
         self.apply(budget, expired.change, &Actor::System, now)?;
-        Ok(())
+        self.publish(now, EventData::ReservationExpired(&reservation, budget))
     }
 
     /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money
-    /// (a rule that writes no entry leaves the figures as they were: an extend), and its
-    /// event, by `actor`. The entry, if any.
+    /// (a rule that writes no entry leaves the figures as they were: an extend), its audit
+    /// event by `actor`, the event of a credit or a debit, and a `budget.available_low` for
+    /// each threshold it crossed. The entry, if any.
     pub(crate) fn apply(
         &mut self,
         budget: &mut Budget,
@@ -380,6 +377,7 @@ impl<D: Sql> WriterState<D> {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<Option<LedgerEntry>, StoreError> {
+        let before = budget.figures;
         let entry = match change.entry {
             Some(draft) => {
                 budget.figures = change.figures;
@@ -395,6 +393,10 @@ impl<D: Sql> WriterState<D> {
             }
         };
         self.record(now, actor, &change.event)?;
+        if let Some(entry) = &entry {
+            self.publish(now, EventData::BudgetMoved(budget, entry))?;
+            self.alert(budget, &before, now)?;
+        }
         Ok(entry)
     }
 

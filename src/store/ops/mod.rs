@@ -18,6 +18,7 @@ mod create_tenant;
 #[cfg(test)]
 mod expire_due;
 mod move_budget;
+mod purge_events;
 mod purge_expired;
 mod reserve;
 mod settle;
@@ -30,6 +31,7 @@ pub(crate) use create_tenant::{CreateTenant, Created};
 #[cfg(test)]
 pub(crate) use expire_due::ExpireDue;
 pub(crate) use move_budget::MoveBudget;
+pub(crate) use purge_events::PurgeEvents;
 pub(crate) use purge_expired::PurgeExpired;
 pub(crate) use reserve::Reserve;
 pub(crate) use settle::SettleReservation;

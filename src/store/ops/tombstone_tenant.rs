@@ -8,6 +8,7 @@ use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
+use crate::views::EventData;
 
 /// A tenant's tombstone.
 #[derive(Debug)]
@@ -44,7 +45,9 @@ impl WriteOp for TombstoneTenant {
         )?;
         w.record(now, &actor, &rules::tombstone(&id))?;
         w.counts().tenant_moved(&state);
-        queries::tenant(w.db(), &id)?
-            .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))
+        let tenant = queries::tenant(w.db(), &id)?
+            .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))?;
+        w.publish(now, EventData::TenantTombstoned(&tenant))?;
+        Ok(tenant)
     }
 }

@@ -31,7 +31,7 @@ const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
 /// The schema version the file creates: SQLite's `user_version` when it gained the same
 /// tables (SQLite's migration 4 changed nothing PostgreSQL has).
-pub(crate) const SCHEMA_VERSION: i32 = 5;
+pub(crate) const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock that lets one of several instances starting at once create the schema
 /// while the others wait ("tenantd" in ASCII).

@@ -13,11 +13,13 @@
 //! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
 //! | [`chain`] | appending to the audit chain and reading its head |
 //! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
+//! | [`outbox`] | the events a change writes, in its transaction; thresholds crossed |
 //! | [`stats`] | the counters `/metrics` shows, changed only by committed batches |
 
 pub(crate) mod batch;
 pub(crate) mod chain;
 mod idempotency;
+mod outbox;
 pub(crate) mod state;
 pub(crate) mod stats;
 

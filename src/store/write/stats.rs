@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::domain::{BudgetState, EntryKind, ReservationState, TenantState};
+use crate::domain::{BudgetState, EntryKind, EventType, ReservationState, TenantState};
 use crate::store::StoreError;
 use crate::store::sql::{Sql, text};
 use crate::store::write::chain;
@@ -18,6 +18,8 @@ const BUDGET_STATES: usize = BudgetState::NAMES.len();
 const RESERVATION_STATES: usize = ReservationState::NAMES.len();
 /// Entry kinds, as [`EntryKind::ALL`] lists them.
 const ENTRY_KINDS: usize = EntryKind::ALL.len();
+/// Event types, as [`EventType::ALL`] lists them.
+const EVENT_TYPES: usize = EventType::ALL.len();
 
 /// What one batch changed, applied to [`Stats`] once it is committed.
 #[derive(Debug, Default, Clone)]
@@ -31,6 +33,8 @@ pub(crate) struct Delta {
     reservations: [i64; RESERVATION_STATES],
     /// Ledger entries by kind.
     entries: [u64; ENTRY_KINDS],
+    /// Events written, by type.
+    events: [u64; EVENT_TYPES],
     /// Idempotency records erased; their tokens must leave the WAL too.
     purged: usize,
 }
@@ -80,6 +84,11 @@ impl Delta {
         self.entries[slot] += 1;
     }
 
+    /// A new event of `kind`.
+    pub(crate) fn event(&mut self, kind: EventType) {
+        self.events[kind.slot()] += 1;
+    }
+
     /// A new audit event.
     pub(crate) fn audit_event(&mut self) {
         self.audit_events += 1;
@@ -107,6 +116,8 @@ pub(crate) struct Stats {
     pub(crate) reservations: [AtomicU64; RESERVATION_STATES],
     /// Ledger entries by kind, in [`EntryKind::ALL`] order.
     pub(crate) entries: [AtomicU64; ENTRY_KINDS],
+    /// Events this process wrote, by type, in [`EventType::ALL`] order.
+    pub(crate) events_written: [AtomicU64; EVENT_TYPES],
     pub(crate) audit_events: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
@@ -175,6 +186,9 @@ impl Stats {
         add(&self.budgets, &delta.budgets);
         add(&self.reservations, &delta.reservations);
         for (count, change) in self.entries.iter().zip(delta.entries) {
+            count.fetch_add(change, Ordering::Relaxed);
+        }
+        for (count, change) in self.events_written.iter().zip(delta.events) {
             count.fetch_add(change, Ordering::Relaxed);
         }
         self.audit_events

@@ -1,0 +1,55 @@
+//! The outbox: each event written in the transaction of the change it reports, so there is
+//! never an event without its change nor a change without its event.
+
+use crate::domain::{Budget, EventId, Figures, Timestamp};
+use crate::store::StoreError;
+use crate::store::sql::{Param, Sql};
+use crate::store::write::state::WriterState;
+use crate::views::EventData;
+
+impl<D: Sql> WriterState<D> {
+    /// Writes the event `data` tells of, written at `at`, inside the caller's transaction;
+    /// nothing for a movement of the spend path, which writes none.
+    pub(crate) fn publish(&mut self, at: Timestamp, data: EventData<'_>) -> Result<(), StoreError> {
+        let Some(kind) = data.kind() else {
+            return Ok(());
+        };
+        let id = EventId::from_ulid(self.next_ulid(at));
+        self.db().send(
+            "INSERT INTO events (id, type, created_at, tenant_id, data) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            &[
+                id.as_str().into(),
+                kind.name().into(),
+                Param::Text(&at.to_string()),
+                data.tenant_id().as_str().into(),
+                Param::Text(&data.json()),
+            ],
+        )?;
+        self.counts().event(kind);
+        Ok(())
+    }
+
+    /// Writes a `budget.available_low` for each of `budget`'s thresholds that the movement
+    /// from `before` to its figures now took `available_atomic` across (from above to at or
+    /// below), largest first.
+    pub(crate) fn alert(
+        &mut self,
+        budget: &Budget,
+        before: &Figures,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        if budget.thresholds.is_empty() {
+            return Ok(());
+        }
+        let (Some(was), Some(is)) = (before.available(), budget.figures.available()) else {
+            return Err(StoreError::Internal(
+                "a budget that breaks the invariant".into(),
+            ));
+        };
+        for threshold in budget.thresholds.crossed(was, is) {
+            self.publish(at, EventData::AvailableLow(budget, threshold))?;
+        }
+        Ok(())
+    }
+}
