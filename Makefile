@@ -46,7 +46,9 @@ run: build
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
 # The authentication tests need a real identity provider: scripts/node-deps.sh installs
-# Node.js (when missing) and the pinned packages of tests/oidc/ and tests/openapi/;
+# Node.js (when missing) and the pinned packages of tests/oidc/ and tests/openapi/; the
+# webhook tests check signatures with the third-party `standardwebhooks` Python package,
+# which scripts/webhook-deps.sh installs into .venv-webhooks;
 # scripts/openapi-check.sh lints openapi.json with the latter and drives generated clients.
 # The steps after the lints run beside a private PostgreSQL cluster in PG_DIR, started
 # afresh and stopped at the end, also when a step fails: scripts/with-postgres.sh exports
@@ -55,6 +57,7 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/node-deps.sh
+	scripts/webhook-deps.sh
 	scripts/faketime.sh >/dev/null
 	scripts/openapi-check.sh
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
@@ -113,6 +116,7 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/node-deps.sh
+	scripts/webhook-deps.sh
 	@if [ "$$(id -u)" = 0 ]; then \
 		PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(CARGO) test --release --locked; \
 	else \

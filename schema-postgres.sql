@@ -515,3 +515,68 @@ CREATE INDEX IF NOT EXISTS events_type ON events (type, id);
 CREATE OR REPLACE TRIGGER events_no_update
 BEFORE UPDATE ON events
 FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('events are immutable');
+
+-- Webhook endpoints and their deliveries (migration 6); see schema.sql for what each column
+-- holds.
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    id              text COLLATE "C" PRIMARY KEY,
+    url             text COLLATE "C" NOT NULL CHECK (length(url) BETWEEN 1 AND 2048),
+    description     text COLLATE "C",
+    event_types     text COLLATE "C" NOT NULL CHECK (length(event_types) >= 1),
+    tenant_id       text COLLATE "C",
+    state           text COLLATE "C" NOT NULL CHECK (state IN ('enabled', 'disabled', 'deleted')),
+    disabled_reason text COLLATE "C" CHECK (disabled_reason IN ('manual', 'failing')),
+    created_at      text COLLATE "C" NOT NULL,
+    secret          bytea NOT NULL,
+    previous_secret bytea,
+    previous_until  text COLLATE "C",
+    failures        bigint NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    lease_owner     text COLLATE "C",
+    lease_until     text COLLATE "C",
+    CONSTRAINT webhook_endpoints_consistent CHECK (
+        (state = 'disabled') = (disabled_reason IS NOT NULL)
+        AND (state = 'deleted') = (length(secret) = 0)
+        AND (state = 'deleted' OR length(secret) = 32)
+        AND (previous_secret IS NULL) = (previous_until IS NULL)
+        AND (lease_owner IS NULL) = (lease_until IS NULL))
+);
+
+CREATE OR REPLACE TRIGGER webhook_endpoints_never_erased
+BEFORE DELETE ON webhook_endpoints
+FOR EACH ROW EXECUTE FUNCTION
+    tenantd_refuse('webhook endpoints are deleted by their state, never erased');
+
+CREATE OR REPLACE TRIGGER webhook_endpoints_never_truncated
+BEFORE TRUNCATE ON webhook_endpoints
+FOR EACH STATEMENT EXECUTE FUNCTION
+    tenantd_refuse('webhook endpoints are deleted by their state, never erased');
+
+CREATE OR REPLACE TRIGGER webhook_endpoints_deleted_is_final
+BEFORE UPDATE ON webhook_endpoints
+FOR EACH ROW
+WHEN (OLD.state = 'deleted' OR NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at)
+EXECUTE FUNCTION tenantd_refuse('a deleted webhook endpoint is final');
+
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              text COLLATE "C" PRIMARY KEY,
+    endpoint_id     text COLLATE "C" NOT NULL,
+    event_id        text COLLATE "C" NOT NULL,
+    event_type      text COLLATE "C" NOT NULL,
+    state           text COLLATE "C" NOT NULL CHECK (state IN ('pending', 'succeeded', 'failed')),
+    attempts        bigint NOT NULL CHECK (attempts >= 0),
+    last_attempt_at text COLLATE "C",
+    last_status     bigint CHECK (last_status BETWEEN 100 AND 599),
+    last_error      text COLLATE "C",
+    next_attempt_at text COLLATE "C",
+    succeeded_at    text COLLATE "C",
+    retry_once      bigint NOT NULL DEFAULT 0 CHECK (retry_once IN (0, 1)),
+    CONSTRAINT webhook_deliveries_consistent CHECK (
+        (state = 'pending') = (next_attempt_at IS NOT NULL)
+        AND (state = 'succeeded') = (succeeded_at IS NOT NULL))
+);
+
+CREATE INDEX IF NOT EXISTS webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries
+    (endpoint_id, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (event_id);

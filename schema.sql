@@ -588,7 +588,8 @@ BEGIN
     SELECT RAISE(ABORT, 'ledger entries are immutable');
 END;
 
--- migration 6: events, what happened for other systems to hear or poll.
+-- migration 6: events, what happened for other systems to hear or poll, and the webhook
+-- endpoints they are delivered to.
 --
 -- One row an event, written in the transaction of the change it reports. `data` is the JSON
 -- the API answered for the objects it names right after the change, kept as written. Ids are
@@ -617,3 +618,75 @@ BEFORE UPDATE ON events
 BEGIN
     SELECT RAISE(ABORT, 'events are immutable');
 END;
+
+-- Webhook endpoints: where events are POSTed. An endpoint is deleted by its state, never
+-- erased (its deliveries and audit events name it); once deleted it is final and its secret
+-- is wiped. `secret` holds the 32 bytes of the signing key (the API shows them once, as
+-- `whsec_` and their base64); `previous_secret` signs beside it until `previous_until`, the
+-- 24 hours after a rotation. `failures` counts failed attempts in a row. `lease_owner` and
+-- `lease_until` name the instance that sends its attempts, so several instances on one
+-- database deliver as if one did.
+CREATE TABLE webhook_endpoints (
+    id              TEXT PRIMARY KEY,
+    url             TEXT NOT NULL CHECK (length(url) BETWEEN 1 AND 2048),
+    description     TEXT,
+    event_types     TEXT NOT NULL CHECK (length(event_types) >= 1),
+    tenant_id       TEXT,
+    state           TEXT NOT NULL CHECK (
+        state = 'enabled' OR state = 'disabled' OR state = 'deleted'),
+    disabled_reason TEXT CHECK (disabled_reason = 'manual' OR disabled_reason = 'failing'),
+    created_at      TEXT NOT NULL,
+    secret          BLOB NOT NULL,
+    previous_secret BLOB,
+    previous_until  TEXT,
+    failures        INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    lease_owner     TEXT,
+    lease_until     TEXT,
+    CHECK ((state = 'disabled') = (disabled_reason IS NOT NULL)
+       AND (state = 'deleted') = (length(secret) = 0)
+       AND (state = 'deleted' OR length(secret) = 32)
+       AND (previous_secret IS NULL) = (previous_until IS NULL)
+       AND (lease_owner IS NULL) = (lease_until IS NULL))
+) WITHOUT ROWID;
+
+CREATE TRIGGER webhook_endpoints_never_erased
+BEFORE DELETE ON webhook_endpoints
+BEGIN
+    SELECT RAISE(ABORT, 'webhook endpoints are deleted by their state, never erased');
+END;
+
+CREATE TRIGGER webhook_endpoints_deleted_is_final
+BEFORE UPDATE ON webhook_endpoints
+WHEN OLD.state = 'deleted' OR NEW.id IS NOT OLD.id OR NEW.created_at IS NOT OLD.created_at
+BEGIN
+    SELECT RAISE(ABORT, 'a deleted webhook endpoint is final');
+END;
+
+-- One event's delivery to one endpoint, written with the event. A pending delivery has its
+-- next attempt's time; `retry_once` marks a retry asked for by hand, whose attempt is its
+-- last. Erased with their event, past its retention.
+CREATE TABLE webhook_deliveries (
+    id              TEXT PRIMARY KEY,
+    endpoint_id     TEXT NOT NULL,
+    event_id        TEXT NOT NULL,
+    event_type      TEXT NOT NULL,
+    state           TEXT NOT NULL CHECK (
+        state = 'pending' OR state = 'succeeded' OR state = 'failed'),
+    attempts        INTEGER NOT NULL CHECK (attempts >= 0),
+    last_attempt_at TEXT,
+    last_status     INTEGER CHECK (last_status BETWEEN 100 AND 599),
+    last_error      TEXT,
+    next_attempt_at TEXT,
+    succeeded_at    TEXT,
+    retry_once      INTEGER NOT NULL DEFAULT 0 CHECK (retry_once = 0 OR retry_once = 1),
+    CHECK ((state = 'pending') = (next_attempt_at IS NOT NULL)
+       AND (state = 'succeeded') = (succeeded_at IS NOT NULL))
+) WITHOUT ROWID;
+
+-- An endpoint's deliveries in id order (its list), and its pending ones by when they are due
+-- (what the sender reads).
+CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, id);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (endpoint_id, next_attempt_at)
+    WHERE state = 'pending';
+-- The deliveries of an event, erased with it.
+CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);

@@ -25,6 +25,8 @@ pub(crate) struct App {
     pub(crate) metrics: std::sync::Arc<Metrics>,
     /// The ids of requests that came without a valid one.
     pub(crate) request_ids: RequestIds,
+    /// Whether `http://` webhook URLs are taken (`--webhook-allow-http`).
+    pub(crate) webhook_allow_http: bool,
 }
 
 impl App {

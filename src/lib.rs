@@ -13,8 +13,9 @@
 //! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
 //! | `auth` | bearer extraction, constant-time admin check, tenant and access tokens, `Principal` |
 //! | `oidc` | the identity provider's access tokens: discovery, cached keys, claim checks |
+//! | `webhook` | delivery: signing secrets and signatures, endpoint URLs, the SSRF guard, one bounded attempt, the sender |
 //! | `domain` | newtypes parsed at the edge: names, amounts, ids, keys, times; tenants, budgets, reservations, entries |
-//! | `views` | the JSON a client sees; only handlers use it |
+//! | `views` | the JSON a client sees: the handlers' answers and the events' `data` |
 //! | `problem` | the one HTTP error type, rendered as RFC 9457 problem details |
 //! | `store` | the handle handlers call; its threads, queries, write path, `audit verify` and `copy`, written once for both backends |
 //! | `store::ops` | the write operations, one type a file, each run in the writer's transaction |
@@ -48,6 +49,7 @@ mod router;
 mod server;
 mod store;
 mod views;
+mod webhook;
 
 #[cfg(test)]
 mod layout;
@@ -110,9 +112,19 @@ pub async fn run(
         public_url: public_url.into(),
         metrics: Arc::clone(&metrics),
         request_ids: RequestIds::new(),
+        webhook_allow_http: config.webhooks.allow_http,
     });
     server::ensure_fd_limit(config.limits.max_connections);
     let purger = tokio::spawn(purge_expired(app.store.clone(), config.event_retention));
+    // On SQLite this process is the file's one writer: every lease from before is its own.
+    let takes_all = store::postgres_url(&config.db).is_none();
+    let sender = webhook::send::start(
+        app.store.clone(),
+        config.webhooks.clone(),
+        Arc::clone(&metrics),
+        sender_name(),
+        takes_all,
+    )?;
     log::info!(
         "listening on http://{bound} (database {})",
         store::describe(&config.db)
@@ -120,7 +132,17 @@ pub async fn run(
     let handler = move |request| router::handle(Arc::clone(&app), request);
     server::serve(listener, config.limits, metrics, handler, shutdown).await;
     purger.abort();
+    // Attempts cut off here were not recorded: they are made again after a restart.
+    sender.abort();
     store_threads.shutdown().await
+}
+
+/// A name for this instance in the webhook endpoints' leases: random, so two instances never
+/// share one.
+fn sender_name() -> String {
+    let mut random = [0u8; 8];
+    crypto::random_bytes(&mut random);
+    format!("instance_{}", crypto::hex(&random))
 }
 
 /// Erases idempotency records (which hold tenant tokens) once their window is over, and
@@ -314,6 +336,14 @@ mod tests {
             auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
             event_retention: Duration::from_secs(86_400),
+            webhooks: config::WebhookConfig {
+                timeout: Duration::from_secs(10),
+                retry_schedule: vec![Duration::from_secs(5)],
+                disable_after: 100,
+                allow_http: false,
+                allow_private: false,
+                ca_file: None,
+            },
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = runtime.spawn(run(listener, config, async {

@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::domain::{BudgetState, EntryKind, EventType, ReservationState, TenantState};
+use crate::domain::{
+    BudgetState, DeliveryState, EntryKind, EventType, ReservationState, TenantState,
+};
 use crate::store::StoreGauges;
 
 /// The statuses this service answers with; anything else is counted as `other`.
@@ -37,7 +39,20 @@ pub(crate) struct Metrics {
     routes: Vec<RouteCounters>,
     /// Connections open now.
     connections_open: AtomicU64,
+    /// Webhook attempts by outcome, in [`ATTEMPT_OUTCOMES`] order.
+    attempts: [AtomicU64; ATTEMPT_OUTCOMES.len()],
+    /// The age in seconds of the oldest pending delivery, as the sender last read it.
+    oldest_pending_s: AtomicU64,
 }
+
+/// The outcomes of a webhook attempt, as `/metrics` labels them.
+pub(crate) const ATTEMPT_OUTCOMES: [&str; 5] = [
+    "success",
+    "http_error",
+    "timeout",
+    "connect_error",
+    "refused_address",
+];
 
 impl Metrics {
     /// Counters for routes labelled `labels`, the last for requests that matched no route.
@@ -48,7 +63,22 @@ impl Metrics {
             labels,
             routes,
             connections_open: AtomicU64::new(0),
+            attempts: Default::default(),
+            oldest_pending_s: AtomicU64::new(0),
         }
+    }
+
+    /// A webhook attempt ended with `outcome`, one of [`ATTEMPT_OUTCOMES`].
+    pub(crate) fn attempt(&self, outcome: &str) {
+        if let Some(i) = ATTEMPT_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.attempts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The oldest pending delivery has waited `age`.
+    pub(crate) fn oldest_pending(&self, age: Duration) {
+        self.oldest_pending_s
+            .store(age.as_secs(), Ordering::Relaxed);
     }
 
     /// A connection was accepted.
@@ -220,6 +250,30 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
             }
         }
+        let name = "tenantd_webhook_deliveries";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Webhook deliveries by state.\n# TYPE {name} gauge"
+        );
+        for (state, count) in DeliveryState::NAMES.iter().zip(&gauges.deliveries) {
+            let _ = writeln!(out, "{name}{{state=\"{state}\"}} {count}");
+        }
+        let name = "tenantd_webhook_attempts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Webhook attempts this process made, by outcome.\n# TYPE {name} counter"
+        );
+        for (outcome, count) in ATTEMPT_OUTCOMES.iter().zip(&self.attempts) {
+            let count = count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {count}");
+        }
+        let name = "tenantd_webhook_oldest_pending_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Age of the oldest pending webhook delivery (0 for none).\n\
+             # TYPE {name} gauge\n{name} {}",
+            self.oldest_pending_s.load(Ordering::Relaxed)
+        );
         let name = "tenantd_events_written_total";
         let _ = writeln!(
             out,

@@ -59,6 +59,12 @@ pub enum ApiError {
     EntryNotFound,
     /// No such event (or one erased past its retention).
     EventNotFound,
+    /// No such webhook endpoint, or a deleted one.
+    WebhookEndpointNotFound,
+    /// No such delivery of the endpoint.
+    DeliveryNotFound,
+    /// A delivery retry on a disabled endpoint.
+    WebhookEndpointDisabled,
     /// An open budget of the tenant already has the name.
     BudgetNameTaken,
     /// The movement needs more than is available; what is available, in decimal digits.
@@ -109,7 +115,9 @@ impl ApiError {
             | Self::BudgetNotFound
             | Self::ReservationNotFound
             | Self::EntryNotFound
-            | Self::EventNotFound => StatusCode::NOT_FOUND,
+            | Self::EventNotFound
+            | Self::WebhookEndpointNotFound
+            | Self::DeliveryNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::TenantNameTaken
             | Self::BudgetNameTaken
@@ -117,7 +125,8 @@ impl ApiError {
             | Self::AmountOverflow
             | Self::ReservationNotActive(_)
             | Self::BudgetClosed
-            | Self::TenantTombstoned => StatusCode::CONFLICT,
+            | Self::TenantTombstoned
+            | Self::WebhookEndpointDisabled => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -148,6 +157,9 @@ impl ApiError {
             Self::ReservationNotFound => "reservation_not_found",
             Self::EntryNotFound => "entry_not_found",
             Self::EventNotFound => "event_not_found",
+            Self::WebhookEndpointNotFound => "webhook_endpoint_not_found",
+            Self::DeliveryNotFound => "delivery_not_found",
+            Self::WebhookEndpointDisabled => "webhook_endpoint_disabled",
             Self::BudgetNameTaken => "budget_name_taken",
             Self::InsufficientFunds(_) => "insufficient_funds",
             Self::AmountOverflow => "amount_overflow",
@@ -190,6 +202,11 @@ impl ApiError {
             Self::EntryNotFound => "this budget has no ledger entry with this id".into(),
             Self::EventNotFound => {
                 "no event has this id (events are kept for the retention period)".into()
+            }
+            Self::WebhookEndpointNotFound => "no webhook endpoint has this id".into(),
+            Self::DeliveryNotFound => "this webhook endpoint has no delivery with this id".into(),
+            Self::WebhookEndpointDisabled => {
+                "the webhook endpoint is disabled: enable it to retry its deliveries".into()
             }
             Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
             Self::InsufficientFunds(available) => {

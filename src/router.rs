@@ -19,7 +19,7 @@ use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
 use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
 use crate::handlers::{
-    HttpResponse, budgets, drop_unread_body, events, health, reservations, tenants,
+    HttpResponse, budgets, drop_unread_body, events, health, reservations, tenants, webhooks,
 };
 use crate::oidc::Permission;
 use crate::problem::ApiError;
@@ -34,6 +34,7 @@ pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
         budgets::ROUTES,
         reservations::ROUTES,
         events::ROUTES,
+        webhooks::ROUTES,
     ]
     .into_iter()
     .flatten()
@@ -386,7 +387,9 @@ mod tests {
                 .replace("{budget_id}", "b")
                 .replace("{reservation_id}", "r")
                 .replace("{entry_id}", "e")
-                .replace("{event_id}", "v");
+                .replace("{event_id}", "v")
+                .replace("{endpoint_id}", "w")
+                .replace("{delivery_id}", "d");
             assert_eq!(Target::parse(&concrete).index, Some(i), "{}", path.template);
             assert_eq!(route_labels()[i], path.template);
         }
@@ -407,7 +410,11 @@ mod tests {
             "GET, HEAD, DELETE, PATCH"
         );
         assert_eq!(allow("/v1/events/{event_id}"), "GET, HEAD");
-        assert_eq!(PATHS.len(), 22, "every path of the table once");
+        assert_eq!(
+            allow("/v1/webhook-endpoints/{endpoint_id}"),
+            "GET, HEAD, PATCH, DELETE"
+        );
+        assert_eq!(PATHS.len(), 27, "every path of the table once");
     }
 
     #[test]

@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::replay::{
-    Replay, ReplayedReservation, ReplayedTenant, entry_digest, is_allowed_hold, not_active,
+    Replay, ReplayedEndpoint, ReplayedReservation, ReplayedTenant, entry_digest, is_allowed_hold,
+    not_active,
 };
-use crate::domain::rules::{self, Change, Settlement};
+use crate::domain::rules::{self, Change, EndpointChange, Settlement};
 use crate::domain::{
-    Atomic, AuditEvent, BudgetId, Cadence, DEFAULT_BUDGET_NAME, Direction, EntryKind, Interval,
-    Memo, Name, Policy, Refusal, ReservationId, ReservationState, TenantId, Thresholds, Timestamp,
-    Unit, Zone,
+    Atomic, AuditEvent, BudgetId, Cadence, DEFAULT_BUDGET_NAME, Direction, EndpointId, EntryKind,
+    EventTypes, Interval, Memo, Name, Policy, Refusal, ReservationId, ReservationState, TenantId,
+    Thresholds, Timestamp, Unit, Zone,
 };
 
 /// Who made a change.
@@ -118,6 +119,20 @@ struct ResetPayload<'a> {
 struct IdPayload<'a> {
     #[serde(borrow)]
     id: Text<'a>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointPayload<'a> {
+    #[serde(borrow)]
+    id: Text<'a>,
+    #[serde(borrow)]
+    url: Text<'a>,
+    #[serde(borrow)]
+    event_types: Vec<Text<'a>>,
+    #[serde(borrow)]
+    tenant_id: Option<Text<'a>>,
+    enabled: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -282,12 +297,24 @@ impl AuditEvent {
             Self::ReservationReleased { .. } => "reservation.released",
             Self::ReservationExtended { .. } => "reservation.extended",
             Self::ReservationExpired { .. } => "reservation.expired",
+            Self::WebhookEndpoint { change, .. } | Self::WebhookEndpointId { change, .. } => {
+                match change {
+                    EndpointChange::Created => "webhook_endpoint.created",
+                    EndpointChange::Updated => "webhook_endpoint.updated",
+                    EndpointChange::Deleted => "webhook_endpoint.deleted",
+                    EndpointChange::SecretRotated => "webhook_endpoint.secret_rotated",
+                }
+            }
         }
     }
 
-    /// The tenant concerned: the `tenant_id` column.
-    pub(crate) fn tenant_id(&self) -> &TenantId {
-        match self {
+    /// The tenant concerned: the `tenant_id` column. A webhook endpoint's event names the
+    /// tenant the endpoint is limited to, if it is (the column is then empty).
+    pub(crate) fn tenant_id(&self) -> Option<&TenantId> {
+        Some(match self {
+            Self::WebhookEndpoint { tenant, .. } | Self::WebhookEndpointId { tenant, .. } => {
+                return tenant.as_ref();
+            }
             Self::TenantCreated { id, .. } | Self::TenantTombstoned { id } => id,
             Self::BudgetCreated { tenant, .. }
             | Self::BudgetClosed { tenant, .. }
@@ -299,7 +326,7 @@ impl AuditEvent {
             | Self::ReservationReleased { tenant, .. }
             | Self::ReservationExtended { tenant, .. }
             | Self::ReservationExpired { tenant, .. } => tenant,
-        }
+        })
     }
 
     /// The payload: compact JSON, the contract's members in its order, amounts as strings,
@@ -391,6 +418,21 @@ impl AuditEvent {
                 id: id.as_str().into(),
                 expires_at: expires_at.to_string().into(),
             }),
+            Self::WebhookEndpoint {
+                id,
+                url,
+                event_types,
+                tenant,
+                enabled,
+                ..
+            } => to_json(&EndpointPayload {
+                id: id.as_str().into(),
+                url: url.as_str().into(),
+                event_types: event_types.names().into_iter().map(Cow::Borrowed).collect(),
+                tenant_id: tenant.as_ref().map(|t| t.as_str().into()),
+                enabled: *enabled,
+            }),
+            Self::WebhookEndpointId { id: endpoint, .. } => id(endpoint.as_str()),
         }
     }
 
@@ -398,9 +440,25 @@ impl AuditEvent {
     /// canonical payload of a known action, about that row's tenant, is refused: two texts
     /// never stand for one event.
     pub(crate) fn parse(action: &str, tenant_id: &str, payload: &str) -> Result<Self, String> {
+        let bad = |e: serde_json::Error| format!("a {action} payload that does not parse: {e}");
+        if let Some(change) = endpoint_change(action) {
+            let row_tenant = match tenant_id {
+                "" => None,
+                raw => Some(id(raw, TenantId::parse)?),
+            };
+            let event = Self::parse_endpoint(change, payload, row_tenant).map_err(bad)??;
+            if event.tenant_id().map_or("", TenantId::as_str) != tenant_id {
+                return Err(format!(
+                    "the row's tenant_id {tenant_id:?} is not the endpoint's tenant"
+                ));
+            }
+            if event.payload() != payload {
+                return Err("the payload is not in its canonical form".into());
+            }
+            return Ok(event);
+        }
         let tenant = TenantId::parse(tenant_id)
             .ok_or_else(|| format!("the row's tenant_id {tenant_id:?} is not a tenant id"))?;
-        let bad = |e: serde_json::Error| format!("a {action} payload that does not parse: {e}");
         let event = match action {
             "tenant.created" => {
                 let p: TenantCreatedPayload<'_> = serde_json::from_str(payload).map_err(bad)?;
@@ -527,6 +585,56 @@ impl AuditEvent {
     }
 }
 
+/// The change a `webhook_endpoint.*` action names.
+fn endpoint_change(action: &str) -> Option<EndpointChange> {
+    Some(match action {
+        "webhook_endpoint.created" => EndpointChange::Created,
+        "webhook_endpoint.updated" => EndpointChange::Updated,
+        "webhook_endpoint.deleted" => EndpointChange::Deleted,
+        "webhook_endpoint.secret_rotated" => EndpointChange::SecretRotated,
+        _ => return None,
+    })
+}
+
+impl AuditEvent {
+    /// A webhook endpoint's event from its payload (the row's `tenant_id` is checked by the
+    /// caller). The outer error: a payload that does not parse; the inner: one that breaks a
+    /// rule.
+    fn parse_endpoint(
+        change: EndpointChange,
+        payload: &str,
+        row_tenant: Option<TenantId>,
+    ) -> Result<Result<Self, String>, serde_json::Error> {
+        let endpoint = |raw: &str| id(raw, EndpointId::parse);
+        let tenant = |raw: Option<&str>| raw.map(|t| id(t, TenantId::parse)).transpose();
+        Ok(match change {
+            EndpointChange::Created | EndpointChange::Updated => {
+                let p: EndpointPayload<'_> = serde_json::from_str(payload)?;
+                let names: Vec<&str> = p.event_types.iter().map(|n| n.as_ref()).collect();
+                (|| {
+                    Ok(Self::WebhookEndpoint {
+                        change,
+                        id: endpoint(&p.id)?,
+                        url: p.url.clone().into_owned(),
+                        event_types: EventTypes::parse(&names)
+                            .map_err(|(_, e)| format!("its event_types {e}"))?,
+                        tenant: tenant(p.tenant_id.as_deref())?,
+                        enabled: p.enabled,
+                    })
+                })()
+            }
+            EndpointChange::Deleted | EndpointChange::SecretRotated => {
+                let p: IdPayload<'_> = serde_json::from_str(payload)?;
+                endpoint(&p.id).map(|id| Self::WebhookEndpointId {
+                    change,
+                    id,
+                    tenant: row_tenant,
+                })
+            }
+        })
+    }
+}
+
 fn own_tenant(raw: &str, tenant: &TenantId) -> Result<TenantId, String> {
     TenantId::parse(raw)
         .filter(|id| id == tenant)
@@ -565,8 +673,17 @@ impl AuditEvent {
                     ..
                 }
         );
+        // The system disables an endpoint that keeps failing.
+        let by_system = matches!(
+            self,
+            Self::WebhookEndpoint {
+                change: EndpointChange::Updated,
+                enabled: false,
+                ..
+            }
+        );
         match actor {
-            "system" => by_time,
+            "system" => by_time || by_system,
             "tenant" => spending,
             _ => !by_time,
         }
@@ -586,6 +703,47 @@ impl Replay {
         event: AuditEvent,
     ) -> Result<(), String> {
         match event {
+            AuditEvent::WebhookEndpoint {
+                change,
+                id,
+                url,
+                event_types,
+                tenant,
+                enabled,
+            } => {
+                let known = self.endpoints.get(&id).filter(|e| !e.deleted);
+                match (change, known) {
+                    (EndpointChange::Created, None) if !self.endpoints.contains_key(&id) => {}
+                    (EndpointChange::Created, _) => {
+                        return Err(format!("creates webhook endpoint {id} a second time"));
+                    }
+                    (_, None) => {
+                        return Err(format!("changes webhook endpoint {id}, which is not there"));
+                    }
+                    (_, Some(_)) => {}
+                }
+                self.endpoints.insert(
+                    id,
+                    ReplayedEndpoint {
+                        seq,
+                        url,
+                        event_types,
+                        tenant,
+                        enabled,
+                        deleted: false,
+                        stored: false,
+                    },
+                );
+            }
+            AuditEvent::WebhookEndpointId { change, id, tenant } => {
+                let Some(endpoint) = self.endpoints.get_mut(&id).filter(|e| !e.deleted) else {
+                    return Err(format!("changes webhook endpoint {id}, which is not there"));
+                };
+                if endpoint.tenant != tenant {
+                    return Err(format!("names webhook endpoint {id} with another tenant"));
+                }
+                endpoint.deleted = change == EndpointChange::Deleted;
+            }
             AuditEvent::TenantCreated {
                 id,
                 name,

@@ -35,7 +35,7 @@ pub(crate) struct Entry {
     pub(crate) actor: Cow<'static, str>,
     /// [`AuditEvent::action`]; borrowed when written, owned when read back.
     pub(crate) action: Cow<'static, str>,
-    /// The tenant concerned.
+    /// The tenant concerned; for a webhook endpoint, the tenant it is limited to, or empty.
     pub(crate) tenant_id: String,
     /// [`AuditEvent::payload`].
     pub(crate) payload: String,
@@ -49,7 +49,9 @@ impl Entry {
             occurred_at: occurred_at.to_owned(),
             actor: actor.text(),
             action: Cow::Borrowed(event.action()),
-            tenant_id: event.tenant_id().as_str().to_owned(),
+            tenant_id: event
+                .tenant_id()
+                .map_or_else(String::new, |t| t.as_str().to_owned()),
             payload: event.payload(),
         }
     }

@@ -9,9 +9,9 @@ use super::{AuditEvent, Chain, Head, Linked, VerifyError};
 use crate::crypto::sha256;
 use crate::domain::rules::{self, Hold};
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, Closing, EntryKind, Figures, LedgerEntry, Memo, Name,
-    Policy, Reservation, ReservationId, ReservationState, Statement, Tenant, TenantId, Thresholds,
-    Timestamp, Unit,
+    Atomic, Budget, BudgetId, BudgetState, Closing, Endpoint, EndpointId, EndpointState, EntryKind,
+    EventTypes, Figures, LedgerEntry, Memo, Name, Policy, Reservation, ReservationId,
+    ReservationState, Statement, Tenant, TenantId, Thresholds, Timestamp, Unit,
 };
 
 /// A tenant as its events leave it.
@@ -49,6 +49,19 @@ pub(super) struct ReplayedBudget {
     pub(super) current: bool,
     /// The statements read so far.
     pub(super) periods_read: usize,
+}
+
+/// A webhook endpoint as its events leave it.
+#[derive(Debug)]
+pub(super) struct ReplayedEndpoint {
+    /// The row that made or last changed it.
+    pub(super) seq: i64,
+    pub(super) url: String,
+    pub(super) event_types: EventTypes,
+    pub(super) tenant: Option<TenantId>,
+    pub(super) enabled: bool,
+    pub(super) deleted: bool,
+    pub(super) stored: bool,
 }
 
 /// A period as its events leave it: a statement without its id.
@@ -198,6 +211,7 @@ pub(crate) struct Replay {
     pub(super) tenants: BTreeMap<TenantId, ReplayedTenant>,
     pub(super) budgets: BTreeMap<BudgetId, ReplayedBudget>,
     pub(super) reservations: BTreeMap<ReservationId, ReplayedReservation>,
+    pub(super) endpoints: BTreeMap<EndpointId, ReplayedEndpoint>,
     /// The ledger of the budget being read: the figures and the digest it has reached.
     pub(super) ledger: Option<(BudgetId, Figures, [u8; 32])>,
     /// The budgets whose ledgers have been read to their end.
@@ -405,6 +419,34 @@ impl Replay {
         self.verdict(&format!("tenant {id}"), differs)
     }
 
+    /// Compares a stored webhook endpoint with its events (its memo and its secret are not
+    /// audited).
+    pub(crate) fn check_endpoint(&mut self, stored: &Endpoint) -> Result<(), VerifyError> {
+        let id = &stored.id;
+        let Some(replayed) = self.endpoints.get_mut(id) else {
+            return Err(self.unmade(format!("webhook endpoint {id}"), "webhook_endpoint.created"));
+        };
+        replayed.stored = true;
+        let state = match stored.state {
+            EndpointState::Enabled => (true, false),
+            EndpointState::Disabled(_) => (false, false),
+            // A deleted endpoint's last `enabled` is whatever it was.
+            EndpointState::Deleted => (replayed.enabled, true),
+        };
+        let differs = if replayed.url != stored.url {
+            Some("url")
+        } else if replayed.event_types != stored.event_types {
+            Some("event types")
+        } else if replayed.tenant != stored.tenant_id {
+            Some("tenant")
+        } else if (replayed.enabled, replayed.deleted) != state {
+            Some("state")
+        } else {
+            None
+        };
+        self.verdict(&format!("webhook endpoint {id}"), differs)
+    }
+
     /// Compares a stored budget with its events.
     pub(crate) fn check_budget(&mut self, stored: &Budget) -> Result<(), VerifyError> {
         let id = &stored.id;
@@ -604,6 +646,9 @@ impl Replay {
         }
         if let Some((id, r)) = self.reservations.iter().find(|(_, r)| !r.stored) {
             return Err(missing(r.created_seq, format!("reservation {id}")));
+        }
+        if let Some((id, e)) = self.endpoints.iter().find(|(_, e)| !e.stored) {
+            return Err(missing(e.seq, format!("webhook endpoint {id}")));
         }
         if let Some(id) = self
             .budgets

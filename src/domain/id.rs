@@ -95,6 +95,18 @@ prefixed_id!(
     "evt_"
 );
 
+prefixed_id!(
+    /// A webhook endpoint id: `whe_` and a ULID.
+    EndpointId,
+    "whe_"
+);
+
+prefixed_id!(
+    /// A webhook delivery id: `whd_` and a ULID.
+    DeliveryId,
+    "whd_"
+);
+
 impl TenantId {
     /// The id of the tenant's default budget.
     pub(crate) fn default_budget(&self) -> BudgetId {

@@ -20,13 +20,16 @@ mod reservation;
 pub(crate) mod rules;
 mod tenant;
 mod time;
+mod webhook;
 
 pub(crate) use budget::{
     Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
     Refusal, Unit,
 };
 pub(crate) use event::{Event, EventType};
-pub(crate) use id::{BudgetId, EntryId, EventId, PeriodId, ReservationId, TenantId};
+pub(crate) use id::{
+    BudgetId, DeliveryId, EndpointId, EntryId, EventId, PeriodId, ReservationId, TenantId,
+};
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
@@ -38,6 +41,10 @@ pub(crate) use reservation::{
 pub(crate) use rules::AuditEvent;
 pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
 pub(crate) use time::Timestamp;
+pub(crate) use webhook::{
+    Delivery, DeliveryState, DisabledReason, Endpoint, EndpointPatch, EndpointState, EventTypes,
+    NewEndpoint,
+};
 
 /// A page of a list, in id order.
 #[derive(Debug, Clone, PartialEq, Eq)]

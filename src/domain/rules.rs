@@ -13,8 +13,9 @@
 //! into the chain, read back and replayed is the `audit` module's (`audit/event.rs`).
 
 use super::{
-    Atomic, BudgetId, Closing, Direction, EntryKind, Figures, Memo, Name, Policy, Refusal,
-    Reservation, ReservationId, ReservationState, TenantId, Thresholds, Timestamp, Unit,
+    Atomic, BudgetId, Closing, Direction, EndpointId, EntryKind, EventTypes, Figures, Memo, Name,
+    Policy, Refusal, Reservation, ReservationId, ReservationState, TenantId, Thresholds, Timestamp,
+    Unit,
 };
 
 /// A change of state, as the chain records it. Every event names its tenant (the row's
@@ -92,6 +93,35 @@ pub(crate) enum AuditEvent {
     },
     /// A hold whose time ran out.
     ReservationExpired { tenant: TenantId, id: ReservationId },
+    /// A webhook endpoint made (`created`), or changed by a `PATCH` or by the system after
+    /// failing (`updated`): what it is after the change, never its secret.
+    WebhookEndpoint {
+        change: EndpointChange,
+        id: EndpointId,
+        url: String,
+        event_types: EventTypes,
+        tenant: Option<TenantId>,
+        enabled: bool,
+    },
+    /// A webhook endpoint deleted (`deleted`) or given a new secret (`secret_rotated`).
+    WebhookEndpointId {
+        change: EndpointChange,
+        id: EndpointId,
+        tenant: Option<TenantId>,
+    },
+}
+
+/// What happened to a webhook endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndpointChange {
+    /// `webhook_endpoint.created`.
+    Created,
+    /// `webhook_endpoint.updated`.
+    Updated,
+    /// `webhook_endpoint.deleted`.
+    Deleted,
+    /// `webhook_endpoint.secret_rotated`.
+    SecretRotated,
 }
 
 /// A ledger entry as a rule decides it; the store gives it its id, its time and the

@@ -38,6 +38,11 @@ impl Timestamp {
         Self::from_unix_ms(self.0.saturating_add(u64::from(seconds) * 1000))
     }
 
+    /// The instant `ms` milliseconds later, held at the format's last millisecond.
+    pub(crate) fn plus_millis(self, ms: u64) -> Self {
+        Self::from_unix_ms(self.0.saturating_add(ms))
+    }
+
     /// Reads an RFC 3339 instant in any of its forms (any offset, any fraction of a second):
     /// the millisecond it falls in. An instant before 1970 is the epoch's first millisecond;
     /// one past the format's last, that one.

@@ -18,6 +18,8 @@ pub(crate) mod reservations;
 pub(crate) mod route;
 /// `/v1/tenants` and `/v1/tenants/<id>`.
 pub(crate) mod tenants;
+/// `/v1/webhook-endpoints`: endpoints and their deliveries.
+pub(crate) mod webhooks;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -51,6 +53,13 @@ impl From<StoreError> for ApiError {
             StoreError::ReservationNotFound => Self::ReservationNotFound,
             StoreError::EntryNotFound => Self::EntryNotFound,
             StoreError::EventNotFound => Self::EventNotFound,
+            StoreError::EndpointNotFound => Self::WebhookEndpointNotFound,
+            StoreError::DeliveryNotFound => Self::DeliveryNotFound,
+            StoreError::EndpointDisabled => Self::WebhookEndpointDisabled,
+            StoreError::UnknownTenantFilter => Self::ValidationFailed(vec![FieldError {
+                field: "tenant_id".into(),
+                message: "must name a tenant".into(),
+            }]),
             StoreError::TenantNameTaken => Self::TenantNameTaken,
             StoreError::BudgetNameTaken => Self::BudgetNameTaken,
             StoreError::TenantTombstoned => Self::TenantTombstoned,
@@ -332,7 +341,7 @@ enum Member {
     /// An array, as its JSON text.
     Array(String),
     /// `true` or `false`.
-    Other,
+    Bool(bool),
 }
 
 /// The parser's recursion limit: a body nested this deep (the object itself is one level) or
@@ -394,7 +403,8 @@ fn member(text: &str) -> Result<Member, ApiError> {
             check_depth(text)?;
             Member::Array(text.to_owned())
         }
-        _ => Member::Other,
+        Some(b't') => Member::Bool(true),
+        _ => Member::Bool(false),
     })
 }
 
@@ -632,7 +642,7 @@ mod tests {
                 ("z", &Member::Null),
                 ("a", &Member::Array("[1]".into())),
                 ("o", &Member::Object("{}".into())),
-                ("b", &Member::Other),
+                ("b", &Member::Bool(true)),
             ]
         );
     }

@@ -1,7 +1,7 @@
 //! The query string of a list: `limit`, `after` and the list's filters, each checked, every
 //! bad or unknown parameter reported at once (`400 invalid_query`).
 
-use crate::domain::{BudgetId, EventId, EventType, TenantId, Timestamp};
+use crate::domain::{BudgetId, DeliveryId, DeliveryState, EventId, EventType, TenantId, Timestamp};
 use crate::problem::{ApiError, FieldError};
 use crate::store::ListQuery;
 
@@ -47,6 +47,19 @@ pub(crate) fn events(raw: Option<&str>, all_tenants: bool) -> Result<ListQuery, 
     )
 }
 
+/// Reads the query of a webhook endpoint's deliveries: `state` and `event_id`.
+pub(crate) fn deliveries(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    parse(
+        raw,
+        DeliveryId::PREFIX,
+        &Filters {
+            state: ("state", &DeliveryState::NAMES),
+            event_id: true,
+            ..Filters::NONE
+        },
+    )
+}
+
 /// The filters a list takes besides `limit` and `after`.
 struct Filters<'a> {
     /// The name of the parameter that selects one of a fixed set of values (a state, an
@@ -58,6 +71,8 @@ struct Filters<'a> {
     tenant_id: bool,
     /// Whether `created_after` is taken.
     created_after: bool,
+    /// Whether `event_id` is taken.
+    event_id: bool,
 }
 
 impl Filters<'static> {
@@ -66,6 +81,7 @@ impl Filters<'static> {
         budget_id: false,
         tenant_id: false,
         created_after: false,
+        event_id: false,
     };
 }
 
@@ -78,6 +94,7 @@ fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<Li
         budget_id: None,
         tenant_id: None,
         created_after: None,
+        event_id: None,
     };
     let mut errors: Vec<FieldError> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
@@ -128,6 +145,13 @@ fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<Li
                     query.tenant_id = Some(value.to_owned());
                 } else {
                     fail(name, "must be a tenant id");
+                }
+            }
+            "event_id" if filters.event_id => {
+                if EventId::parse(value).is_some() {
+                    query.event_id = Some(value.to_owned());
+                } else {
+                    fail(name, "must be an event id");
                 }
             }
             "created_after" if filters.created_after => {

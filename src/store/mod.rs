@@ -180,6 +180,14 @@ pub(crate) enum StoreError {
     EntryNotFound,
     /// No event has this id (or it was erased past its retention).
     EventNotFound,
+    /// No webhook endpoint has this id, or it is deleted.
+    EndpointNotFound,
+    /// The endpoint has no delivery with this id.
+    DeliveryNotFound,
+    /// The endpoint is disabled: a delivery cannot be retried now.
+    EndpointDisabled,
+    /// A webhook endpoint names a tenant that does not exist.
+    UnknownTenantFilter,
     /// An active tenant already has this name.
     TenantNameTaken,
     /// An open budget of the tenant already has this name.
@@ -298,6 +306,8 @@ pub(crate) struct ListQuery {
     pub(crate) tenant_id: Option<String>,
     /// Only events written after this instant.
     pub(crate) created_after: Option<Timestamp>,
+    /// Only deliveries of this event.
+    pub(crate) event_id: Option<String>,
 }
 
 /// What a tenant token is checked against.
@@ -322,6 +332,8 @@ pub(crate) struct StoreGauges {
     pub(crate) entries: [u64; crate::domain::EntryKind::ALL.len()],
     /// Events this process wrote, by type, in [`crate::domain::EventType::ALL`] order.
     pub(crate) events_written: [u64; crate::domain::EventType::ALL.len()],
+    /// Webhook deliveries by state, in [`crate::domain::DeliveryState::NAMES`] order.
+    pub(crate) deliveries: [u64; crate::domain::DeliveryState::NAMES.len()],
     /// Length of the audit chain.
     pub(crate) audit_events: u64,
     /// Write transactions committed.
@@ -352,6 +364,7 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
+pub(crate) use queries::{Due, Sending};
 pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.

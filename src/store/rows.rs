@@ -9,8 +9,9 @@
 use std::borrow::Cow;
 
 use crate::domain::{
-    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, EntryId, EntryKind,
-    Event, EventId, EventType, Figures, Interval, LedgerEntry, Memo, Name, PeriodId, Policy,
+    Atomic, Budget, BudgetId, BudgetState, Cadence, Closing, CurrentPeriod, Delivery, DeliveryId,
+    DeliveryState, DisabledReason, Endpoint, EndpointId, EndpointState, EntryId, EntryKind, Event,
+    EventId, EventType, EventTypes, Figures, Interval, LedgerEntry, Memo, Name, PeriodId, Policy,
     Reservation, ReservationId, ReservationState, Statement, Tenant, TenantId, TenantState,
     Thresholds, Timestamp, Unit, Zone,
 };
@@ -362,13 +363,71 @@ pub(crate) const EVENT_COLUMNS: &str = "id, type, created_at, tenant_id, data";
 
 /// An event from [`EVENT_COLUMNS`].
 pub(crate) fn event<R: TextRow + ?Sized>(row: &R) -> Result<Event, R::Error> {
-    let c = Columns::new(row, 0);
+    event_at(row, 0)
+}
+
+/// An event from [`EVENT_COLUMNS`] at column `at` on.
+pub(crate) fn event_at<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Event, R::Error> {
+    let c = Columns::new(row, at);
     Ok(Event {
         id: c.parse(0, "event id", EventId::parse)?,
         kind: c.parse(1, "event type", EventType::parse)?,
         created_at: c.time(2)?,
         tenant_id: c.parse(3, "tenant id", TenantId::parse)?,
         data: c.text(4)?.into_owned(),
+    })
+}
+
+/// The columns [`endpoint`] reads, in its order.
+pub(crate) const ENDPOINT_COLUMNS: &str =
+    "id, url, description, event_types, tenant_id, state, disabled_reason, created_at";
+
+/// A webhook endpoint from [`ENDPOINT_COLUMNS`].
+pub(crate) fn endpoint<R: TextRow + ?Sized>(row: &R) -> Result<Endpoint, R::Error> {
+    let c = Columns::new(row, 0);
+    let state = match (&*c.text(5)?, c.opt_text(6)?.as_deref()) {
+        ("enabled", None) => EndpointState::Enabled,
+        ("deleted", None) => EndpointState::Deleted,
+        ("disabled", Some(reason)) => EndpointState::Disabled(
+            DisabledReason::parse(reason).ok_or_else(|| c.corrupt(6, "an unknown reason"))?,
+        ),
+        _ => return Err(c.corrupt(5, "a state that does not fit its reason")),
+    };
+    Ok(Endpoint {
+        id: c.parse(0, "endpoint id", EndpointId::parse)?,
+        url: c.text(1)?.into_owned(),
+        description: c.opt_memo(2)?,
+        event_types: c.parse(3, "event types", EventTypes::from_column)?,
+        tenant_id: c.opt_parse(4, "tenant id", TenantId::parse)?,
+        state,
+        created_at: c.time(7)?,
+    })
+}
+
+/// Every webhook endpoint, for the verifier ([`ENDPOINT_COLUMNS`]).
+pub(crate) const EVERY_ENDPOINT: &str = "SELECT id, url, description, event_types, tenant_id, \
+     state, disabled_reason, created_at FROM webhook_endpoints ORDER BY id";
+
+/// The columns [`delivery`] reads, in its order.
+pub(crate) const DELIVERY_COLUMNS: &str = "id, endpoint_id, event_id, event_type, state, \
+     CAST(attempts AS TEXT), last_attempt_at, CAST(last_status AS TEXT), last_error, \
+     next_attempt_at, succeeded_at";
+
+/// A webhook delivery from [`DELIVERY_COLUMNS`].
+pub(crate) fn delivery<R: TextRow + ?Sized>(row: &R) -> Result<Delivery, R::Error> {
+    let c = Columns::new(row, 0);
+    Ok(Delivery {
+        id: c.parse(0, "delivery id", DeliveryId::parse)?,
+        endpoint_id: c.parse(1, "endpoint id", EndpointId::parse)?,
+        event_id: c.parse(2, "event id", EventId::parse)?,
+        event_type: c.parse(3, "event type", EventType::parse)?,
+        state: c.parse(4, "delivery state", DeliveryState::parse)?,
+        attempts: c.parse(5, "attempt count", |raw| raw.parse().ok())?,
+        last_attempt_at: c.opt_time(6)?,
+        last_status: c.opt_parse(7, "status", |raw| raw.parse().ok())?,
+        last_error: c.opt_text(8)?.map(Cow::into_owned),
+        next_attempt_at: c.opt_time(9)?,
+        succeeded_at: c.opt_time(10)?,
     })
 }
 

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::durability::Durability;
-use super::queries::Reads;
+use super::queries::{Due, Reads, Sending};
 use super::write::stats::Stats;
 use super::write::{Reply, WriteCommand, WriteOp};
 use super::{
@@ -21,8 +21,8 @@ use super::{
     StoreError, StoreGauges, run_guarded,
 };
 use crate::domain::{
-    Budget, BudgetId, EntryId, Event, EventId, LedgerEntry, Reservation, ReservationId, Statement,
-    Tenant, TenantId,
+    Budget, BudgetId, Delivery, Endpoint, EndpointId, EntryId, Event, EventId, LedgerEntry,
+    Reservation, ReservationId, Statement, Tenant, TenantId, Timestamp,
 };
 
 /// A cheap, cloneable handle to the store: typed commands to its threads, answered on
@@ -119,6 +119,10 @@ impl Store {
             entries: stats.entries.each_ref().map(|c| c.load(Ordering::Relaxed)),
             events_written: stats
                 .events_written
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed)),
+            deliveries: stats
+                .deliveries
                 .each_ref()
                 .map(|c| c.load(Ordering::Relaxed)),
             audit_events: stats.audit_events.load(Ordering::Relaxed),
@@ -245,6 +249,57 @@ impl Store {
     /// One event.
     pub(crate) async fn event(&self, id: Option<EventId>) -> Result<Event, StoreError> {
         self.query(move |conn| conn.event(id.as_ref())).await
+    }
+
+    /// One webhook endpoint (not a deleted one).
+    pub(crate) async fn endpoint(&self, id: Option<EndpointId>) -> Result<Endpoint, StoreError> {
+        self.query(move |conn| conn.endpoint(id.as_ref())).await
+    }
+
+    /// The endpoints `owner` sends to, and whether one is held by no one.
+    pub(crate) async fn sending(
+        &self,
+        owner: std::sync::Arc<str>,
+        now: Timestamp,
+    ) -> Result<(Vec<Sending>, bool), StoreError> {
+        self.query(move |conn| conn.sending(&owner, now)).await
+    }
+
+    /// Up to `limit` deliveries of `endpoint` due at `now`, with their events.
+    pub(crate) async fn due_deliveries(
+        &self,
+        endpoint: EndpointId,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Due>, StoreError> {
+        self.query(move |conn| conn.due_deliveries(&endpoint, now, limit))
+            .await
+    }
+
+    /// How long the oldest pending delivery has waited at `now`.
+    pub(crate) async fn oldest_pending(
+        &self,
+        now: Timestamp,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        self.query(move |conn| conn.oldest_pending(now)).await
+    }
+
+    /// A page of webhook endpoints.
+    pub(crate) async fn list_endpoints(
+        &self,
+        query: ListQuery,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        self.query(move |conn| conn.list_endpoints(&query)).await
+    }
+
+    /// A page of an endpoint's deliveries.
+    pub(crate) async fn list_deliveries(
+        &self,
+        endpoint: Option<EndpointId>,
+        query: ListQuery,
+    ) -> Result<Page<Delivery>, StoreError> {
+        self.query(move |conn| conn.list_deliveries(endpoint.as_ref(), &query))
+            .await
     }
 
     /// A page of a budget's period statements, with the budget.

@@ -67,6 +67,13 @@ pub(crate) fn verify_in_transaction(db: &mut impl Sql) -> Result<Head, VerifyErr
         |row| rows::statement(row),
         Replay::check_period,
     )?;
+    check_each(
+        db,
+        rows::EVERY_ENDPOINT,
+        &mut replay,
+        |row| rows::endpoint(row),
+        Replay::check_endpoint,
+    )?;
     replay.finish()
 }
 

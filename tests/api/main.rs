@@ -31,5 +31,6 @@ mod timeouts;
 mod tombstone;
 mod upgrade;
 mod validation;
+mod webhooks;
 #[path = "../wire/mod.rs"]
 mod wire;

@@ -12,9 +12,11 @@
 
 mod effects;
 
+mod attempts;
 mod close_budget;
 mod create_budget;
 mod create_tenant;
+mod endpoints;
 #[cfg(test)]
 mod expire_due;
 mod move_budget;
@@ -25,9 +27,13 @@ mod settle;
 mod tombstone_tenant;
 mod update_budget;
 
+pub(crate) use attempts::{Attempted, ClaimEndpoints, RecordAttempt};
 pub(crate) use close_budget::CloseBudget;
 pub(crate) use create_budget::CreateBudget;
 pub(crate) use create_tenant::{CreateTenant, Created};
+pub(crate) use endpoints::{
+    CreateEndpoint, DeleteEndpoint, RetryDelivery, RotateSecret, Secret, UpdateEndpoint,
+};
 #[cfg(test)]
 pub(crate) use expire_due::ExpireDue;
 pub(crate) use move_budget::MoveBudget;

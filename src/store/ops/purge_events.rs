@@ -3,14 +3,16 @@
 
 use std::time::Duration;
 
-use crate::domain::{EventId, Timestamp};
-use crate::store::sql::{Param, Sql};
+use crate::domain::{DeliveryState, EventId, Timestamp};
+use crate::store::rows::Columns;
+use crate::store::sql::{Param, Sql, text};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{EVENT_PURGE_BATCH, StoreError};
 
 /// Erases up to [`EVENT_PURGE_BATCH`] events written more than `retention` ago, oldest
-/// first; answers how many (a full batch: run it again).
+/// first, with their webhook deliveries; answers how many events (a full batch: run it
+/// again).
 #[derive(Debug)]
 pub(crate) struct PurgeEvents {
     /// How long an event is kept.
@@ -32,12 +34,44 @@ impl WriteOp for PurgeEvents {
             Timestamp::from_unix_ms(cutoff).unix_ms(),
             0,
         ));
-        let limit = i64::try_from(EVENT_PURGE_BATCH).unwrap_or(i64::MAX);
+        // The last event of this batch: the batch is every event up to it.
+        let offset = i64::try_from(EVENT_PURGE_BATCH - 1).unwrap_or(i64::MAX);
+        let last = w.db().query_opt(
+            "SELECT id FROM events WHERE id < CAST(?1 AS TEXT) ORDER BY id \
+             LIMIT 1 OFFSET CAST(?2 AS BIGINT)",
+            &[below.as_str().into(), Param::Int(offset)],
+            |row| Ok(text(row, 0)?.into_owned()),
+        )?;
+        let (condition, bound) = match &last {
+            Some(last) => ("<=", last.as_str()),
+            None => ("<", below.as_str()),
+        };
+        let erased = w.db().query(
+            &format!(
+                "SELECT state, CAST(count(*) AS TEXT) FROM webhook_deliveries \
+                 WHERE event_id {condition} CAST(?1 AS TEXT) GROUP BY state"
+            ),
+            &[bound.into()],
+            |row| {
+                let c = Columns::new(row, 0);
+                Ok((
+                    c.parse(0, "delivery state", DeliveryState::parse)?,
+                    c.parse(1, "count", |raw| raw.parse::<u64>().ok())?,
+                ))
+            },
+        )?;
+        for (state, n) in erased {
+            for _ in 0..n {
+                w.counts().delivery_erased(state);
+            }
+        }
+        w.db().send(
+            &format!("DELETE FROM webhook_deliveries WHERE event_id {condition} CAST(?1 AS TEXT)"),
+            &[bound.into()],
+        )?;
         w.db().execute(
-            "DELETE FROM events WHERE id IN \
-             (SELECT id FROM events WHERE id < CAST(?1 AS TEXT) ORDER BY id \
-              LIMIT CAST(?2 AS BIGINT))",
-            &[below.as_str().into(), Param::Int(limit)],
+            &format!("DELETE FROM events WHERE id {condition} CAST(?1 AS TEXT)"),
+            &[bound.into()],
         )
     }
 }

@@ -1,11 +1,29 @@
 //! The outbox: each event written in the transaction of the change it reports, so there is
 //! never an event without its change nor a change without its event.
 
-use crate::domain::{Budget, EventId, Figures, Timestamp};
+use crate::domain::{
+    Budget, DeliveryId, EndpointId, EventId, EventType, EventTypes, Figures, TenantId, Timestamp,
+};
 use crate::store::StoreError;
+use crate::store::rows::{self, ENDPOINT_COLUMNS};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
 use crate::views::EventData;
+
+/// An enabled webhook endpoint, as far as deciding which events it takes.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscriber {
+    id: EndpointId,
+    types: EventTypes,
+    tenant: Option<TenantId>,
+}
+
+impl Subscriber {
+    /// Whether it takes an event of `kind` about `tenant`.
+    fn takes(&self, kind: EventType, tenant: &TenantId) -> bool {
+        self.types.matches(kind) && self.tenant.as_ref().is_none_or(|t| t == tenant)
+    }
+}
 
 impl<D: Sql> WriterState<D> {
     /// Writes the event `data` tells of, written at `at`, inside the caller's transaction;
@@ -27,7 +45,52 @@ impl<D: Sql> WriterState<D> {
             ],
         )?;
         self.counts().event(kind);
+        let tenant = data.tenant_id();
+        let takers: Vec<EndpointId> = self
+            .enabled_endpoints()?
+            .iter()
+            .filter(|s| s.takes(kind, tenant))
+            .map(|s| s.id.clone())
+            .collect();
+        for endpoint in takers {
+            let delivery = DeliveryId::from_ulid(self.next_ulid(at));
+            self.db().send(
+                "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, state, \
+                 attempts, next_attempt_at) VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5)",
+                &[
+                    delivery.as_str().into(),
+                    endpoint.as_str().into(),
+                    id.as_str().into(),
+                    kind.name().into(),
+                    Param::Text(&at.to_string()),
+                ],
+            )?;
+            self.counts().delivery_created();
+        }
         Ok(())
+    }
+
+    /// The enabled endpoints, read once until they may have changed.
+    fn enabled_endpoints(&mut self) -> Result<&[Subscriber], StoreError> {
+        if self.subscribers().is_none() {
+            let read = self.db().query(
+                &format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
+                     WHERE state = 'enabled' ORDER BY id"
+                ),
+                &[],
+                |row| {
+                    let e = rows::endpoint(row)?;
+                    Ok(Subscriber {
+                        id: e.id,
+                        types: e.event_types,
+                        tenant: e.tenant_id,
+                    })
+                },
+            )?;
+            *self.subscribers() = Some(read);
+        }
+        Ok(self.subscribers().as_deref().unwrap_or_default())
     }
 
     /// Writes a `budget.available_low` for each of `budget`'s thresholds that the movement

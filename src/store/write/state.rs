@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::outbox::Subscriber;
 use super::stats::Delta;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
@@ -40,6 +41,10 @@ pub(crate) struct WriterState<D> {
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
+    /// The enabled webhook endpoints, read when an event is first written after they may
+    /// have changed (`None`: to be read). Forgotten by every change of an endpoint, by every
+    /// command that fails, and when another instance wrote.
+    subscribers: Option<Vec<Subscriber>>,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
     fail_next_rollback: bool,
@@ -78,6 +83,7 @@ impl<D: Sql> WriterState<D> {
             next_boundary: Timestamp::from_unix_ms(0),
             poisoned: None,
             sweep_retry_at: None,
+            subscribers: None,
             #[cfg(test)]
             fail_next_rollback: false,
         }
@@ -135,6 +141,12 @@ impl<D: Sql> WriterState<D> {
     pub(crate) fn catch_up(&mut self, at: Timestamp, latest: Option<ulid::Ulid>) {
         self.last_now = self.last_now.max(at);
         self.ids.skip_past(latest);
+        self.subscribers = None;
+    }
+
+    /// The enabled endpoints as last read, if they may not have changed since.
+    pub(crate) fn subscribers(&mut self) -> &mut Option<Vec<Subscriber>> {
+        &mut self.subscribers
     }
 
     /// No active reservation expires before this instant, as far as this writer knows.
@@ -233,6 +245,8 @@ impl<D: Sql> WriterState<D> {
         self.delta = delta;
         self.next_expiry = next_expiry;
         self.next_boundary = next_boundary;
+        // What the command read of the endpoints may have been rolled back with it.
+        self.subscribers = None;
     }
 
     /// After a batch that did not commit: the head and counts as they were, and the soonest

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::domain::{BudgetState, EntryKind, EventType, ReservationState, TenantState};
+use crate::domain::{
+    BudgetState, DeliveryState, EntryKind, EventType, ReservationState, TenantState,
+};
 use crate::store::StoreError;
 use crate::store::sql::{Sql, text};
 use crate::store::write::chain;
@@ -20,6 +22,8 @@ const RESERVATION_STATES: usize = ReservationState::NAMES.len();
 const ENTRY_KINDS: usize = EntryKind::ALL.len();
 /// Event types, as [`EventType::ALL`] lists them.
 const EVENT_TYPES: usize = EventType::ALL.len();
+/// Delivery states, as [`DeliveryState::NAMES`] lists them.
+const DELIVERY_STATES: usize = DeliveryState::NAMES.len();
 
 /// What one batch changed, applied to [`Stats`] once it is committed.
 #[derive(Debug, Default, Clone)]
@@ -35,6 +39,8 @@ pub(crate) struct Delta {
     entries: [u64; ENTRY_KINDS],
     /// Events written, by type.
     events: [u64; EVENT_TYPES],
+    /// Webhook deliveries by state; a delivery moves between them.
+    deliveries: [i64; DELIVERY_STATES],
     /// Idempotency records erased; their tokens must leave the WAL too.
     purged: usize,
 }
@@ -89,6 +95,22 @@ impl Delta {
         self.events[kind.slot()] += 1;
     }
 
+    /// A new webhook delivery, pending.
+    pub(crate) fn delivery_created(&mut self) {
+        self.deliveries[DeliveryState::Pending.slot()] += 1;
+    }
+
+    /// A delivery in `state` erased (with its endpoint or its event).
+    pub(crate) fn delivery_erased(&mut self, state: DeliveryState) {
+        self.deliveries[state.slot()] -= 1;
+    }
+
+    /// A delivery moved from `from` to `to`.
+    pub(crate) fn delivery_moved(&mut self, from: DeliveryState, to: DeliveryState) {
+        self.deliveries[from.slot()] -= 1;
+        self.deliveries[to.slot()] += 1;
+    }
+
     /// A new audit event.
     pub(crate) fn audit_event(&mut self) {
         self.audit_events += 1;
@@ -118,6 +140,8 @@ pub(crate) struct Stats {
     pub(crate) entries: [AtomicU64; ENTRY_KINDS],
     /// Events this process wrote, by type, in [`EventType::ALL`] order.
     pub(crate) events_written: [AtomicU64; EVENT_TYPES],
+    /// Webhook deliveries by state, in [`DeliveryState::NAMES`] order.
+    pub(crate) deliveries: [AtomicU64; DELIVERY_STATES],
     pub(crate) audit_events: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
@@ -168,6 +192,11 @@ impl Stats {
             &EntryKind::ALL.map(EntryKind::name),
             &self.entries,
         )?;
+        count(
+            "SELECT state, CAST(count(*) AS TEXT) FROM webhook_deliveries GROUP BY state",
+            &DeliveryState::NAMES,
+            &self.deliveries,
+        )?;
         let head = chain::load_head(db)?;
         self.audit_events
             .store(u64::try_from(head.seq).unwrap_or(0), Ordering::Relaxed);
@@ -185,6 +214,7 @@ impl Stats {
         add(&self.tenants, &delta.tenants);
         add(&self.budgets, &delta.budgets);
         add(&self.reservations, &delta.reservations);
+        add(&self.deliveries, &delta.deliveries);
         for (count, change) in self.entries.iter().zip(delta.entries) {
             count.fetch_add(change, Ordering::Relaxed);
         }

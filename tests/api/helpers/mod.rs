@@ -18,6 +18,8 @@
 //!   database of a test's own, and `psql`;
 //! - `problem`: RFC 9457 problem bodies checked against the contract;
 //! - `rand`: random tokens and names, and a seeded generator for timing;
+//! - `receiver`: a webhook receiver on the loopback that records every request and answers
+//!   as the test says (a status, a redirect, a stall, a dropped connection);
 //! - `shapes`: the shapes and bounds the contract fixes: ids, timestamps, names, limits;
 //! - `spend`: budgets, reservations, ledger entries and lists: requests, figures, replays.
 
@@ -29,6 +31,7 @@ mod oidc;
 mod pg;
 mod problem;
 mod rand;
+mod receiver;
 mod shapes;
 mod spend;
 mod tls;
@@ -41,6 +44,7 @@ pub use oidc::*;
 pub use pg::*;
 pub use problem::*;
 pub use rand::*;
+pub use receiver::*;
 pub use shapes::*;
 pub use spend::*;
 pub use tls::*;

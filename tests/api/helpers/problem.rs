@@ -68,16 +68,16 @@ pub fn assert_problem(resp: &Response, status: u16, code: &str, ctx: &str) -> Va
         body["request_id"], request_id,
         "{ctx}: request_id in the body equals the X-Request-Id header"
     );
-    if code == "validation_failed" {
+    if code == "validation_failed" || code == "invalid_query" {
         let errors = body["errors"].as_array();
         assert!(
             errors.is_some_and(|e| !e.is_empty()),
-            "{ctx}: validation_failed lists its errors; {body}"
+            "{ctx}: {code} lists its errors; {body}"
         );
     } else {
         assert!(
             body.get("errors").is_none(),
-            "{ctx}: only validation_failed carries errors; {body}"
+            "{ctx}: only validation_failed and invalid_query carry errors; {body}"
         );
     }
     if status == 401 {
