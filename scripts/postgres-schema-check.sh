@@ -138,10 +138,10 @@ yields "schema_version is 6 (SQLite's user_version)" "SELECT version FROM schema
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
-    "audit_events,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants"
+    "audit_events,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants,webhook_deliveries,webhook_endpoints"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,events_type,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned"
+    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,events_type,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -328,6 +328,38 @@ refuses "events: an unknown type is refused" \
     "INSERT INTO events $evt_cols VALUES ('evt_B', 'budget.charged', '$t1', 'ten_A', '{}')" \
     "23514:"
 accepts "events: an event past its retention is erased" "DELETE FROM events WHERE id < 'evt_B'"
+
+# --- webhook endpoints: deleted by their state, never erased; a deleted one is final
+whe_cols="(id, url, description, event_types, tenant_id, state, disabled_reason, created_at,
+    secret)"
+key32="decode(repeat('cd', 32), 'hex')"
+commit "insert a webhook endpoint" "INSERT INTO webhook_endpoints $whe_cols
+    VALUES ('whe_A', 'https://hooks.example.com/t', NULL, '*', NULL, 'enabled', NULL, '$t0',
+            $key32)"
+refuses "webhook_endpoints: DELETE is refused" \
+    "DELETE FROM webhook_endpoints WHERE id = 'whe_A'" \
+    "23000: webhook endpoints are deleted by their state, never erased"
+refuses "webhook_endpoints: TRUNCATE is refused" "TRUNCATE webhook_endpoints" \
+    "23000: webhook endpoints are deleted by their state, never erased"
+refuses "webhook_endpoints: a disabled endpoint needs its reason" \
+    "UPDATE webhook_endpoints SET state = 'disabled' WHERE id = 'whe_A'" "23514:"
+refuses "webhook_endpoints: a secret of 31 bytes is refused" \
+    "UPDATE webhook_endpoints SET secret = decode(repeat('cd', 31), 'hex') WHERE id = 'whe_A'" \
+    "23514:"
+refuses "webhook_endpoints: a deleted endpoint keeps no secret" \
+    "UPDATE webhook_endpoints SET state = 'deleted' WHERE id = 'whe_A'" "23514:"
+accepts "webhook_endpoints: an endpoint is deleted with its secret wiped" \
+    "UPDATE webhook_endpoints SET state = 'deleted', secret = ''::bytea WHERE id = 'whe_A'"
+refuses "webhook_endpoints: a deleted endpoint is final" "
+    UPDATE webhook_endpoints SET state = 'deleted', secret = ''::bytea WHERE id = 'whe_A';
+    UPDATE webhook_endpoints SET state = 'enabled', secret = $key32 WHERE id = 'whe_A'" \
+    "23000: a deleted webhook endpoint is final"
+refuses "webhook_deliveries: a pending delivery needs its next attempt's time" \
+    "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, state, attempts)
+     VALUES ('whd_A', 'whe_A', 'evt_A', 'tenant.created', 'pending', 0)" "23514:"
+accepts "webhook_deliveries: a delivery is written pending" \
+    "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, state, attempts,
+        next_attempt_at) VALUES ('whd_A', 'whe_A', 'evt_A', 'tenant.created', 'pending', 0, '$t0')"
 
 # --- amounts: 0 ..= 2^128 - 1
 yields "amounts: 2^128 - 1 is accepted and read back exactly" \

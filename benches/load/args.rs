@@ -162,6 +162,9 @@ pub(crate) enum Group {
     Scale,
     /// --boundary-budgets monthly budgets passing one boundary while charges go on (SQLite)
     Boundary,
+    /// Webhook deliveries to a local receiver while charges go on, and the spend path with
+    /// ten endpoints subscribed to everything
+    Webhooks,
 }
 
 /// The PostgreSQL cluster every server gets a database of its own on.

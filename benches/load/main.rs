@@ -30,6 +30,7 @@
 //! - `client.rs`: one connection's requests, their latencies and statuses;
 //! - `workloads.rs`: the requests of each row, the phases that send them, the seeding;
 //! - `spend.rs`: the reserve+commit rows, and the hot budget checked at the end;
+//! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
 mod args;
@@ -38,6 +39,7 @@ mod client;
 mod report;
 mod server;
 mod spend;
+mod webhooks;
 mod workloads;
 
 // The load generator uses the scratch database's making and dropping and its psql, not the
@@ -59,7 +61,9 @@ use std::sync::Arc;
 use crate::args::{Args, Group};
 use crate::report::render;
 use crate::server::Server;
-use crate::spend::{SPREAD_BUDGETS, check_budget, measure_alone, measure_charges, measure_cycles};
+use crate::spend::{
+    SPREAD_BUDGETS, check_budget, measure_alone, measure_charges, measure_credits, measure_cycles,
+};
 use crate::workloads::{Kind, measure, seed, tenant_path};
 
 fn main() {
@@ -138,6 +142,7 @@ async fn run(args: &Args) -> Result<Report, String> {
         rows.extend(measure_alone(args, &server, &name, &spread).await?);
         let name = format!("{SPREAD_BUDGETS} budgets");
         rows.extend(measure_charges(args, &server, &name, &spread).await?);
+        rows.extend(measure_credits(args, &server, &name, &spread).await?);
         let auth = format!("Bearer {}", server.token);
         let deposit = u128::from(u64::MAX);
         let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
@@ -184,6 +189,12 @@ async fn run(args: &Args) -> Result<Report, String> {
         let name = format!("GET tenant ({} tenants)", args.scale);
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
         server.stop();
+    }
+
+    if wanted(Group::Webhooks) {
+        let (webhook_rows, webhook_notes) = webhooks::measure(args).await?;
+        rows.extend(webhook_rows);
+        notes.extend(webhook_notes);
     }
 
     // The boundary row reads the SQLite file itself; on PostgreSQL it is asked for alone.

@@ -27,13 +27,18 @@ pub(crate) const SPREAD_BUDGETS: u64 = 1000;
 const SPEND_HOLD: u64 = 2;
 
 /// What a spending connection does: reserve+commit cycles (each hold committed at once), or
-/// one kind of request alone: reserves that it keeps, commits of holds taken before, or
-/// charges of 1.
+/// one kind of request alone: reserves that it keeps, commits of holds taken before, charges
+/// of 1, or credits of 1 (with the admin's `Bearer …`, at most one every `pace` if given:
+/// each writes an event).
 pub(crate) enum Plan {
     Cycles,
     Reserve,
     Commit(Vec<Hold>),
     Charge,
+    Credit {
+        auth: Arc<str>,
+        pace: Option<std::time::Duration>,
+    },
 }
 
 /// A hold to commit: the index of its target and the reservation's id.
@@ -45,6 +50,7 @@ pub(crate) struct Spent {
     reserve: (Histogram<u64>, Tally),
     commit: (Histogram<u64>, Tally),
     charge: (Histogram<u64>, Tally),
+    credit: (Histogram<u64>, Tally),
     committed: u128,
     /// Atomic units spent by acknowledged charges.
     pub(crate) charged: u128,
@@ -60,6 +66,7 @@ impl Spent {
             reserve: (histogram(), Tally::default()),
             commit: (histogram(), Tally::default()),
             charge: (histogram(), Tally::default()),
+            credit: (histogram(), Tally::default()),
             committed: 0,
             charged: 0,
             held: 0,
@@ -87,7 +94,10 @@ async fn spend_connection(
         Plan::Cycles => (true, Vec::new()),
         Plan::Reserve => (false, Vec::new()),
         Plan::Commit(holds) => (false, holds),
-        Plan::Charge => return charge_connection(stream, targets, stop, rng).await,
+        Plan::Charge => return charge_connection(stream, targets, stop, rng, None).await,
+        Plan::Credit { auth, pace } => {
+            return charge_connection(stream, targets, stop, rng, Some((auth, pace))).await;
+        }
     };
     let committing_only = !to_commit.is_empty();
     while stop.take() {
@@ -164,26 +174,45 @@ async fn charge_connection(
     targets: Arc<Vec<Seeded>>,
     stop: Stop,
     mut rng: u64,
+    credit: Option<(Arc<str>, Option<std::time::Duration>)>,
 ) -> Result<Spent, String> {
     let (mut request, mut body) = (Vec::with_capacity(512), Vec::with_capacity(128));
     let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut spent = Spent::new();
+    let mut pace = credit
+        .as_ref()
+        .and_then(|(_, pace)| *pace)
+        .map(tokio::time::interval);
     while stop.take() {
+        if let Some(pace) = &mut pace {
+            pace.tick().await;
+        }
         let t = (next(&mut rng) % targets.len() as u64) as usize;
         body.clear();
-        write!(
-            body,
-            r#"{{"budget_id":"{}","amount_atomic":"1"}}"#,
-            targets[t].budget_id
-        )
-        .expect("a Vec");
+        let (auth, path) = match &credit {
+            Some((auth, _)) => {
+                body.extend_from_slice(br#"{"amount_atomic":"1"}"#);
+                (&**auth, format!("{}/credits", targets[t].budget_path))
+            }
+            None => {
+                write!(
+                    body,
+                    r#"{{"budget_id":"{}","amount_atomic":"1"}}"#,
+                    targets[t].budget_id
+                )
+                .expect("a Vec");
+                (
+                    targets[t].auth.as_str(),
+                    format!("{}/charges", targets[t].path),
+                )
+            }
+        };
         let headers = [
             HOST,
-            ("Authorization", targets[t].auth.as_str()),
+            ("Authorization", auth),
             ("Content-Type", "application/json"),
         ];
         request.clear();
-        let path = format!("{}/charges", targets[t].path);
         wire::write_request(
             &mut request,
             "POST",
@@ -193,12 +222,14 @@ async fn charge_connection(
             Some(&body),
         );
         let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
-        spent
-            .charge
-            .0
-            .saturating_record(micros.clamp(1, LATENCY_US_MAX));
-        spent.charge.1.count(frame.head.status);
-        if frame.head.status == 201 {
+        let counted = if credit.is_some() {
+            &mut spent.credit
+        } else {
+            &mut spent.charge
+        };
+        counted.0.saturating_record(micros.clamp(1, LATENCY_US_MAX));
+        counted.1.count(frame.head.status);
+        if frame.head.status == 201 && credit.is_none() {
             spent.charged += 1;
         }
         buf.drain(..frame.len);
@@ -241,6 +272,7 @@ pub(crate) async fn spend_phase(
             (&mut all.reserve, one.reserve),
             (&mut all.commit, one.commit),
             (&mut all.charge, one.charge),
+            (&mut all.credit, one.credit),
         ] {
             into.0.add(&from.0).map_err(|e| e.to_string())?;
             into.1.merge(from.1);
@@ -288,12 +320,16 @@ pub(crate) async fn spend_rows(
     let mut spent = spend_phase(server, targets, plans, stop).await?;
     let elapsed = started.elapsed().as_secs_f64();
     let cost = server.sample_after().since(before);
-    let requests = spent.reserve.1.requests + spent.commit.1.requests + spent.charge.1.requests;
+    let requests = spent.reserve.1.requests
+        + spent.commit.1.requests
+        + spent.charge.1.requests
+        + spent.credit.1.requests;
     let mut rows = Vec::new();
     for (what, counted) in [
         ("POST reserve", &mut spent.reserve),
         ("POST commit", &mut spent.commit),
         ("POST charge", &mut spent.charge),
+        ("POST credit", &mut spent.credit),
     ] {
         if counted.1.requests == 0 {
             continue;
@@ -389,6 +425,41 @@ pub(crate) async fn measure_charges(
     spend_phase(server, targets, charges(), warmup).await?;
     let stop = Stop::At(Instant::now() + args.duration);
     Ok(spend_rows(server, targets, charges(), stop, name).await?.1)
+}
+
+/// A warm-up and a measured phase of credits of 1 over `targets`, by the admin: their row.
+/// Each credit writes an event (and a delivery for each endpoint that takes it).
+pub(crate) async fn measure_credits(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+) -> Result<Vec<Row>, String> {
+    eprintln!(
+        "  credits, {name}: {:.1} s warm-up, {:.1} s measured",
+        args.warmup.as_secs_f64(),
+        args.duration.as_secs_f64()
+    );
+    let auth: Arc<str> = format!("Bearer {}", server.token).into();
+    let credits = || {
+        plans(
+            args.connections,
+            || Plan::Credit {
+                auth: Arc::clone(&auth),
+                pace: None,
+            },
+            None,
+        )
+    };
+    spend_phase(
+        server,
+        targets,
+        credits(),
+        Stop::At(Instant::now() + args.warmup),
+    )
+    .await?;
+    let stop = Stop::At(Instant::now() + args.duration);
+    Ok(spend_rows(server, targets, credits(), stop, name).await?.1)
 }
 
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit

@@ -155,8 +155,7 @@ async fn endpoint_task(
     sending: watch::Receiver<Sending>,
 ) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
-    // Deliveries attempted whose outcome is not written yet: not to be read as due again.
-    let busy: Arc<Mutex<HashSet<DeliveryId>>> = Arc::default();
+    let busy: Arc<Mutex<Busy>> = Arc::default();
     loop {
         // Wait for a free slot before reading, so what is read is sent at once.
         match Arc::clone(&slots).acquire_owned().await {
@@ -164,7 +163,10 @@ async fn endpoint_task(
             Err(_) => return,
         }
         let now = Timestamp::from_unix_ms(crate::ids::now_unix_ms());
-        let skip = busy.lock().map(|b| b.len()).unwrap_or(0);
+        let skip = busy
+            .lock()
+            .expect("the busy set is never poisoned")
+            .read_begins();
         let due = match shared
             .store
             .due_deliveries(endpoint.clone(), now, READ_BATCH + skip)
@@ -182,7 +184,7 @@ async fn endpoint_task(
         let fresh: Vec<Due> = {
             let busy = busy.lock().expect("the busy set is never poisoned");
             due.into_iter()
-                .filter(|d| !busy.contains(&d.delivery))
+                .filter(|d| !busy.ids.contains_key(&d.delivery))
                 .collect()
         };
         if fresh.is_empty() {
@@ -195,7 +197,8 @@ async fn endpoint_task(
             };
             busy.lock()
                 .expect("the busy set is never poisoned")
-                .insert(due.delivery.clone());
+                .ids
+                .insert(due.delivery.clone(), None);
             let target = sending.borrow().clone();
             let (shared, busy) = (Arc::clone(&shared), Arc::clone(&busy));
             tokio::spawn(async move {
@@ -204,9 +207,37 @@ async fn endpoint_task(
                 record(&shared, attempted).await;
                 busy.lock()
                     .expect("the busy set is never poisoned")
-                    .remove(&id);
+                    .recorded(id);
             });
         }
+    }
+}
+
+/// The deliveries of one endpoint that a read must not take for due: those being attempted,
+/// and those whose outcome was written while a read may have been under way (that read's
+/// snapshot can still show them pending).
+#[derive(Default)]
+struct Busy {
+    /// Reads begun so far.
+    reads: u64,
+    /// A delivery being attempted (`None`), or recorded while read `n` was the last begun.
+    ids: HashMap<DeliveryId, Option<u64>>,
+}
+
+impl Busy {
+    /// A read begins: deliveries recorded before it are seen as they are and leave the set.
+    /// How many stay (the read asks for that many more).
+    fn read_begins(&mut self) -> usize {
+        self.reads += 1;
+        let reads = self.reads;
+        self.ids
+            .retain(|_, recorded| recorded.is_none_or(|at| at >= reads));
+        self.ids.len()
+    }
+
+    /// The outcome of `id` is written: no read begun from now on shows it pending.
+    fn recorded(&mut self, id: DeliveryId) {
+        self.ids.insert(id, Some(self.reads));
     }
 }
 
@@ -280,5 +311,27 @@ async fn record(shared: &Shared, attempted: Attempted) {
                 attempted.delivery
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_is_held_back_from_every_read_that_may_show_it_pending() {
+        let id = DeliveryId::parse("whd_01ARZ3NDEKTSV4RRFFQ69G5FAV").expect("an id");
+        let mut busy = Busy::default();
+        busy.ids.insert(id.clone(), None);
+        // Read 1 begins while the attempt runs, and its outcome is written meanwhile.
+        assert_eq!(busy.read_begins(), 1);
+        busy.recorded(id.clone());
+        assert!(
+            busy.ids.contains_key(&id),
+            "read 1's answer may show it pending"
+        );
+        // Read 2 begins after the write: it sees the delivery as it is.
+        assert_eq!(busy.read_begins(), 0);
+        assert!(!busy.ids.contains_key(&id));
     }
 }
