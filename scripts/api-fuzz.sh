@@ -199,7 +199,16 @@ cat >"$WORK/hooks.py" <<'EOF'
    digest; a name that breaks the pattern is left as it is, so the `422` cases are still
    generated and checked.
 
-3. `tombstoned_tenant_stays_readable` replaces Schemathesis' `use_after_free`, whose premise
+3. `before_call`: a webhook endpoint's `tenant_id` that matches the document's pattern is
+   valid to the document, but the contract answers `422` for a tenant that does not exist,
+   which `positive_data_acceptance` would report as a valid request rejected. So a well-formed
+   id in a create or a PATCH of an endpoint becomes `null` (every tenant); a malformed one is
+   left as it is, so the `422` cases are still generated and checked. Likewise a `url` that
+   matches the document's pattern becomes one URL every rule takes: the pattern cannot say
+   all that a host name must be (at most 253 characters, labels of 63, not all digits), which
+   the unit tests of src/webhook/url.rs check. (The black-box tests check both `422`s.)
+
+4. `tombstoned_tenant_stays_readable` replaces Schemathesis' `use_after_free`, whose premise
    (a read after a successful DELETE must be 404) contradicts the contract: DELETE is a
    tombstone, and a tombstoned tenant stays readable with 200. This check asserts the
    contract instead: once DELETE /v1/tenants/{id} answered 200, every later GET of that id
@@ -218,7 +227,7 @@ import time
 import schemathesis
 
 # What the hooks did, written at exit for the script's summary.
-_stats = {"zones_replaced": 0, "keys_bound": 0, "tombstones": 0, "reads_after_tombstone": 0, "deletes_after_tombstone": 0, "admin_answered": 0}
+_stats = {"endpoint_tenants_cleared": 0, "endpoint_urls_replaced": 0, "zones_replaced": 0, "keys_bound": 0, "tombstones": 0, "reads_after_tombstone": 0, "deletes_after_tombstone": 0, "admin_answered": 0}
 
 
 @atexit.register
@@ -267,6 +276,27 @@ def _known_zones(case):
         _stats["zones_replaced"] += 1
 
 
+_TENANT_ID = re.compile(r"^ten_[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+
+
+_ENDPOINT_URL = re.compile(r"^https?://[^/?#@\s]+(?:[/?][^#\s]*)?$")
+
+
+def _existing_tenants_only(case):
+    if not case.operation.path.startswith("/v1/webhook-endpoints"):
+        return
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    if isinstance(body.get("tenant_id"), str) and _TENANT_ID.match(body["tenant_id"]):
+        body["tenant_id"] = None
+        _stats["endpoint_tenants_cleared"] += 1
+    url = body.get("url")
+    if isinstance(url, str) and _ENDPOINT_URL.match(url) and len(url) <= 2048:
+        body["url"] = "https://hooks.example.com/tenantd"
+        _stats["endpoint_urls_replaced"] += 1
+
+
 _lock = threading.Lock()
 _sent = {}  # case id -> when its request was sent (monotonic)
 _tombstoned = {}  # tenant id -> (when its first DELETE 200 arrived, that body)
@@ -275,6 +305,7 @@ _tombstoned = {}  # tenant id -> (when its first DELETE 200 arrived, that body)
 @schemathesis.hook
 def before_call(context, case, kwargs):
     _known_zones(case)
+    _existing_tenants_only(case)
     _bind_key_to_body(case)
     with _lock:
         _sent[case.id] = time.monotonic()
