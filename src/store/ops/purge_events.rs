@@ -75,3 +75,109 @@ impl WriteOp for PurgeEvents {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::audit::Actor;
+    use crate::domain::{Atomic, EventTypes, Name, NewEndpoint, NewTenant, Thresholds};
+    use crate::store::ops::{CreateEndpoint, CreateTenant, Secret};
+    use crate::store::{Clock, ListQuery, Store, StoreConfig};
+
+    const DAY_MS: u64 = 86_400_000;
+
+    fn all() -> ListQuery {
+        ListQuery {
+            limit: 100,
+            after: None,
+            state: None,
+            budget_id: None,
+            tenant_id: None,
+            created_after: None,
+            event_id: None,
+        }
+    }
+
+    async fn tenant(store: &Store, name: &str) {
+        store
+            .write(CreateTenant {
+                tenant: NewTenant {
+                    name: Name::parse(name).expect("a name"),
+                    opening_deposit: Atomic::new(1),
+                    policy: None,
+                    thresholds: Thresholds::default(),
+                },
+                actor: Actor::Admin,
+                keyed: None,
+            })
+            .await
+            .expect("a tenant");
+    }
+
+    #[test]
+    fn events_past_their_retention_go_with_their_deliveries_and_no_others() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let clock = Arc::new(AtomicU64::new(1_800_000_000_000));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let (store, threads) = Store::open(StoreConfig {
+                clock: Clock::Manual(Arc::clone(&clock)),
+                ..StoreConfig::for_tests(dir.path().join("purge.db"))
+            })
+            .expect("the store opens");
+            let endpoint = store
+                .write(CreateEndpoint {
+                    endpoint: NewEndpoint {
+                        url: "https://hooks.example.com/t".into(),
+                        description: None,
+                        event_types: EventTypes::All,
+                        tenant_id: None,
+                    },
+                    secret: Secret([7; 32]),
+                    actor: Actor::Admin,
+                    keyed: None,
+                })
+                .await
+                .expect("an endpoint");
+            let crate::store::Written::Fresh(endpoint) = endpoint else {
+                panic!("a fresh endpoint");
+            };
+            tenant(&store, "old").await;
+            clock.fetch_add(29 * DAY_MS, Ordering::SeqCst);
+            tenant(&store, "newer").await;
+            clock.fetch_add(2 * DAY_MS, Ordering::SeqCst);
+            let retention = Duration::from_millis(30 * DAY_MS);
+            let erased = store
+                .write(PurgeEvents { retention })
+                .await
+                .expect("a purge");
+            assert_eq!(erased, 1, "only the event of 31 days ago");
+            let events = store.list_events(all()).await.expect("events");
+            let names: Vec<&str> = events.items.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(events.items.len(), 1, "{names:?}");
+            assert!(events.items[0].data.contains("\"newer\""));
+            let deliveries = store
+                .list_deliveries(Some(endpoint.id.clone()), all())
+                .await
+                .expect("deliveries");
+            assert_eq!(
+                deliveries.items.len(),
+                1,
+                "the old event's delivery went with it"
+            );
+            assert_eq!(deliveries.items[0].event_id, events.items[0].id);
+            let again = store
+                .write(PurgeEvents { retention })
+                .await
+                .expect("a purge");
+            assert_eq!(again, 0, "nothing more is due");
+            threads.shutdown().await.expect("the store stops");
+        });
+    }
+}
