@@ -91,7 +91,7 @@ work=$(mktemp -d)
 trap 'rm -f "$report"; [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 (umask 077 && head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' > "$work/admin.token")
 "$root/target/release/tenantd" serve --listen 127.0.0.1:0 --db "$work/tenantd.db" \
-    --admin-token-file "$work/admin.token" 2> "$work/server.log" &
+    --admin-token-file "$work/admin.token" --webhook-allow-http 2> "$work/server.log" &
 server=$!
 addr=
 for _ in $(seq 100); do  # 10 s for the server to listen

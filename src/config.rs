@@ -130,7 +130,7 @@ pub struct WebhookConfig {
     pub allow_http: bool,
     /// Whether loopback, private, link-local and unique-local addresses may be delivered to.
     pub allow_private: bool,
-    /// The authorities for `https://` endpoints (a PEM file) instead of the roots compiled in.
+    /// Extra authorities for `https://` endpoints (a PEM file), beside the roots compiled in.
     pub ca_file: Option<String>,
 }
 
@@ -544,6 +544,7 @@ struct ServeArgs {
         next_line_help = true,
         value_name = "DAYS",
         env = "TENANTD_EVENT_RETENTION",
+        hide_env_values = true,
         default_value_t = store::EVENT_RETENTION_DAYS_DEFAULT,
         value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::EVENT_RETENTION_DAYS_MAX)
     )]
@@ -558,6 +559,7 @@ struct ServeArgs {
         next_line_help = true,
         value_name = "SECONDS",
         env = "TENANTD_WEBHOOK_TIMEOUT",
+        hide_env_values = true,
         default_value_t = 10,
         value_parser = RangedU64ValueParser::<u64>::new().range(1..=60)
     )]
@@ -573,6 +575,7 @@ struct ServeArgs {
         next_line_help = true,
         value_name = "LIST",
         env = "TENANTD_WEBHOOK_RETRY_SCHEDULE",
+        hide_env_values = true,
         default_value = "5s,30s,2m,10m,1h,4h,8h",
         value_parser = retry_schedule
     )]
@@ -584,31 +587,43 @@ struct ServeArgs {
         next_line_help = true,
         value_name = "N",
         env = "TENANTD_WEBHOOK_DISABLE_AFTER",
+        hide_env_values = true,
         default_value_t = 100,
         value_parser = RangedU64ValueParser::<u32>::new().range(1..=1_000_000)
     )]
     webhook_disable_after: u32,
 
     /// Take http:// webhook URLs (demos and tests); otherwise https:// only
-    #[arg(long, env = "TENANTD_WEBHOOK_ALLOW_HTTP")]
+    #[arg(
+        long,
+        env = "TENANTD_WEBHOOK_ALLOW_HTTP",
+        hide_env_values = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     webhook_allow_http: bool,
 
     /// Deliver webhooks to loopback, private, link-local and unique-local addresses
     ///
     /// Without it, an endpoint's host is resolved at every attempt and such an address fails
     /// the attempt without a connection (cloud metadata addresses included).
-    #[arg(long, env = "TENANTD_WEBHOOK_ALLOW_PRIVATE")]
+    #[arg(
+        long,
+        env = "TENANTD_WEBHOOK_ALLOW_PRIVATE",
+        hide_env_values = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     webhook_allow_private: bool,
 
-    /// PEM file of the authorities trusted for https:// webhook endpoints
+    /// PEM file of extra authorities trusted for https:// webhook endpoints
     ///
-    /// For endpoints whose certificates a private authority signed. It replaces the Mozilla
-    /// roots compiled in, which are trusted when this is not given.
+    /// For endpoints whose certificates a private authority signed; they are trusted beside
+    /// the Mozilla roots compiled in.
     #[arg(
         long,
         next_line_help = true,
         value_name = "FILE",
         env = "TENANTD_WEBHOOK_CA_FILE",
+        hide_env_values = true,
         value_parser = oidc_ca_file
     )]
     webhook_ca_file: Option<String>,

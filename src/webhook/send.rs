@@ -85,6 +85,7 @@ pub(crate) fn start(
 async fn run(shared: Arc<Shared>, owner: Arc<str>, mut takes_all: bool) {
     let mut tasks: HashMap<EndpointId, (watch::Sender<Sending>, tokio::task::JoinHandle<()>)> =
         HashMap::new();
+    let mut lanes: HashMap<EndpointId, Arc<Lane>> = HashMap::new();
     let mut renew_at = tokio::time::Instant::now();
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,6 +127,9 @@ async fn run(shared: Arc<Shared>, owner: Arc<str>, mut takes_all: bool) {
             }
             keep
         });
+        // A lane outlives its task while attempts it started still run, so an endpoint sent
+        // to again (enabled again, its lease taken back) waits for them.
+        lanes.retain(|id, lane| held.contains(id) || !lane.idle());
         for sending in mine {
             match tasks.get(&sending.id) {
                 Some((tx, _)) => {
@@ -139,8 +143,10 @@ async fn run(shared: Arc<Shared>, owner: Arc<str>, mut takes_all: bool) {
                 }
                 None => {
                     let id = sending.id.clone();
+                    let lane = Arc::clone(lanes.entry(id.clone()).or_default());
                     let (tx, rx) = watch::channel(sending);
-                    let task = tokio::spawn(endpoint_task(Arc::clone(&shared), id.clone(), rx));
+                    let task =
+                        tokio::spawn(endpoint_task(Arc::clone(&shared), lane, id.clone(), rx));
                     tasks.insert(id, (tx, task));
                 }
             }
@@ -148,14 +154,44 @@ async fn run(shared: Arc<Shared>, owner: Arc<str>, mut takes_all: bool) {
     }
 }
 
+/// One endpoint's slots and the deliveries it is sending: kept by the sender for as long as
+/// the endpoint is held or an attempt to it still runs, whichever task started it.
+struct Lane {
+    slots: Arc<Semaphore>,
+    busy: Arc<Mutex<Busy>>,
+}
+
+impl Default for Lane {
+    fn default() -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(IN_FLIGHT_MAX)),
+            busy: Arc::default(),
+        }
+    }
+}
+
+impl Lane {
+    /// Whether no attempt runs and none waits for its outcome to be written.
+    fn idle(&self) -> bool {
+        self.slots.available_permits() == IN_FLIGHT_MAX
+            && self
+                .busy
+                .lock()
+                .expect("the busy set is never poisoned")
+                .ids
+                .values()
+                .all(Option::is_some)
+    }
+}
+
 /// Sends one endpoint's due deliveries, [`IN_FLIGHT_MAX`] at a time.
 async fn endpoint_task(
     shared: Arc<Shared>,
+    lane: Arc<Lane>,
     endpoint: EndpointId,
     sending: watch::Receiver<Sending>,
 ) {
-    let slots = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
-    let busy: Arc<Mutex<Busy>> = Arc::default();
+    let (slots, busy) = (Arc::clone(&lane.slots), Arc::clone(&lane.busy));
     loop {
         // Wait for a free slot before reading, so what is read is sent at once.
         match Arc::clone(&slots).acquire_owned().await {

@@ -1948,6 +1948,45 @@ fn at_most_four_attempts_are_in_flight_per_endpoint_and_a_slow_one_delays_no_oth
     assert!(d.is_some(), "every delivery succeeded");
 }
 
+/// An endpoint disabled and enabled again while its attempts stall: the attempts still
+/// running count against the bound of 4, and a delivery being attempted is not sent again.
+#[test]
+fn attempts_under_way_when_an_endpoint_is_disabled_still_count_once_it_is_enabled() {
+    let app = hook_app(30, FAST_SCHEDULE, true).spawn();
+    let rx = Receiver::start();
+    rx.set(Behaviour::Stall);
+    let endpoint = new_endpoint(&app, &rx.url(), &["tenant.created"]);
+    let id = id_of(&endpoint);
+    let mut events = Vec::new();
+    for i in 0..8 {
+        events.push(new_tenant(&app, &format!("toggled-{i}")).1);
+    }
+    rx.wait_for(4, WAIT, "four stalled attempts");
+    let disabled = patch_endpoint(&app, &id, &json!({ "enabled": false }));
+    assert_eq!(disabled.status, 200, "{}", disabled.text());
+    thread::sleep(SETTLE);
+    let enabled = patch_endpoint(&app, &id, &json!({ "enabled": true }));
+    assert_eq!(enabled.status, 200, "{}", enabled.text());
+    thread::sleep(SETTLE * 2);
+    assert_eq!(
+        rx.count(),
+        4,
+        "no attempt beyond the four still under way: {} requests, {} at once",
+        rx.count(),
+        rx.max_open()
+    );
+    rx.set(Behaviour::status(200));
+    let all = rx.wait_until(WAIT, |r| webhook_ids(r).len() >= events.len());
+    assert!(all.is_some(), "every event once the endpoint answers");
+    assert!(
+        rx.max_open() <= 4,
+        "never more than 4 at once: {}",
+        rx.max_open()
+    );
+    let sent = rx.requests().len();
+    assert_eq!(sent, events.len(), "no event sent twice");
+}
+
 // ---------------------------------------------------------------------------------------
 // Addresses
 

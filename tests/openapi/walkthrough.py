@@ -1,5 +1,6 @@
 """The walk-through of docs/api.md, driven through a client generated from openapi.json by
 openapi-python-client: create, read, list, reserve, commit, release, renew by periods, charge,
+read the events, run a webhook endpoint from creation to deletion (docs/webhooks.md),
 tombstone. Every answer, every error kind a client can provoke included, must parse into the
 model the document names for its status. Left out: 408, 500 and 503 (they need a slow client,
 a broken disk or a full queue), 501 (httpx sends no transfer coding but chunked), and 405 and
@@ -7,12 +8,19 @@ a broken disk or a full queue), 501 (httpx sends no transfer coding but chunked)
 
     python3 walkthrough.py BASE_URL ADMIN_TOKEN   (the generated package on PYTHONPATH)
 
+The server must run with --webhook-allow-http: the webhook endpoint is an http:// URL of a
+receiver this script starts on 127.0.0.1. Without --webhook-allow-private its deliveries are
+refused ("address not allowed"); with it they reach the receiver. Either way they parse.
+
 Prints one line per step and "N passed, 0 failed" at the end; exits 1 at the first failure.
 """
 
 import json
 import sys
+import threading
+import time
 import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
 
@@ -30,6 +38,7 @@ from tenantd_client.api.budgets import (
     update_budget,
 )
 from tenantd_client.api.charges import create_charge
+from tenantd_client.api.events import get_event, list_events, list_tenant_events
 from tenantd_client.api.reservations import (
     commit_reservation,
     create_reservation,
@@ -39,9 +48,21 @@ from tenantd_client.api.reservations import (
     release_reservation,
 )
 from tenantd_client.api.tenants import create_tenant, get_tenant, list_tenants, tombstone_tenant
+from tenantd_client.api.webhooks import (
+    create_webhook_endpoint,
+    delete_webhook_endpoint,
+    get_webhook_endpoint,
+    list_webhook_deliveries,
+    list_webhook_endpoints,
+    retry_webhook_delivery,
+    rotate_webhook_endpoint_secret,
+    update_webhook_endpoint,
+)
 from tenantd_client.models import (
     ActiveReservation,
     Budget,
+    BudgetEvent,
+    BudgetMovementEvent,
     BudgetPage,
     BudgetPatch,
     ChargeRequest,
@@ -51,8 +72,12 @@ from tenantd_client.models import (
     CreateBudgetRequest,
     CreateReservationRequest,
     CreateTenantRequest,
+    CreateWebhookEndpointRequest,
     CreatedTenant,
     CurrentPeriod,
+    EmptyRequest,
+    EventPage,
+    EventType,
     ExtendRequest,
     FieldError,
     LedgerEntry,
@@ -70,8 +95,17 @@ from tenantd_client.models import (
     Reservation,
     ReservationPage,
     Tenant,
+    TenantCreatedEvent,
     TenantPage,
+    TenantTombstonedEvent,
     TombstonedTenant,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointPage,
+    WebhookEndpointPatch,
+    WebhookEndpointWithSecret,
+    WebhookEventType,
 )
 
 passed = 0
@@ -97,6 +131,29 @@ def problem(what, answer, status, code):
     if not name.endswith(f"Response{status}"):
         sys.exit(f"FAIL {what}: expected the {status} problem model, got {name}: {answer!r}")
     step(what, answer, type(answer), status=status, code=code, type_="about:blank")
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver that takes every delivery (204) and says nothing."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def first_attempt(admin, endpoint_id, event_id):
+    """The endpoint's delivery of the event once an attempt has ended (the sender looks every
+    100 ms); fails after 10 s."""
+    for _ in range(100):
+        page = list_webhook_deliveries.sync(endpoint_id, client=admin, event_id=event_id)
+        if isinstance(page, WebhookDeliveryPage) and page.data and page.data[0].attempts >= 1:
+            return page
+        time.sleep(0.1)
+    sys.exit(f"FAIL the delivery of {event_id}: no attempt within 10 s: {page!r}")
 
 
 def main(base_url, admin_token):
@@ -299,6 +356,123 @@ def main(base_url, admin_token):
         closing_available_atomic=None,
     )
 
+    # Events: every change above wrote one (charges, holds and settlements write none).
+    credited = list_events.sync(client=admin, type_=EventType.BUDGET_CREDITED, tenant_id=tid)
+    step("list the credits' events", credited, EventPage, has_more=False)
+    if len(credited.data) != 1:
+        sys.exit(f"FAIL list the credits' events: one expected: {credited.data!r}")
+    step(
+        "the credit's event",
+        credited.data[0],
+        BudgetMovementEvent,
+        type_="budget.credited",
+        tenant_id=tid,
+    )
+    step("its entry", credited.data[0].data.entry, LedgerEntry, kind="credit", amount_atomic="500")
+    evt = credited.data[0].id
+    step("read the event alone", get_event.sync(evt, client=admin), BudgetMovementEvent, id=evt)
+    own = list_tenant_events.sync(tid, client=sidecar)
+    step("the tenant's events, with its own token", own, EventPage, has_more=False)
+    kinds = [e.type_.value for e in own.data]
+    expected = ["tenant.created", "budget.created", "budget.credited", "budget.debited",
+                "budget.created", "budget.updated"]
+    if kinds != expected:
+        sys.exit(f"FAIL the tenant's events: {kinds!r}, not {expected!r}")
+    step("the first, its creation", own.data[0], TenantCreatedEvent, tenant_id=tid)
+    step("its tenant", own.data[0].data.tenant, Tenant, id=tid)
+    first_at = own.data[0].created_at
+    later = list_events.sync(client=admin, tenant_id=tid, created_after=first_at)
+    step("the events after the first", later, EventPage)
+    if [e.id for e in later.data] != [e.id for e in own.data if e.created_at > first_at]:
+        sys.exit(f"FAIL created_after: {[e.id for e in later.data]!r}")
+    step(
+        "the PATCH's event",
+        list_tenant_events.sync(tid, client=sidecar, type_=EventType.BUDGET_UPDATED).data[0],
+        BudgetEvent,
+        type_="budget.updated",
+    )
+
+    # A webhook endpoint for this tenant's credits, at a receiver on 127.0.0.1.
+    receiver = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{receiver.server_address[1]}/tenantd/{run}"
+    hook_body = CreateWebhookEndpointRequest(
+        url=hook_url,
+        event_types=[WebhookEventType.BUDGET_DEBITED, WebhookEventType.BUDGET_CREDITED],
+        tenant_id=tid,
+        description="billing",
+    )
+    hook = create_webhook_endpoint.sync(client=admin, body=hook_body, idempotency_key=f"hook-{run}")
+    step(
+        "create a webhook endpoint",
+        hook,
+        WebhookEndpointWithSecret,
+        url=hook_url,
+        event_types=["budget.credited", "budget.debited"],
+        tenant_id=tid,
+        state="enabled",
+        disabled_reason=None,
+    )
+    if not hook.secret.startswith("whsec_"):
+        sys.exit(f"FAIL create a webhook endpoint: the secret is {hook.secret[:6]!r}…")
+    whe = hook.id
+    replayed = create_webhook_endpoint.sync(
+        client=admin, body=hook_body, idempotency_key=f"hook-{run}"
+    )
+    step("replay the create", replayed, WebhookEndpointWithSecret, id=whe, secret=hook.secret)
+    read = get_webhook_endpoint.sync(whe, client=admin)
+    step("read it", read, WebhookEndpoint, id=whe, description="billing")
+    if b"secret" in get_webhook_endpoint.sync_detailed(whe, client=admin).content:
+        sys.exit("FAIL read it: the secret is shown")
+    endpoints = list_webhook_endpoints.sync(client=admin, limit=1000)
+    step("list endpoints", endpoints, WebhookEndpointPage)
+
+    # A credit (to the second budget) writes its event, delivered to the endpoint.
+    topup = credit_budget.sync(tid, extra.id, client=admin, body=MovementRequest(amount_atomic="7"))
+    step("credit again", topup, LedgerEntry, kind="credit")
+    evt = list_events.sync(client=admin, type_=EventType.BUDGET_CREDITED, tenant_id=tid).data[-1].id
+    page = first_attempt(admin, whe, evt)
+    step("its delivery", page, WebhookDeliveryPage, has_more=False)
+    delivery = page.data[0]
+    step("the delivery", delivery, WebhookDelivery, endpoint_id=whe, event_id=evt,
+         event_type="budget.credited")
+    whd = delivery.id
+    retried = retry_webhook_delivery.sync(whe, whd, client=admin, body=EmptyRequest())
+    step("retry it", retried, WebhookDelivery, id=whd, state="pending")
+    problem(
+        "retry no such delivery",
+        retry_webhook_delivery.sync(whe, "whd_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=admin),
+        404,
+        "delivery_not_found",
+    )
+
+    # Change it, rotate its secret, disable it, enable it, delete it.
+    changed = update_webhook_endpoint.sync(
+        whe,
+        client=admin,
+        body=WebhookEndpointPatch(event_types=[WebhookEventType.VALUE_10], description=None),
+    )
+    step("patch it", changed, WebhookEndpoint, event_types=["*"], description=None)
+    rotated = rotate_webhook_endpoint_secret.sync(
+        whe, client=admin, idempotency_key=f"rotate-{run}"
+    )
+    step("rotate its secret", rotated, WebhookEndpointWithSecret, id=whe)
+    if rotated.secret == hook.secret or not rotated.secret.startswith("whsec_"):
+        sys.exit("FAIL rotate its secret: not a new secret")
+    off = update_webhook_endpoint.sync(whe, client=admin, body=WebhookEndpointPatch(enabled=False))
+    step("disable it", off, WebhookEndpoint, state="disabled", disabled_reason="manual")
+    problem(
+        "retry on a disabled endpoint",
+        retry_webhook_delivery.sync(whe, whd, client=admin, body=EmptyRequest()),
+        409,
+        "webhook_endpoint_disabled",
+    )
+    on = update_webhook_endpoint.sync(whe, client=admin, body=WebhookEndpointPatch(enabled=True))
+    step("enable it", on, WebhookEndpoint, state="enabled", disabled_reason=None)
+    deleted = delete_webhook_endpoint.sync(whe, client=admin)
+    step("delete it", deleted, WebhookEndpoint, state="deleted")
+    receiver.shutdown()
+
     # Every error kind the walk-through can meet, each parsed into its model.
     stranger = AuthenticatedClient(base_url=base_url, token="tkn_01M81B5HBV8R5WQ3T6VZ2M9K4X_" + "0" * 64)
     problem("no such token", get_tenant.sync(tid, client=stranger), 401, "unauthorized")
@@ -326,6 +500,41 @@ def main(base_url, admin_token):
         get_entry.sync(tid, mid, "ent_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=admin),
         404,
         "entry_not_found",
+    )
+    problem(
+        "no such event",
+        get_event.sync("evt_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=admin),
+        404,
+        "event_not_found",
+    )
+    problem(
+        "a deleted webhook endpoint",
+        get_webhook_endpoint.sync(whe, client=admin),
+        404,
+        "webhook_endpoint_not_found",
+    )
+    problem(
+        "its deliveries",
+        list_webhook_deliveries.sync(whe, client=admin),
+        404,
+        "webhook_endpoint_not_found",
+    )
+    problem(
+        "a tenant token on every tenant's events",
+        list_events.sync(client=sidecar),
+        403,
+        "forbidden",
+    )
+    problem(
+        "a webhook endpoint for no such tenant",
+        create_webhook_endpoint.sync(
+            client=admin,
+            body=CreateWebhookEndpointRequest(
+                url=hook_url, tenant_id="ten_01M81B5HBV8R5WQ3T6VZ2M9K4X"
+            ),
+        ),
+        422,
+        "validation_failed",
     )
     problem(
         "a taken name",
@@ -373,6 +582,12 @@ def main(base_url, admin_token):
     problem(
         "a bad list query",
         list_tenants.sync(client=admin, limit=0),
+        400,
+        "invalid_query",
+    )
+    problem(
+        "a bad events query",
+        list_tenant_events.sync(tid, client=sidecar, limit=1001),
         400,
         "invalid_query",
     )
@@ -428,6 +643,10 @@ def main(base_url, admin_token):
     step("tombstone", gone, TombstonedTenant, state="tombstoned")
     step("its budget closed", gone.budget, ClosedBudget, state="closed")
     step("tombstone again", tombstone_tenant.sync(tid, client=admin), TombstonedTenant)
+    gone_events = list_tenant_events.sync(tid, client=admin, type_=EventType.TENANT_TOMBSTONED)
+    step("its one tombstone event", gone_events, EventPage, has_more=False)
+    step("the tombstone's event", gone_events.data[0], TenantTombstonedEvent, tenant_id=tid)
+    step("its tenant", gone_events.data[0].data.tenant, TombstonedTenant, state="tombstoned")
     problem("the dead tenant's token", get_tenant.sync(tid, client=sidecar), 401, "unauthorized")
     problem(
         "a credit after the tombstone",

@@ -1,6 +1,7 @@
-// The shapes of docs/api.md's walk-through, typed by the declarations openapi-typescript generates
-// from openapi.json (./schema.d.ts beside this file when it is checked): `tsc --noEmit`
-// must accept it, and each `@ts-expect-error` line must still be an error.
+// The shapes of docs/api.md's and docs/webhooks.md's walk-throughs, typed by the declarations
+// openapi-typescript generates from openapi.json (./schema.d.ts beside this file when it is
+// checked): `tsc --noEmit` must accept it, and each `@ts-expect-error` line must still be an
+// error.
 import type { components, operations } from "./schema";
 
 type Schemas = components["schemas"];
@@ -29,6 +30,24 @@ type ChargeRefused = Problem<Charge["responses"][409]>;
 type Entry = Json<operations["getEntry"]["responses"][200]>;
 type NoEntry = Problem<operations["getEntry"]["responses"][404]>;
 type Statements = Json<operations["listPeriods"]["responses"][200]>;
+type Events = Json<operations["listEvents"]["responses"][200]>;
+type EventsQuery = NonNullable<operations["listEvents"]["parameters"]["query"]>;
+type TenantEventsQuery = NonNullable<operations["listTenantEvents"]["parameters"]["query"]>;
+type AnEvent = Json<operations["getEvent"]["responses"][200]>;
+type NoEvent = Problem<operations["getEvent"]["responses"][404]>;
+type CreateHook = operations["createWebhookEndpoint"];
+type CreateHookBody = Json<CreateHook["requestBody"]>;
+type HookWithSecret = Json<CreateHook["responses"][201]>;
+type Hook = Json<operations["getWebhookEndpoint"]["responses"][200]>;
+type NoHook = Problem<operations["getWebhookEndpoint"]["responses"][404]>;
+type Hooks = Json<operations["listWebhookEndpoints"]["responses"][200]>;
+type HookPatch = MergePatch<operations["updateWebhookEndpoint"]["requestBody"]>;
+type Rotated = Json<operations["rotateWebhookEndpointSecret"]["responses"][200]>;
+type Deleted = Json<operations["deleteWebhookEndpoint"]["responses"][200]>;
+type Deliveries = Json<operations["listWebhookDeliveries"]["responses"][200]>;
+type Retry = operations["retryWebhookDelivery"];
+type Retried = Json<Retry["responses"][202]>;
+type RetryRefused = Problem<Retry["responses"][409]>;
 
 const body: CreateBody = { name: "acme-prod", opening_deposit_atomic: "1000" };
 
@@ -132,24 +151,139 @@ function isFrozen(problem: PatchRefused, missing: NoEntry): boolean {
   return closed && missing.code === "entry_not_found";
 }
 
+// Events: `type` decides what `data` holds.
+function whatHappened(event: AnEvent): string {
+  switch (event.type) {
+    case "budget.available_low":
+      return `${event.data.budget.available_atomic} left, below ${event.data.threshold_atomic}`;
+    case "budget.credited":
+    case "budget.debited":
+      // @ts-expect-error a credit's event names no threshold
+      return `${event.data.entry.amount_atomic} ${event.data.threshold_atomic}`;
+    case "budget.period_reset":
+      return `${event.data.closed_period.forfeited_atomic ?? "0"} lost, ${event.data.entry.kind}`;
+    case "reservation.expired":
+      return `${event.data.reservation.amount_atomic} back to ${event.data.budget.id}`;
+    case "tenant.created":
+    case "tenant.tombstoned":
+      return event.data.tenant.name;
+    default:
+      return `${event.type} ${event.data.budget.state}`;
+  }
+}
+
+function lastSeen(page: Events): string | null {
+  return page.has_more ? page.next_after : (page.data.at(-1)?.id ?? null);
+}
+
+const lowOnes: EventsQuery = {
+  type: "budget.available_low",
+  tenant_id: "ten_01M8BTW9KN3VGPS6YJK7T41EMJ",
+  created_after: "2026-11-26T11:47:00Z",
+  after: "evt_01M8BTWJR6ZWDPZGF4M9BEGVB8",
+};
+
+// @ts-expect-error an event type is one of the list
+const spent: EventsQuery = { type: "budget.spent" };
+
+// @ts-expect-error a tenant's events take no tenant_id filter
+const mine: TenantEventsQuery = { tenant_id: "ten_01M8BTW9KN3VGPS6YJK7T41EMJ" };
+
+// Webhooks: an endpoint from creation to deletion.
+const hook: CreateHookBody = {
+  url: "https://hooks.example.com/tenantd",
+  event_types: ["budget.available_low", "budget.period_reset"],
+  tenant_id: null,
+  description: "billing",
+};
+
+const everything: CreateHookBody = { url: "https://hooks.example.com/all", event_types: ["*"] };
+
+// @ts-expect-error the secret is made by the server, never sent
+const chosen: CreateHookBody = { url: "https://hooks.example.com/tenantd", secret: "whsec_x" };
+
+function keepSecret(created: HookWithSecret, rotated: Rotated): [string, string] {
+  return [created.secret, rotated.secret];
+}
+
+function leak(endpoint: Hook): string {
+  // @ts-expect-error a read endpoint has no secret
+  return endpoint.secret;
+}
+
+function health(endpoints: Hooks): string[] {
+  return endpoints.data.map((e) =>
+    e.state === "disabled" ? `${e.id} off (${e.disabled_reason ?? "?"})` : `${e.id} ${e.state}`,
+  );
+}
+
+const disable: HookPatch = { enabled: false };
+
+const reset: HookPatch = { event_types: null, tenant_id: null, description: null };
+
+// @ts-expect-error a URL cannot be cleared
+const noUrl: HookPatch = { url: null };
+
+function failing(deliveries: Deliveries): string[] {
+  return deliveries.data
+    .filter((d) => d.state !== "succeeded")
+    .map((d) => `${d.event_id}: ${d.last_error ?? "not tried"} (${d.last_status ?? "no status"})`);
+}
+
+function queued(retried: Retried): "pending" | "succeeded" | "failed" {
+  return retried.state;
+}
+
+function whyNotRetried(problem: RetryRefused, missing: NoHook, gone: NoEvent): boolean {
+  // @ts-expect-error a retry's 409 is never insufficient_funds
+  const never: RetryRefused["code"] = "insufficient_funds";
+  return (
+    (problem.code === "webhook_endpoint_disabled" || never === problem.code) &&
+    missing.code === "webhook_endpoint_not_found" &&
+    gone.code === "event_not_found"
+  );
+}
+
+function final(deleted: Deleted): boolean {
+  return deleted.state === "deleted" && deleted.disabled_reason === null;
+}
+
 export {
   available,
   body,
   both,
   carried,
   charged,
+  chosen,
   cleared,
+  disable,
+  everything,
+  failing,
+  final,
   frozen,
+  health,
+  hook,
   hourly,
   isFrozen,
   isTaken,
+  keepSecret,
+  lastSeen,
+  leak,
+  lowOnes,
+  mine,
   monthly,
+  noUrl,
   numeric,
   page,
+  queued,
   renamed,
   renews,
+  reset,
   settle,
   sidecarEnv,
+  spent,
+  whatHappened,
   whyNotCharged,
+  whyNotRetried,
   whyRefused,
 };
