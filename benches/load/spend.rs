@@ -415,16 +415,8 @@ pub(crate) async fn measure_charges(
     name: &str,
     targets: &Arc<Vec<Seeded>>,
 ) -> Result<Vec<Row>, String> {
-    eprintln!(
-        "  {name}: {:.1} s warm-up, {:.1} s measured",
-        args.warmup.as_secs_f64(),
-        args.duration.as_secs_f64()
-    );
-    let charges = || plans(args.connections, || Plan::Charge, None);
-    let warmup = Stop::At(Instant::now() + args.warmup);
-    spend_phase(server, targets, charges(), warmup).await?;
-    let stop = Stop::At(Instant::now() + args.duration);
-    Ok(spend_rows(server, targets, charges(), stop, name).await?.1)
+    eprintln!("  charges, {name}:");
+    measure_plan(args, server, name, targets, || Plan::Charge).await
 }
 
 /// A warm-up and a measured phase of credits of 1 over `targets`, by the admin: their row.
@@ -435,31 +427,39 @@ pub(crate) async fn measure_credits(
     name: &str,
     targets: &Arc<Vec<Seeded>>,
 ) -> Result<Vec<Row>, String> {
+    eprintln!("  credits, {name}:");
+    let auth: Arc<str> = format!("Bearer {}", server.token).into();
+    let credit = || Plan::Credit {
+        auth: Arc::clone(&auth),
+        pace: None,
+    };
+    measure_plan(args, server, name, targets, credit).await
+}
+
+/// A warm-up and a measured phase of one request kind on every connection: its row.
+async fn measure_plan(
+    args: &Args,
+    server: &Server,
+    name: &str,
+    targets: &Arc<Vec<Seeded>>,
+    make: impl Fn() -> Plan,
+) -> Result<Vec<Row>, String> {
     eprintln!(
-        "  credits, {name}: {:.1} s warm-up, {:.1} s measured",
+        "    {:.1} s warm-up, {:.1} s measured",
         args.warmup.as_secs_f64(),
         args.duration.as_secs_f64()
     );
-    let auth: Arc<str> = format!("Bearer {}", server.token).into();
-    let credits = || {
-        plans(
-            args.connections,
-            || Plan::Credit {
-                auth: Arc::clone(&auth),
-                pace: None,
-            },
-            None,
-        )
-    };
+    let warmup = Stop::At(Instant::now() + args.warmup);
     spend_phase(
         server,
         targets,
-        credits(),
-        Stop::At(Instant::now() + args.warmup),
+        plans(args.connections, &make, None),
+        warmup,
     )
     .await?;
     let stop = Stop::At(Instant::now() + args.duration);
-    Ok(spend_rows(server, targets, credits(), stop, name).await?.1)
+    let measured = plans(args.connections, &make, None);
+    Ok(spend_rows(server, targets, measured, stop, name).await?.1)
 }
 
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit

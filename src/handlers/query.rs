@@ -87,15 +87,7 @@ impl Filters<'static> {
 
 fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<ListQuery, ApiError> {
     let (state_name, states) = filters.state;
-    let mut query = ListQuery {
-        limit: LIMIT_DEFAULT,
-        after: None,
-        state: None,
-        budget_id: None,
-        tenant_id: None,
-        created_after: None,
-        event_id: None,
-    };
+    let mut query = ListQuery::first(LIMIT_DEFAULT);
     let mut errors: Vec<FieldError> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     let mut fail = |field: &str, message: &str| {

@@ -190,10 +190,7 @@ async fn rotate(
     id: &str,
 ) -> Result<HttpResponse, ApiError> {
     let Post { path, key, body } = read_post(app, request, true).await?;
-    let members = object_members(&body)?;
-    let mut errors = FieldErrors::default();
-    errors.walk(&members, &[], |_, _, _| false);
-    errors.finish()?;
+    no_members(&body)?;
     let secret = webhook::Secret::generate();
     let shown = secret.reveal();
     let render = move |e: &Endpoint| StoredResponse {
@@ -237,10 +234,7 @@ async fn retry(
     (endpoint, delivery): (&str, &str),
 ) -> Result<HttpResponse, ApiError> {
     let Post { path, key, body } = read_post(app, request, true).await?;
-    let members = object_members(&body)?;
-    let mut errors = FieldErrors::default();
-    errors.walk(&members, &[], |_, _, _| false);
-    errors.finish()?;
+    no_members(&body)?;
     let render = |d: &crate::domain::Delivery| StoredResponse {
         status: StatusCode::ACCEPTED.as_u16(),
         location: None,
@@ -257,6 +251,14 @@ async fn retry(
         })
         .await?;
     Ok(respond(written, render))
+}
+
+/// A body that must be empty or `{}`: every member is unknown.
+fn no_members(body: &[u8]) -> Result<(), ApiError> {
+    let members = object_members(body)?;
+    let mut errors = FieldErrors::default();
+    errors.walk(&members, &[], |_, _, _| false);
+    errors.finish()
 }
 
 /// A URL member, checked as [`webhook::url::parse`] does.

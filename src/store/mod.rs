@@ -310,6 +310,21 @@ pub(crate) struct ListQuery {
     pub(crate) event_id: Option<String>,
 }
 
+impl ListQuery {
+    /// The first page of at most `limit` items, unfiltered.
+    pub(crate) fn first(limit: usize) -> Self {
+        Self {
+            limit,
+            after: None,
+            state: None,
+            budget_id: None,
+            tenant_id: None,
+            created_after: None,
+            event_id: None,
+        }
+    }
+}
+
 /// What a tenant token is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Credential {

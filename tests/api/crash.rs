@@ -5,10 +5,17 @@
 //! overspent, that every boundary is recorded once, in order and on its second, and that the
 //! chain replays to the stored figures. Cycle after cycle.
 //!
+//! A webhook endpoint takes every event, sent to a receiver of the test's that answers `200`
+//! at once; credits and debits from a client of their own write events too. After the last
+//! restart, every event whose change was acknowledged (a credit's or debit's entry, a tenant
+//! created or tombstoned), and every other event stored, must reach the receiver at least
+//! once, and every delivery end `succeeded`. A crash may send an event again: the duplicates
+//! are counted and printed.
+//!
 //! `CRASH_CYCLES` sets the number of cycles (10 by default, `make crash-test` runs 200) and
 //! `CRASH_SEED` replays a run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -35,6 +42,214 @@ const PERIOD_ALLOWANCE: u64 = 400;
 
 /// The charges acknowledged on the periodic budget: entry id → amount.
 type Charged = HashMap<String, u64>;
+
+/// What the credit and debit client's budget opens with: its debits (a third of its movements,
+/// 1 to 9 each) never outrun its credits (1 to 29 each) and this.
+const MOVER_DEPOSIT: u64 = 1_000_000;
+
+/// The flags of the server under test: webhooks over http to the loopback, a timeout and
+/// retries long enough that an attempt to the receiver, which answers at once, never fails
+/// on a loaded machine (an attempt cut by `kill -9` is not a failure: it is never recorded).
+const WEBHOOK_FLAGS: [&str; 6] = [
+    "--webhook-allow-http",
+    "--webhook-allow-private",
+    "--webhook-timeout",
+    "5",
+    "--webhook-retry-schedule",
+    "200ms,500ms,1s,2s,5s",
+];
+
+/// After the last restart, how long the receiver may go without a new request while some
+/// event has not reached it: on PostgreSQL the killed server's lease on the endpoint (5 s)
+/// runs out first.
+const WEBHOOK_STALL_MAX: Duration = Duration::from_secs(20);
+
+/// How long the deliveries may take in all after the last restart, however fast they come.
+const WEBHOOK_DRAIN_MAX: Duration = Duration::from_secs(600);
+
+/// The credits and debits acknowledged: entry id → the type of the event it writes.
+type Moved = HashMap<String, &'static str>;
+
+/// The credit and debit client's closed loop until the server goes away: two credits of 1 to
+/// 29 for one debit of 1 to 9; each `201` records its entry, whose event was committed with it.
+fn mover(
+    addr: String,
+    auth: String,
+    (tenant, budget): (String, String),
+    seed: u64,
+    moved: Arc<Mutex<Moved>>,
+) {
+    let mut rng = Rng::new(seed);
+    loop {
+        let debit = rng.range(0, 3) == 0;
+        let (tail, event, amount) = if debit {
+            ("debits", "budget.debited", rng.range(1, 10))
+        } else {
+            ("credits", "budget.credited", rng.range(1, 30))
+        };
+        let path = format!("/v1/tenants/{tenant}/budgets/{budget}/{tail}");
+        let body = format!(r#"{{"amount_atomic":"{amount}"}}"#);
+        match try_send(&addr, "POST", &path, &auth, Some(&body), None, &[]) {
+            Ok(resp) if resp.status == 201 => {
+                let Ok(entry) = serde_json::from_slice::<serde_json::Value>(&resp.body) else {
+                    return;
+                };
+                let id = entry["id"].as_str().unwrap_or_default().to_owned();
+                moved.lock().expect("moved lock").insert(id, event);
+            }
+            Ok(resp) => panic!("a {tail} under load answered {}", resp.describe()),
+            Err(_) => return,
+        }
+    }
+}
+
+/// The `webhook-id`s the receiver got: when each arrived.
+#[derive(Default)]
+struct Arrived {
+    /// Requests read so far.
+    seen: usize,
+    /// `webhook-id` → the arrival of each of its requests.
+    times: HashMap<String, Vec<Instant>>,
+}
+
+impl Arrived {
+    /// Reads the requests that arrived since the last call.
+    fn update(&mut self, rx: &Receiver) {
+        let new = rx.requests_since(self.seen);
+        self.seen += new.len();
+        for req in new {
+            let id = req
+                .header("webhook-id")
+                .unwrap_or_else(|| panic!("a webhook attempt has a webhook-id: {:?}", req.headers));
+            self.times.entry(id.to_owned()).or_default().push(req.at);
+        }
+    }
+
+    /// Requests beyond the first of their event.
+    fn duplicates(&self) -> usize {
+        self.seen - self.times.len()
+    }
+
+    /// The duplicates that came from the same server as the request before them: no restart
+    /// began between the two. (One that did is an attempt cut by `kill -9` and sent again.)
+    fn duplicates_within_a_run(&self, restarts: &[Instant]) -> usize {
+        let run = |at: &Instant| restarts.partition_point(|r| r < at);
+        self.times
+            .values()
+            .map(|arrivals| {
+                let runs: Vec<usize> = arrivals.iter().map(run).collect();
+                runs.windows(2).filter(|w| w[0] == w[1]).count()
+            })
+            .sum()
+    }
+}
+
+/// The stored events, by the acknowledgement that implies each: `(type, id)` of the entry
+/// (a credit or a debit) or the tenant (created, tombstoned) → event id; and every event id.
+fn stored_events(app: &TestApp) -> (HashMap<(String, String), String>, Vec<String>) {
+    let mut by_subject = HashMap::new();
+    let mut all = Vec::new();
+    for event in list_all(app, &app.admin(), "/v1/events") {
+        let id = id_of(&event);
+        let ty = str_of(&event, "type").to_owned();
+        let subject = match ty.as_str() {
+            "budget.credited" | "budget.debited" => event["data"]["entry"]["id"].as_str(),
+            "tenant.created" | "tenant.tombstoned" => event["data"]["tenant"]["id"].as_str(),
+            _ => None,
+        };
+        if let Some(subject) = subject {
+            let earlier = by_subject.insert((ty.clone(), subject.to_owned()), id.clone());
+            assert_eq!(earlier, None, "one {ty} event of {subject}");
+        }
+        all.push(id);
+    }
+    (by_subject, all)
+}
+
+/// After the last restart: every event stored reaches the receiver (waiting while requests
+/// keep coming, bounded), the events of every acknowledged change among them, and every
+/// delivery ends `succeeded`. Events stored, and acknowledged ones.
+fn check_webhooks(
+    app: &TestApp,
+    rx: &Receiver,
+    arrived: &mut Arrived,
+    acknowledged: &[(String, String)],
+    context: &str,
+) -> (usize, usize) {
+    let (by_subject, all) = stored_events(app);
+    let mut expected: HashSet<&str> = HashSet::new();
+    for (ty, subject) in acknowledged {
+        let event = by_subject.get(&(ty.clone(), subject.clone()));
+        let event = event.unwrap_or_else(|| {
+            panic!("{context}: the {ty} event of acknowledged {subject} was lost")
+        });
+        expected.insert(event);
+    }
+    let acknowledged_events = expected.len();
+    expected.extend(all.iter().map(String::as_str));
+    let started = Instant::now();
+    let (mut last_seen, mut last_progress) = (arrived.seen, Instant::now());
+    loop {
+        arrived.update(rx);
+        let missing: Vec<&&str> = expected
+            .iter()
+            .filter(|id| !arrived.times.contains_key(**id))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        if arrived.seen > last_seen {
+            (last_seen, last_progress) = (arrived.seen, Instant::now());
+        }
+        let stalled = last_progress.elapsed() >= WEBHOOK_STALL_MAX;
+        assert!(
+            !stalled && started.elapsed() < WEBHOOK_DRAIN_MAX,
+            "{context}: {} of {} events never reached the receiver (none arrived for {:?}, \
+             {:?} after the last checks began), e.g. {:?}",
+            missing.len(),
+            expected.len(),
+            last_progress.elapsed(),
+            started.elapsed(),
+            &missing[..missing.len().min(5)]
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // The periodic budget's boundaries go on writing events meanwhile: those read now are a
+    // superset of every one sent so far.
+    let (_, now_stored) = stored_events(app);
+    let now_stored: HashSet<&str> = now_stored.iter().map(String::as_str).collect();
+    let unknown: Vec<&String> = arrived
+        .times
+        .keys()
+        .filter(|id| !now_stored.contains(id.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "{context}: only stored events are sent: {unknown:?}"
+    );
+    // The outcome of an attempt is written after it ends.
+    let unsettled = "SELECT event_id, state FROM webhook_deliveries WHERE state <> 'succeeded'";
+    let settled = poll(WEBHOOK_STALL_MAX, || {
+        let rows = app.text_rows(unsettled);
+        let left = rows
+            .iter()
+            .any(|r| r[1] != "pending" || expected.contains(r[0].as_str()));
+        (!left).then_some(())
+    });
+    assert!(
+        settled.is_some(),
+        "{context}: every delivery succeeded: {:?} have not",
+        app.text_rows(unsettled)
+    );
+    // One statement, one snapshot.
+    let unmatched = app.count(
+        "SELECT (SELECT count(*) FROM events) - (SELECT count(*) FROM webhook_deliveries) \
+         + (SELECT count(*) FROM (SELECT event_id FROM webhook_deliveries GROUP BY event_id \
+         HAVING count(*) > 1) AS twice)",
+    );
+    assert_eq!(unmatched, 0, "{context}: one delivery an event");
+    (all.len(), acknowledged_events)
+}
 
 /// The charger's closed loop until the server goes away: charges of 1 to 19 on the periodic
 /// budget; a refusal for lack of funds waits a little for the next period.
@@ -391,11 +606,31 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
     let seed = env_number("CRASH_SEED", now_ms() as u64);
     println!("crash loop: {cycles} cycles, seed {seed} (replay with CRASH_SEED={seed})");
     let mut rng = Rng::new(seed);
-    let mut app = spawn_app();
+    let mut app = WEBHOOK_FLAGS
+        .iter()
+        .fold(AppBuilder::new(), |builder, flag| builder.arg(flag))
+        .spawn();
     let acked = Arc::new(Mutex::new(Acknowledged::default()));
     let spent = Arc::new(Mutex::new(Spent::new()));
     let charged = Arc::new(Mutex::new(Charged::new()));
+    let moved = Arc::new(Mutex::new(Moved::new()));
     let started = Instant::now();
+    // One endpoint for every event, first, so that every event stored is to be delivered.
+    let rx = Receiver::start();
+    let endpoint = serde_json::json!({ "url": rx.url(), "event_types": ["*"] }).to_string();
+    let path = "/v1/webhook-endpoints";
+    let created = send(
+        &app.addr,
+        "POST",
+        path,
+        &app.admin(),
+        Some(&endpoint),
+        None,
+        &[],
+    );
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let mut arrived = Arrived::default();
+    let mut restarts: Vec<Instant> = Vec::new();
     // Each spender spends from its own tenant's default budget, cycle after cycle.
     let spenders: Vec<(String, String)> = (0..SPENDERS)
         .map(|n| {
@@ -423,11 +658,21 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             .to_owned(),
     );
     let periodic_created_ms = timestamp_ms(created["created_at"].as_str().expect("a time"));
+    // The credit and debit client's tenant.
+    let created = app.create_ok("mover", &MOVER_DEPOSIT.to_string());
+    let movable = (
+        tenant_id(&created),
+        created["budget"]["id"]
+            .as_str()
+            .expect("a budget id")
+            .to_owned(),
+    );
 
     for cycle in 0..cycles {
         let stop = Arc::new(AtomicBool::new(false));
         let spender_seeds: Vec<u64> = (0..SPENDERS).map(|_| rng.next_u64()).collect();
         let charger_seed = rng.next_u64();
+        let mover_seed = rng.next_u64();
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let (addr, auth) = (app.addr.clone(), app.admin());
@@ -456,6 +701,11 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
                 let charged = Arc::clone(&charged);
                 thread::spawn(move || charger(addr, auth, tenant, budget, charger_seed, charged))
             }))
+            .chain(std::iter::once({
+                let (addr, auth) = (app.addr.clone(), app.admin());
+                let (movable, moved) = (movable.clone(), Arc::clone(&moved));
+                thread::spawn(move || mover(addr, auth, movable, mover_seed, moved))
+            }))
             .collect();
         let delay = rng.range(KILL_AFTER_MS_MIN, KILL_AFTER_MS_MAX);
         thread::sleep(Duration::from_millis(delay));
@@ -465,6 +715,7 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             client.join().expect("a load client panicked");
         }
 
+        restarts.push(Instant::now());
         app.start();
         let acked = acked.lock().expect("acked lock");
         let context = format!("cycle {cycle} (seed {seed})");
@@ -479,16 +730,57 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             &charges,
             &context,
         );
+        arrived.update(&rx);
         println!(
             "cycle {cycle}: killed after {delay} ms; {} creates and {} tombstones acknowledged so far; \
              {tenants} tenants stored, {tombstoned} tombstoned, {reservations} reservations, \
-             {} charges, {boundaries} boundaries; nothing lost, nothing overspent",
+             {} charges, {} credits and debits, {boundaries} boundaries; nothing lost, nothing \
+             overspent; webhooks so far: {} requests, {} events, {} duplicates ({} within a run)",
             acked.created.len(),
             acked.tombstoned.len(),
-            charges.len()
+            charges.len(),
+            moved.lock().expect("moved lock").len(),
+            arrived.seen,
+            arrived.times.len(),
+            arrived.duplicates(),
+            arrived.duplicates_within_a_run(&restarts),
         );
     }
     let acked = acked.lock().expect("acked lock");
+    let moved = moved.lock().expect("moved lock");
+    let acknowledged: Vec<(String, String)> = moved
+        .iter()
+        .map(|(entry, ty)| ((*ty).to_owned(), entry.clone()))
+        .chain(
+            acked
+                .created
+                .keys()
+                .map(|id| ("tenant.created".to_owned(), id.clone())),
+        )
+        .chain(
+            acked
+                .tombstoned
+                .iter()
+                .map(|id| ("tenant.tombstoned".to_owned(), id.clone())),
+        )
+        .collect();
+    let waited = Instant::now();
+    let context = format!("webhooks after the last restart (seed {seed})");
+    let (events, acknowledged_events) =
+        check_webhooks(&app, &rx, &mut arrived, &acknowledged, &context);
+    println!(
+        "webhooks: {events} events stored ({acknowledged_events} of acknowledged changes, {} of \
+         them credits and debits), all at the receiver {:.1} s after the last cycle's checks; \
+         {} requests, {} duplicates: {} sent again by a restarted server (the one before was \
+         killed while sending them), {} by the server that had sent them already; every \
+         delivery succeeded",
+        moved.len(),
+        waited.elapsed().as_secs_f64(),
+        arrived.seen,
+        arrived.duplicates(),
+        arrived.duplicates() - arrived.duplicates_within_a_run(&restarts),
+        arrived.duplicates_within_a_run(&restarts),
+    );
     let spent = spent.lock().expect("spent lock");
     let charges = charged.lock().expect("charged lock").len();
     let settled = |want: fn(&Settled) -> bool| spent.values().filter(|(_, _, s)| want(s)).count();

@@ -90,15 +90,7 @@ mod tests {
     const DAY_MS: u64 = 86_400_000;
 
     fn all() -> ListQuery {
-        ListQuery {
-            limit: 100,
-            after: None,
-            state: None,
-            budget_id: None,
-            tenant_id: None,
-            created_after: None,
-            event_id: None,
-        }
+        ListQuery::first(100)
     }
 
     async fn tenant(store: &Store, name: &str) {

@@ -5,7 +5,9 @@
 //! asked; a stall (the request is read and never answered until the behaviour changes or the
 //! client hangs up); or a drop (the connection is closed right after the request is read).
 //! It counts the connections it accepted and the requests open at once (read, not yet
-//! answered, client still there).
+//! answered, client still there), and also the requests waiting at once for the first byte of
+//! their answer: a count no race between this side's threads can raise above what the client
+//! had in flight.
 //!
 //! Plain threads and blocking sockets: one thread per listener, one per connection. Every
 //! answer carries `Connection: close`, so one connection carries one request and a client's
@@ -163,6 +165,8 @@ struct State {
     connections: usize,
     open: usize,
     max_open: usize,
+    unanswered: usize,
+    max_unanswered: usize,
     dropped: bool,
 }
 
@@ -223,6 +227,8 @@ impl Receiver {
                 connections: 0,
                 open: 0,
                 max_open: 0,
+                unanswered: 0,
+                max_unanswered: 0,
                 dropped: false,
             }),
             changed: Condvar::new(),
@@ -313,6 +319,23 @@ impl Receiver {
         self.shared.lock().max_open
     }
 
+    /// The most requests that were waiting at once for their answer: each counted from its
+    /// last byte read to the first byte of its answer (or the end of its connection, for a
+    /// stall or a drop). Unlike [`Receiver::max_open`], which a connection's thread ends a
+    /// moment after its answer is sent (when the client may have sent its next request
+    /// already), this never exceeds the requests the client had in flight at once, unless it
+    /// gave up on one (its timeout) before the answer.
+    pub fn max_unanswered(&self) -> usize {
+        self.shared.lock().max_unanswered
+    }
+
+    /// The requests received after the first `from` ones, in arrival order: what a test
+    /// polling a busy receiver reads without copying everything again.
+    pub fn requests_since(&self, from: usize) -> Vec<Received> {
+        let state = self.shared.lock();
+        state.received.get(from..).unwrap_or_default().to_vec()
+    }
+
     /// Waits (bounded) until at least `n` requests arrived; every request then. Fails the
     /// test, naming `ctx`, if they do not come in time.
     pub fn wait_for(&self, n: usize, timeout: Duration, ctx: &str) -> Vec<Received> {
@@ -372,6 +395,27 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     }
 }
 
+/// Decrements the requests waiting for their answer, once: when the answer's first byte is
+/// about to be written, or when the connection is done with unanswered.
+struct Unanswered<'a> {
+    shared: &'a Shared,
+    done: bool,
+}
+
+impl Unanswered<'_> {
+    fn end(&mut self) {
+        if !std::mem::replace(&mut self.done, true) {
+            self.shared.lock().unanswered -= 1;
+        }
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 /// Decrements the open requests and stamps the request's end when the connection is done
 /// with (however the handler leaves).
 struct OpenRequest<'a> {
@@ -413,12 +457,18 @@ fn handle(shared: &Shared, mut stream: TcpStream, local: SocketAddr) {
         });
         state.open += 1;
         state.max_open = state.max_open.max(state.open);
+        state.unanswered += 1;
+        state.max_unanswered = state.max_unanswered.max(state.unanswered);
         let behaviour = state.plan.pop_front();
         let behaviour = behaviour.unwrap_or_else(|| state.behaviour.clone());
         (state.received.len() - 1, behaviour)
     };
     shared.changed.notify_all();
     let open = OpenRequest { shared, index };
+    let mut unanswered = Unanswered {
+        shared,
+        done: false,
+    };
     let behaviour = match behaviour {
         Behaviour::Stall => match stall(shared, &mut stream) {
             Some(b) => b,
@@ -434,6 +484,7 @@ fn handle(shared: &Shared, mut stream: TcpStream, local: SocketAddr) {
             delay,
         } => {
             thread::sleep(delay);
+            unanswered.end();
             let mut head = format!(
                 "HTTP/1.1 {status} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
                  Connection: close\r\n",
@@ -454,6 +505,7 @@ fn handle(shared: &Shared, mut stream: TcpStream, local: SocketAddr) {
             }
         }
         Behaviour::Drop | Behaviour::Stall => {
+            unanswered.end();
             let _ = stream.shutdown(Shutdown::Both);
             drop(open);
         }
