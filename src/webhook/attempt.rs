@@ -212,7 +212,9 @@ impl Client {
     pub(crate) async fn send(&self, url: &EndpointUrl, headers: &Headers, body: Bytes) -> Outcome {
         match tokio::time::timeout(self.timeout, self.attempt(url, headers, body)).await {
             Ok(Ok(status)) if (200..300).contains(&status) => Outcome::Success(status),
-            Ok(Ok(status)) => Outcome::HttpError(status),
+            // HTTP's status codes end at 599; hyper reads any three digits.
+            Ok(Ok(status)) if status <= 599 => Outcome::HttpError(status),
+            Ok(Ok(_)) => Outcome::ConnectError("invalid HTTP answer"),
             Ok(Err(outcome)) => outcome,
             Err(_) => Outcome::Timeout,
         }

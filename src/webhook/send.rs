@@ -3,7 +3,8 @@
 //!
 //! - **Leases.** An instance sends to an endpoint only while it holds the endpoint's lease
 //!   (written through the store, so several instances on one PostgreSQL deliver as if one
-//!   did): it takes free leases and renews its own every [`RENEW_EVERY`], for [`LEASE`].
+//!   did): it takes free leases and renews its own every [`RENEW_EVERY`], for [`LEASE`] or
+//!   an attempt's timeout and a second, whichever is longer.
 //!   An instance that stops sending loses its endpoints when their leases run out; on SQLite
 //!   the one process that writes the file takes every lease at start.
 //! - **At most [`IN_FLIGHT_MAX`] attempts in flight an endpoint**, by a semaphore of the
@@ -45,6 +46,13 @@ pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// disabled), and how long an endpoint's task waits before it looks again for due deliveries
 /// when it found none.
 pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+/// The longest an endpoint's task waits before it looks again for due deliveries: it waits
+/// [`POLL`] after finding none, twice as long after finding none again, up to this.
+pub(crate) const IDLE_POLL_MAX: Duration = Duration::from_millis(400);
+
+/// How long a delivery whose outcome could not be written waits before it is attempted again.
+pub(crate) const RECORD_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Deliveries read at once for one endpoint, beyond those it is sending.
 pub(crate) const READ_BATCH: usize = 64;
@@ -103,7 +111,7 @@ async fn run(shared: Arc<Shared>, owner: Arc<str>, mut takes_all: bool) {
         if free || takes_all || tokio::time::Instant::now() >= renew_at {
             let claim = ClaimEndpoints {
                 owner: owner.to_string(),
-                lease: LEASE,
+                lease: LEASE.max(shared.config.timeout + Duration::from_secs(1)),
                 take_all: takes_all,
             };
             match shared.store.write(claim).await {
@@ -192,6 +200,7 @@ async fn endpoint_task(
     sending: watch::Receiver<Sending>,
 ) {
     let (slots, busy) = (Arc::clone(&lane.slots), Arc::clone(&lane.busy));
+    let mut idle = POLL;
     loop {
         // Wait for a free slot before reading, so what is read is sent at once.
         match Arc::clone(&slots).acquire_owned().await {
@@ -224,9 +233,11 @@ async fn endpoint_task(
                 .collect()
         };
         if fresh.is_empty() {
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(idle).await;
+            idle = (idle * 2).min(IDLE_POLL_MAX);
             continue;
         }
+        idle = POLL;
         for due in fresh {
             let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
                 return;
@@ -342,10 +353,16 @@ async fn record(shared: &Shared, attempted: Attempted) {
                 );
                 tokio::time::sleep(POLL).await;
             }
-            Err(e) => log::error!(
-                "cannot record an attempt of delivery {}: {e:?}; it will be attempted again",
-                attempted.delivery
-            ),
+            Err(e) => {
+                log::error!(
+                    "cannot record an attempt of delivery {}: {e:?}; it will be attempted \
+                     again in {} s",
+                    attempted.delivery,
+                    RECORD_BACKOFF.as_secs()
+                );
+                // Held back meanwhile, so a store that refuses writes is not sent a flood.
+                tokio::time::sleep(RECORD_BACKOFF).await;
+            }
         }
     }
 }

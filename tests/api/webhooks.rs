@@ -1948,6 +1948,29 @@ fn at_most_four_attempts_are_in_flight_per_endpoint_and_a_slow_one_delays_no_oth
     assert!(d.is_some(), "every delivery succeeded");
 }
 
+/// An endpoint enabled again sends at once what waited for a later attempt.
+#[test]
+fn enabling_an_endpoint_makes_its_waiting_deliveries_due_at_once() {
+    let app = hook_app(1, SLOW_SCHEDULE, true).spawn();
+    let rx = Receiver::start();
+    rx.set(Behaviour::status(500));
+    let endpoint = new_endpoint(&app, &rx.url(), &["tenant.created"]);
+    let id = id_of(&endpoint);
+    new_tenant(&app, "waiting");
+    rx.wait_for(1, WAIT, "the first attempt");
+    rx.set(Behaviour::status(200));
+    let disabled = patch_endpoint(&app, &id, &json!({ "enabled": false }));
+    assert_eq!(disabled.status, 200, "{}", disabled.text());
+    let enabled = patch_endpoint(&app, &id, &json!({ "enabled": true }));
+    assert_eq!(enabled.status, 200, "{}", enabled.text());
+    // The schedule's next wait is a minute; enabled again, the attempt comes at once.
+    rx.wait_for(
+        2,
+        Duration::from_secs(5),
+        "the second attempt, right after the enable",
+    );
+}
+
 /// An endpoint disabled and enabled again while its attempts stall: the attempts still
 /// running count against the bound of 4, and a delivery being attempted is not sent again.
 #[test]

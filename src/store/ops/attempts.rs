@@ -37,10 +37,12 @@ impl WriteOp for ClaimEndpoints {
         let now = w.now();
         let lease_s = u32::try_from(self.lease.as_secs()).unwrap_or(u32::MAX);
         let until = now.plus_seconds(lease_s);
+        // Its own leases are renewed whatever the endpoint's state, so one disabled while its
+        // attempts run is not taken by another instance before they end.
         w.db().execute(
             "UPDATE webhook_endpoints SET lease_owner = ?1, lease_until = ?2 \
-             WHERE state = 'enabled' AND (?4 = 1 OR lease_owner IS NULL OR lease_owner = ?1 \
-             OR lease_until < ?3)",
+             WHERE state <> 'deleted' AND (lease_owner = ?1 OR (state = 'enabled' \
+             AND (?4 = 1 OR lease_owner IS NULL OR lease_until < ?3)))",
             &[
                 self.owner.as_str().into(),
                 Param::Text(&until.to_string()),
@@ -151,7 +153,7 @@ impl WriteOp for RecordAttempt {
             && state == EndpointState::Enabled.name()
             && failures >= u64::from(disable_after)
         {
-            disable(w, &a.endpoint, a.ended_at)?;
+            disable(w, &a.endpoint)?;
         }
         Ok(())
     }
@@ -178,15 +180,11 @@ fn pending<D: Sql>(
 }
 
 /// Disables an endpoint that keeps failing, by the system, audited.
-fn disable<D: Sql>(
-    w: &mut WriterState<D>,
-    id: &EndpointId,
-    at: Timestamp,
-) -> Result<(), StoreError> {
+fn disable<D: Sql>(w: &mut WriterState<D>, id: &EndpointId) -> Result<(), StoreError> {
     let mut endpoint = queries::endpoint(w.db(), Some(id))?;
     endpoint.state = EndpointState::Disabled(DisabledReason::Failing);
     super::endpoints::write_endpoint(w, &endpoint, false)?;
-    let now = w.now().max(at);
+    let now = w.now();
     w.record(
         now,
         &Actor::System,

@@ -132,6 +132,14 @@ impl WriteOp for UpdateEndpoint {
         }
         let now = w.now();
         write_endpoint(w, &after, before.state != after.state)?;
+        if after.state == EndpointState::Enabled && before.state != EndpointState::Enabled {
+            // Enabled again: what waited for its next attempt is due now.
+            w.db().send(
+                "UPDATE webhook_deliveries SET next_attempt_at = ?2 \
+                 WHERE endpoint_id = ?1 AND state = 'pending' AND next_attempt_at > ?2",
+                &[after.id.as_str().into(), Param::Text(&now.to_string())],
+            )?;
+        }
         w.record(now, &actor, &audited(EndpointChange::Updated, &after))?;
         Ok(after)
     }
@@ -318,7 +326,7 @@ pub(crate) fn live_endpoint<D: Sql>(
 }
 
 /// Writes `e`'s columns; `state_changed` resets its run of failures (an endpoint enabled again
-/// starts afresh) and gives up its lease.
+/// starts afresh).
 pub(crate) fn write_endpoint<D: Sql>(
     w: &mut WriterState<D>,
     e: &Endpoint,

@@ -288,6 +288,21 @@ async fn a_status_outside_2xx_fails_the_attempt() {
 }
 
 #[tokio::test]
+async fn a_status_past_599_is_no_http_answer() {
+    let client = client(true, TIMEOUT);
+    for status in [600, 999] {
+        let endpoint = Endpoint::start(status, None, None).await;
+        let outcome = send(&client, &endpoint.url("http", "127.0.0.1", "/")).await;
+        assert_eq!(
+            outcome,
+            Outcome::ConnectError("invalid HTTP answer"),
+            "{status}"
+        );
+        assert_eq!(outcome.status(), None, "{status}: no status is kept");
+    }
+}
+
+#[tokio::test]
 async fn a_redirect_fails_and_is_not_followed() {
     let target = Endpoint::start(200, None, None).await;
     let location = target.url("http", "127.0.0.1", "/elsewhere");
