@@ -510,7 +510,6 @@ CREATE TABLE IF NOT EXISTS events (
 );
 
 CREATE INDEX IF NOT EXISTS events_tenant ON events (tenant_id, id);
-CREATE INDEX IF NOT EXISTS events_type ON events (type, id);
 
 CREATE OR REPLACE TRIGGER events_no_update
 BEFORE UPDATE ON events

@@ -141,7 +141,7 @@ yields "every table is there" \
     "audit_events,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants,webhook_deliveries,webhook_endpoints"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,events_type,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
+    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
