@@ -338,32 +338,6 @@ fn patch(s: &Scene<'_>, body: &Value) -> Response {
     )
 }
 
-/// Asserts `400 invalid_query` whose `errors` name exactly `fields`.
-fn assert_invalid_query(resp: &Response, fields: &[&str], ctx: &str) {
-    assert_eq!(resp.status, 400, "{ctx}: {}", resp.describe());
-    let media = resp.header("content-type").unwrap_or_default();
-    assert!(
-        media.starts_with("application/problem+json"),
-        "{ctx}: {media:?}"
-    );
-    let body = resp.json();
-    let expected = [
-        ("type", json!("about:blank")),
-        ("title", json!(reason_phrase(400))),
-        ("status", json!(400)),
-        ("code", json!("invalid_query")),
-        ("request_id", json!(resp.header("x-request-id"))),
-    ];
-    assert_fields(&body, &expected, ctx);
-    let detail = body["detail"].as_str().unwrap_or_default();
-    assert!(!detail.trim().is_empty(), "{ctx}: a detail: {body}");
-    let mut named = error_fields(&body, ctx);
-    named.dedup();
-    let mut expected: Vec<&str> = fields.to_vec();
-    expected.sort_unstable();
-    assert_eq!(named, expected, "{ctx}: errors name each bad parameter");
-}
-
 /// Waits (bounded by [`SYSTEM_WAIT`]) until the tenant has an event of type `ty`; every
 /// event of the tenant then.
 fn wait_for_event(s: &Scene<'_>, ty: &str) -> Vec<Value> {

@@ -1,10 +1,7 @@
 //! Lists of tenants, budgets, ledger entries and reservations: pages in id order, `limit`,
 //! `after` and `next_after`, filters, bad queries, and who may list what.
 
-use serde_json::json;
-
 use crate::helpers::*;
-use crate::wire::Response;
 
 /// A well-formed id of no item: the ULID of 26 zeros sorts before every real one.
 fn lowest_id(prefix: &str) -> String {
@@ -30,33 +27,6 @@ fn id_after(id: &str) -> String {
         *c = '0';
     }
     panic!("{id} is the largest id");
-}
-
-/// Asserts `400 invalid_query` whose `errors` name exactly `fields`: the checks of
-/// [`assert_problem`], which keeps `errors` for `validation_failed`, done here.
-fn assert_invalid_query(resp: &Response, fields: &[&str], ctx: &str) {
-    assert_eq!(resp.status, 400, "{ctx}: {}", resp.describe());
-    let media = resp.header("content-type").unwrap_or_default();
-    assert!(
-        media.starts_with("application/problem+json"),
-        "{ctx}: {media:?}"
-    );
-    let body = resp.json();
-    let expected = [
-        ("type", json!("about:blank")),
-        ("title", json!(reason_phrase(400))),
-        ("status", json!(400)),
-        ("code", json!("invalid_query")),
-        ("request_id", json!(resp.header("x-request-id"))),
-    ];
-    assert_fields(&body, &expected, ctx);
-    let detail = body["detail"].as_str().unwrap_or_default();
-    assert!(!detail.trim().is_empty(), "{ctx}: a detail: {body}");
-    let mut named = error_fields(&body, ctx);
-    named.dedup();
-    let mut expected: Vec<&str> = fields.to_vec();
-    expected.sort_unstable();
-    assert_eq!(named, expected, "{ctx}: errors name each bad parameter");
 }
 
 /// Creates `n` tenants named `<prefix>-<i>`; returns their ids in creation order.

@@ -148,3 +148,29 @@ pub fn allow_set(resp: &Response) -> Vec<String> {
     methods.sort();
     methods
 }
+
+/// Asserts `400 invalid_query` whose `errors` name exactly `fields` (each list's bad queries).
+pub fn assert_invalid_query(resp: &Response, fields: &[&str], ctx: &str) {
+    assert_eq!(resp.status, 400, "{ctx}: {}", resp.describe());
+    let media = resp.header("content-type").unwrap_or_default();
+    assert!(
+        media.starts_with("application/problem+json"),
+        "{ctx}: {media:?}"
+    );
+    let body = resp.json();
+    let expected = [
+        ("type", serde_json::json!("about:blank")),
+        ("title", serde_json::json!(reason_phrase(400))),
+        ("status", serde_json::json!(400)),
+        ("code", serde_json::json!("invalid_query")),
+        ("request_id", serde_json::json!(resp.header("x-request-id"))),
+    ];
+    super::spend::assert_fields(&body, &expected, ctx);
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(!detail.trim().is_empty(), "{ctx}: a detail: {body}");
+    let mut named = error_fields(&body, ctx);
+    named.dedup();
+    let mut expected: Vec<&str> = fields.to_vec();
+    expected.sort_unstable();
+    assert_eq!(named, expected, "{ctx}: errors name each bad parameter");
+}
