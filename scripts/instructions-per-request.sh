@@ -7,7 +7,10 @@
 #
 # Workloads: healthz, read (admin token), own (each tenant's own token), create, spend
 # (reserve then commit, in turn, each tenant's own token; a reserve and a commit each count as
-# a request). Each runs
+# a request), charge (a charge of 1, each tenant's own token) and credit (a credit of 1, the
+# admin token). With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
+# made after the seeding, before the requests (pointing at a closed port on 127.0.0.1; the server runs with
+# --webhook-allow-http --webhook-allow-private). Each runs
 # the binary under callgrind (every thread counted) twice, with N and 3N requests on one
 # keep-alive connection from a small Python client, and prints (Ir(3N) - Ir(N)) / 2N, so
 # start-up, seeding and shutdown cancel out. N is 1000 (INSTR_N to change it). Needs
@@ -19,12 +22,14 @@ shift
 workloads=("$@")
 [ ${#workloads[@]} -eq 0 ] && workloads=(healthz read own create)
 n=${INSTR_N:-1000}
+endpoints=${INSTR_ENDPOINTS:-0}
 
 client=$(mktemp)
 trap 'rm -f "$client"' EXIT
 cat > "$client" <<'PY'
 import http.client, json, sys
 port, token, kind, n = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3], int(sys.argv[4])
+endpoints = int(sys.argv[5])
 conn = http.client.HTTPConnection("127.0.0.1", port)
 def request(method, path, body=None, auth=token):
     headers = {"Authorization": "Bearer " + auth}
@@ -36,10 +41,13 @@ def request(method, path, body=None, auth=token):
     assert response.status in (200, 201), (response.status, data)
     return data
 tenants = []
-for i in range(200 if kind in ("read", "own", "spend") else 0):
+for i in range(200 if kind in ("read", "own", "spend", "charge", "credit") else 0):
     made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1000000"})))
     env = made["sidecar_config_env"]
     tenants.append(("/v1/tenants/" + made["id"], env["TENANTD_TENANT_TOKEN"], env["TENANTD_BUDGET_ID"]))
+# After the seeding, so that only the measured requests' events (if any) are delivered.
+for i in range(endpoints):
+    request("POST", "/v1/webhook-endpoints", json.dumps({"url": f"http://127.0.0.1:9/hook-{i}"}))
 held = None
 for i in range(n):
     if kind == "healthz":
@@ -51,6 +59,12 @@ for i in range(n):
         request("GET", path, auth=own)
     elif kind == "create":
         request("POST", "/v1/tenants", json.dumps({"name": f"create-{i}", "opening_deposit_atomic": "1000"}))
+    elif kind == "charge":
+        path, own, budget = tenants[i % len(tenants)]
+        request("POST", path + "/charges", json.dumps({"budget_id": budget, "amount_atomic": "1"}), auth=own)
+    elif kind == "credit":
+        path, _, budget = tenants[i % len(tenants)]
+        request("POST", f"{path}/budgets/{budget}/credits", '{"amount_atomic": "1"}')
     elif kind == "spend" and held is None:
         path, own, budget = tenants[(i // 2) % len(tenants)]
         body = json.dumps({"budget_id": budget, "amount_atomic": "1"})
@@ -63,6 +77,9 @@ for i in range(n):
         sys.exit(f"unknown workload {kind}")
 PY
 
+webhook_flags=()
+[ "$endpoints" -gt 0 ] && webhook_flags=(--webhook-allow-http --webhook-allow-private)
+
 # Total instructions of one run of `kind` with `count` requests.
 instructions() {
     local kind=$1 count=$2 dir port pid
@@ -71,13 +88,14 @@ instructions() {
     port=$((20000 + RANDOM % 20000))
     valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
         "$bin" serve --listen "127.0.0.1:$port" --db "$dir/t.db" --admin-token-file "$dir/token" \
+        "${webhook_flags[@]}" \
         > "$dir/log" 2>&1 &
     pid=$!
     for _ in $(seq 1 150); do
         curl -s -o /dev/null "127.0.0.1:$port/healthz" && break
         sleep 0.2
     done
-    python3 "$client" "$port" "$dir/token" "$kind" "$count"
+    python3 "$client" "$port" "$dir/token" "$kind" "$count" "$endpoints"
     kill -TERM "$pid"
     wait "$pid"
     grep -E '^(summary|totals):' "$dir/callgrind.out" | head -n 1 | awk '{print $2}'
