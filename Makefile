@@ -9,13 +9,14 @@ PG_DIR     ?= target/postgres/primary
 BACKEND    ?= sqlite
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test test-with-postgres check bench bench-with-postgres bench-ab crash-test static clean help fuzz \
+.PHONY: run build test test-with-postgres check console-test bench bench-with-postgres bench-ab crash-test static clean help fuzz \
 	api-fuzz openapi-check postgres-up postgres-down
 
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
 	@echo "make test    formatting, lints and every test (what CI runs)"
 	@echo "make check   the quick loop: formatting, lints and cargo test (no root, no network)"
+	@echo "make console-test  the web console in headless Chromium (part of make test)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
@@ -37,6 +38,7 @@ run: build
 	fi
 	@echo "admin token file: $(TOKEN_FILE)"
 	@echo "database:         $(DB)"
+	@echo "web console:      http://$(LISTEN)/console/  (sign in with the token in $(TOKEN_FILE))"
 	@echo "try, from another terminal in this directory:"
 	@echo "  curl -s -X POST http://$(LISTEN)/v1/tenants \\"
 	@echo "    -H \"Authorization: Bearer \$$(cat $(TOKEN_FILE))\" \\"
@@ -58,9 +60,20 @@ test:
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/node-deps.sh
 	scripts/webhook-deps.sh
+	scripts/browser-deps.sh
 	scripts/faketime.sh >/dev/null
 	scripts/openapi-check.sh
+	$(MAKE) --no-print-directory console-test
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
+
+# The web console in Debian's Chromium, headless, driven by Playwright (tests/console/): the
+# walk from sign-in to a webhook delivery, the hostile name, CSP and accessibility checks, and
+# screenshots in target/console/. scripts/browser-deps.sh installs Chromium and the pinned
+# packages.
+console-test: build
+	scripts/node-deps.sh
+	scripts/browser-deps.sh
+	scripts/console-test.sh
 
 # The api suite runs twice: on SQLite files (with every other test), then on PostgreSQL,
 # each server on a fresh database of its own (TENANTD_TEST_BACKEND=postgres, see

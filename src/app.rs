@@ -1,6 +1,7 @@
 //! What every request handler shares.
 
 use crate::auth::{AdminTokenHash, Credentials};
+use crate::console::Console;
 use crate::ids::RequestIds;
 use crate::metrics::Metrics;
 use crate::oidc::Oidc;
@@ -27,6 +28,8 @@ pub(crate) struct App {
     pub(crate) request_ids: RequestIds,
     /// Whether `http://` webhook URLs are taken (`--webhook-allow-http`).
     pub(crate) webhook_allow_http: bool,
+    /// The web console, unless `--no-console`.
+    pub(crate) console: Option<Console>,
 }
 
 impl App {

@@ -20,6 +20,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::auth::{ADMIN_TOKEN_BYTES_MAX, AdminTokenHash};
+use crate::console::ConsoleConfig;
 use crate::domain::is_visible_ascii;
 use crate::oidc::{self, ADMIN_SCOPE_DEFAULT, OidcConfig, PERMISSIONS_CLAIM_DEFAULT};
 use crate::server::{self, Limits};
@@ -115,6 +116,8 @@ pub struct ServeConfig {
     pub event_retention: Duration,
     /// How events are delivered to webhook endpoints.
     pub webhooks: WebhookConfig,
+    /// The web console under `/console/`.
+    pub console: ConsoleConfig,
 }
 
 /// How events are delivered to webhook endpoints.
@@ -627,6 +630,42 @@ struct ServeArgs {
         value_parser = oidc_ca_file
     )]
     webhook_ca_file: Option<String>,
+
+    /// Serve no web console at /console/
+    #[arg(
+        long,
+        env = "TENANTD_NO_CONSOLE",
+        hide_env_values = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    no_console: bool,
+
+    /// The identity provider's client id for the console's "Sign in with …"
+    ///
+    /// A public client (no secret) that may use the authorization code flow with PKCE and
+    /// redirect to <public URL>/console/. Needs --oidc-issuer.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "ID",
+        env = "TENANTD_CONSOLE_OIDC_CLIENT_ID",
+        hide_env_values = true,
+        requires = "oidc_issuer",
+        conflicts_with = "no_console",
+        value_parser = non_empty
+    )]
+    console_oidc_client_id: Option<String>,
+
+    /// Serve the console's files from DIR, read at every request (for working on them)
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "DIR",
+        env = "TENANTD_CONSOLE_DIR",
+        hide_env_values = true,
+        conflicts_with = "no_console"
+    )]
+    console_dir: Option<PathBuf>,
 }
 
 /// A parsed `--webhook-retry-schedule`.
@@ -729,6 +768,11 @@ fn serve(
             allow_http: args.webhook_allow_http,
             allow_private: args.webhook_allow_private,
             ca_file: args.webhook_ca_file,
+        },
+        console: ConsoleConfig {
+            enabled: !args.no_console,
+            oidc_client_id: args.console_oidc_client_id,
+            dir: args.console_dir,
         },
     })))
 }

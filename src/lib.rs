@@ -12,6 +12,7 @@
 //! | `router` | the route table; request id, authentication, dispatch, access log |
 //! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
 //! | `auth` | bearer extraction, constant-time admin check, tenant and access tokens, `Principal` |
+//! | `console` | the web console's files, embedded, served with a strict CSP, ETags and gzip |
 //! | `oidc` | the identity provider's access tokens: discovery, cached keys, claim checks |
 //! | `webhook` | delivery: signing secrets and signatures, endpoint URLs, the SSRF guard, one bounded attempt, the sender |
 //! | `domain` | newtypes parsed at the edge: names, amounts, ids, keys, times; tenants, budgets, reservations, entries |
@@ -38,6 +39,7 @@ mod app;
 mod audit;
 mod auth;
 pub mod config;
+mod console;
 mod crypto;
 mod domain;
 mod handlers;
@@ -65,6 +67,7 @@ use tokio::net::TcpListener;
 
 use crate::app::App;
 use crate::config::ServeConfig;
+use crate::console::Console;
 use crate::ids::RequestIds;
 use crate::metrics::Metrics;
 use crate::oidc::Oidc;
@@ -113,6 +116,7 @@ pub async fn run(
         metrics: Arc::clone(&metrics),
         request_ids: RequestIds::new(),
         webhook_allow_http: config.webhooks.allow_http,
+        console: Console::new(&config.console, config.oidc.as_ref()),
     });
     server::ensure_fd_limit(config.limits.max_connections);
     let purger = tokio::spawn(purge_expired(app.store.clone(), config.event_retention));
@@ -344,6 +348,7 @@ mod tests {
                 allow_private: false,
                 ca_file: None,
             },
+            console: console::ConsoleConfig::default(),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = runtime.spawn(run(listener, config, async {

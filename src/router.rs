@@ -102,13 +102,23 @@ pub(crate) static PATHS: LazyLock<Vec<Path>> = LazyLock::new(|| {
 /// bounded whatever paths clients send.
 pub(crate) const UNMATCHED: &str = "unmatched";
 
-/// The label of each path in [`PATHS`] order, then [`UNMATCHED`]: what `/metrics` counts by.
+/// The metric and log label of the web console's files (see [`crate::console`]); its index
+/// in [`route_labels`] is `PATHS.len()`.
+pub(crate) const CONSOLE: &str = "/console/";
+
+/// The label of each path in [`PATHS`] order, then [`CONSOLE`] and [`UNMATCHED`]: what
+/// `/metrics` counts by.
 pub(crate) fn route_labels() -> Vec<&'static str> {
     PATHS
         .iter()
         .map(|path| path.template)
-        .chain([UNMATCHED])
+        .chain([CONSOLE, UNMATCHED])
         .collect()
+}
+
+/// Whether `path` is the console's: `/console` or under `/console/`.
+fn is_console(path: &str) -> bool {
+    path == "/console" || path.starts_with(crate::console::PREFIX)
 }
 
 /// Segments of a path, at most (the longest template has six).
@@ -241,8 +251,16 @@ pub(crate) async fn handle(
     let uri = request.uri().clone();
     let path = uri.path();
     let target = Target::parse(path);
+    let console = app.console.as_ref().filter(|_| is_console(path));
     let mut unread = Some(request);
-    let mut response = match dispatch(&app, target, path, uri.query(), &mut unread).await {
+    let answered = match console {
+        Some(console) => {
+            let request = unread.as_ref().expect("not yet taken");
+            console.serve(&method, path, request.headers()).await
+        }
+        None => dispatch(&app, target, path, uri.query(), &mut unread).await,
+    };
+    let mut response = match answered {
         Ok(response) => response,
         Err(error) => {
             if let Some(cause) = error.log_cause() {
@@ -273,11 +291,15 @@ pub(crate) async fn handle(
     );
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    app.metrics.observe(target.index, status, elapsed);
+    let (index, label) = match console {
+        Some(_) => (Some(PATHS.len()), CONSOLE),
+        None => (target.index, target.label()),
+    };
+    app.metrics.observe(index, status, elapsed);
     log::info!(
         target: "tenantd::access",
         "{method} {} {status} {:.3}ms {request_id}",
-        target.label(),
+        label,
         elapsed.as_secs_f64() * 1e3,
     );
     Ok(response)

@@ -1,7 +1,9 @@
 //! The query string of a list: `limit`, `after` and the list's filters, each checked, every
 //! bad or unknown parameter reported at once (`400 invalid_query`).
 
-use crate::domain::{BudgetId, DeliveryId, DeliveryState, EventId, EventType, TenantId, Timestamp};
+use crate::domain::{
+    BudgetId, DeliveryId, DeliveryState, EventId, EventType, TenantId, TenantState, Timestamp,
+};
 use crate::problem::{ApiError, FieldError};
 use crate::store::ListQuery;
 
@@ -27,6 +29,22 @@ pub(crate) fn list(
         &Filters {
             state: ("state", states),
             budget_id: budget_filter,
+            ..Filters::NONE
+        },
+    )
+}
+
+/// The longest `name_contains`, in characters: a tenant's name is at most as long.
+pub(crate) const NAME_CONTAINS_CHARS_MAX: usize = 200;
+
+/// Reads the query of the tenants list: `state` and `name_contains`.
+pub(crate) fn tenants(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    parse(
+        raw,
+        TenantId::PREFIX,
+        &Filters {
+            state: ("state", &TenantState::NAMES),
+            name_contains: true,
             ..Filters::NONE
         },
     )
@@ -73,6 +91,8 @@ struct Filters<'a> {
     created_after: bool,
     /// Whether `event_id` is taken.
     event_id: bool,
+    /// Whether `name_contains` is taken.
+    name_contains: bool,
 }
 
 impl Filters<'static> {
@@ -82,6 +102,7 @@ impl Filters<'static> {
         tenant_id: false,
         created_after: false,
         event_id: false,
+        name_contains: false,
     };
 }
 
@@ -158,6 +179,18 @@ fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<Li
                     ),
                 }
             }
+            "name_contains" if filters.name_contains => {
+                match form_decoded(value).filter(|text| {
+                    (1..=NAME_CONTAINS_CHARS_MAX).contains(&text.chars().count())
+                        && !text.chars().any(char::is_control)
+                }) {
+                    Some(text) => query.name_contains = Some(text.to_ascii_lowercase()),
+                    None => fail(
+                        name,
+                        "must be 1 to 200 characters of UTF-8, percent-encoded, with no control character",
+                    ),
+                }
+            }
             _ => fail(name, "is not a known parameter"),
         }
     }
@@ -184,6 +217,12 @@ fn percent_decoded(raw: &str) -> Option<String> {
         }
     }
     String::from_utf8(bytes).ok()
+}
+
+/// `raw` as an HTML form sends text: `+` for a space, `%XX` for any other byte (a `+` itself is
+/// `%2B`). `None` for a bad escape or bytes that are not UTF-8.
+fn form_decoded(raw: &str) -> Option<String> {
+    percent_decoded(&raw.replace('+', " "))
 }
 
 /// Whether `raw` is `prefix` followed by a canonical ULID.

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::app::App;
 use crate::auth::Principal;
-use crate::domain::{IdempotencyKey, NewTenant, TenantId, TenantState, Thresholds};
+use crate::domain::{IdempotencyKey, NewTenant, Thresholds};
 use crate::problem::ApiError;
 use crate::store::StoredResponse;
 use crate::store::ops::{CreateTenant, Created, TombstoneTenant};
@@ -159,7 +159,7 @@ pub(crate) async fn get(app: &App, id: &str) -> Result<HttpResponse, ApiError> {
 
 /// `GET /v1/tenants`.
 pub(crate) async fn list(app: &App, raw_query: Option<&str>) -> Result<HttpResponse, ApiError> {
-    let query = query::list(raw_query, TenantId::PREFIX, &TenantState::NAMES, false)?;
+    let query = query::tenants(raw_query)?;
     let page = app.store.list_tenants(query).await?;
     Ok(ok_json(views::tenants_json(&page)))
 }

@@ -308,6 +308,9 @@ pub(crate) struct ListQuery {
     pub(crate) created_after: Option<Timestamp>,
     /// Only deliveries of this event.
     pub(crate) event_id: Option<String>,
+    /// Only tenants whose name holds this text, ASCII letters in either case (the text is
+    /// kept in lower case).
+    pub(crate) name_contains: Option<String>,
 }
 
 impl ListQuery {
@@ -321,6 +324,7 @@ impl ListQuery {
             tenant_id: None,
             created_after: None,
             event_id: None,
+            name_contains: None,
         }
     }
 }

@@ -425,6 +425,19 @@ fn page<T>(
         clause = " AND";
         params.push(Param::Text(at));
     }
+    // Only tenants have a name among the lists' filters. Both sides in lower case: SQLite's
+    // `lower` and PostgreSQL's under `COLLATE "C"` fold ASCII letters only, so both backends
+    // match alike.
+    let pattern = query.name_contains.as_deref().map(like_pattern);
+    if let Some(pattern) = &pattern {
+        let _ = write!(
+            sql,
+            "{clause} lower(t.name) LIKE CAST(?{} AS TEXT) ESCAPE '\\'",
+            params.len() + 1
+        );
+        clause = " AND";
+        params.push(Param::Text(pattern));
+    }
     let n = params.len();
     let _ = write!(
         sql,
@@ -441,6 +454,20 @@ fn page<T>(
     let has_more = items.len() > query.limit;
     items.truncate(query.limit);
     Ok(Page { items, has_more })
+}
+
+/// A `LIKE` pattern that matches any text holding `text`: its `%`, `_` and backslashes escaped.
+fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// A page of tenants.

@@ -419,3 +419,78 @@ fn lists_need_the_right_principal_and_an_existing_parent() {
     let closed = all_ids(&app, &with_query(&budgets_path(&b.tid), "state=closed"));
     assert_eq!(closed, [b.bid.as_str()], "its default budget, closed");
 }
+
+#[test]
+fn tenants_are_found_by_a_part_of_their_name_in_either_case() {
+    let app = spawn_app();
+    let names = [
+        "Acme Prod",
+        "acme_dev",
+        "50% off",
+        r"back\slash",
+        "Ünïcode ACME",
+        "unrelated",
+    ];
+    let ids: Vec<String> = names
+        .iter()
+        .map(|name| tenant_id(&app.create_ok(name, "1")))
+        .collect();
+    assert_eq!(app.delete(&ids[1]).status, 200, "tombstoning acme_dev");
+    let admin = app.admin();
+    let found = |query: &str| -> Vec<String> {
+        let path = with_query("/v1/tenants", query);
+        list_all(&app, &admin, &path)
+            .iter()
+            .map(|t| str_of(t, "name").to_owned())
+            .collect()
+    };
+    let cases: &[(&str, &[&str])] = &[
+        // ASCII letters match in either case; `+` and `%20` are spaces, as forms send them.
+        (
+            "name_contains=acme",
+            &["Acme Prod", "acme_dev", "Ünïcode ACME"],
+        ),
+        ("name_contains=ACME%20p", &["Acme Prod"]),
+        ("name_contains=e+p", &["Acme Prod"]),
+        // `%`, `_` and `\` are themselves, not patterns.
+        ("name_contains=_", &["acme_dev"]),
+        ("name_contains=%25", &["50% off"]),
+        ("name_contains=%5C", &[r"back\slash"]),
+        // Other letters match as written.
+        ("name_contains=%C3%9Cn", &["Ünïcode ACME"]),
+        ("name_contains=%C3%BCn", &[]),
+        (
+            "name_contains=acme&state=active",
+            &["Acme Prod", "Ünïcode ACME"],
+        ),
+        ("name_contains=acme&state=tombstoned", &["acme_dev"]),
+        ("name_contains=nothing-has-this", &[]),
+    ];
+    for (query, want) in cases {
+        assert_eq!(found(query), *want, "{query}");
+    }
+    // Pages of a search follow `next_after` like any list.
+    let path = "/v1/tenants?name_contains=acme&limit=1";
+    let first = get_as(&app, &admin, path);
+    assert_eq!(first.status, 200, "{}", first.describe());
+    let page = first.json();
+    assert_eq!(page["has_more"], true);
+    assert_eq!(page["next_after"], ids[0].as_str());
+
+    for bad in [
+        "name_contains=",
+        "name_contains=%ZZ",
+        "name_contains=%FF",
+        "name_contains=a%0Ab",
+        &format!("name_contains={}", "x".repeat(201)),
+    ] {
+        let resp = get_as(&app, &admin, &with_query("/v1/tenants", bad));
+        assert_invalid_query(&resp, &["name_contains"], bad);
+    }
+    let budgets = with_query(&budgets_path(&ids[0]), "name_contains=acme");
+    assert_invalid_query(
+        &get_as(&app, &admin, &budgets),
+        &["name_contains"],
+        "on budgets",
+    );
+}

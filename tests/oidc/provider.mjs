@@ -2,11 +2,21 @@
 // OpenID Provider) on 127.0.0.1, issuing JWT access tokens by client credentials.
 //
 //   node provider.mjs --port PORT [--tls-port PORT --cert FILE --key FILE]
+//                     [--public-client ID --redirect-uri URI]
 //
 // Prints "listening on http://127.0.0.1:PORT" once it serves. With --tls-port it serves the
 // same over HTTPS too (the PEM certificate and key given), and that is its issuer,
-// https://127.0.0.1:TLS-PORT; the plain port stays for the tests' own calls. Clients are registered
-// dynamically (POST /reg, RFC 7591) with two metadata of tenantd's tests:
+// https://127.0.0.1:TLS-PORT; the plain port stays for the tests' own calls.
+//
+// With --public-client it also knows one public client of that id (no secret, PKCE) for the
+// authorization code grant back to URI, as the web console signs in (tests/console/): the
+// browser logs in with any login name on the sign-in page of /test/interaction/ (no password,
+// consent given at once), and the token endpoint answers cross-origin requests from the
+// redirect URI's origin. Its access tokens are like the others below, so a client asking for
+// `openid tenantd:admin` gets an admin token.
+//
+// Other clients are registered dynamically (POST /reg, RFC 7591) with two metadata of
+// tenantd's tests:
 //   tenantd_permissions  the array put in the access token's `tenantd_permissions` claim
 //   tenantd_alg          the algorithm the access token is signed with (RS256, PS256, ES256
 //                        or EdDSA; default RS256)
@@ -18,6 +28,8 @@
 //                      the hostile-token tests (see forge() below)
 //   POST /test/rotate  replaces every signing key with new ones (new kids)
 //   GET  /test/stats   {"jwks": N}: how often the key set was fetched
+//   GET  /test/interaction/UID, POST /test/interaction/UID/login: the sign-in page of an
+//                      authorization request (see interaction() below)
 // It stops on SIGTERM or SIGINT, or when its stdin closes (the test process went away).
 
 import { readFileSync } from 'node:fs';
@@ -40,8 +52,17 @@ const option = (flag) => (args.includes(flag) ? args[args.indexOf(flag) + 1] : u
 const isPort = (n) => Number.isInteger(n) && n > 0 && n <= 65535;
 const port = Number(option('--port'));
 const tlsPort = option('--tls-port') === undefined ? undefined : Number(option('--tls-port'));
-if (!isPort(port) || (tlsPort !== undefined && (!isPort(tlsPort) || !option('--cert') || !option('--key')))) {
-  console.error('usage: node provider.mjs --port PORT [--tls-port PORT --cert FILE --key FILE]');
+const publicClient = option('--public-client');
+const redirectUri = option('--redirect-uri');
+if (
+  !isPort(port) ||
+  (tlsPort !== undefined && (!isPort(tlsPort) || !option('--cert') || !option('--key'))) ||
+  (publicClient === undefined) !== (redirectUri === undefined)
+) {
+  console.error(
+    'usage: node provider.mjs --port PORT [--tls-port PORT --cert FILE --key FILE] ' +
+      '[--public-client ID --redirect-uri URI]',
+  );
   process.exit(2);
 }
 const issuer = tlsPort === undefined ? `http://127.0.0.1:${port}` : `https://127.0.0.1:${tlsPort}`;
@@ -60,11 +81,36 @@ async function newKeys() {
   return keys;
 }
 
+/** The public client of --public-client: authorization code with PKCE, no secret. */
+const publicClients =
+  publicClient === undefined
+    ? []
+    : [
+        {
+          client_id: publicClient,
+          token_endpoint_auth_method: 'none',
+          grant_types: ['authorization_code'],
+          response_types: ['code'],
+          redirect_uris: [redirectUri],
+          scope: `openid ${ADMIN_SCOPE}`,
+        },
+      ];
+const cookieKeys = [randomUUID()];
+
 function configuration(keys) {
   return {
     jwks: { keys },
-    clients: [],
+    clients: publicClients,
     scopes: [ADMIN_SCOPE],
+    cookies: { keys: cookieKeys },
+    async findAccount(ctx, sub) {
+      return { accountId: sub, claims: async () => ({ sub }) };
+    },
+    interactions: { url: (ctx, interaction) => `/test/interaction/${interaction.uid}` },
+    // Cross-origin calls of the token endpoint: from the origin of a redirect URI of the client.
+    clientBasedCORS(ctx, origin, client) {
+      return (client.redirectUris ?? []).some((uri) => new URL(uri).origin === origin);
+    },
     clientDefaults: {
       grant_types: ['client_credentials'],
       response_types: [],
@@ -170,12 +216,83 @@ async function readJson(req) {
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
 
+async function readForm(req) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > BODY_BYTES_MAX) throw new Error('body too large');
+    chunks.push(chunk);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}
+
+const escapeHtml = (text) =>
+  String(text).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+
+/** The sign-in page of an authorization request: a login name, no password. */
+function loginPage(res, uid, clientId) {
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(`<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Sign in to the test provider</title></head>
+<body>
+<main>
+<h1>Sign in to the test provider</h1>
+<p>${escapeHtml(clientId)} asks to sign you in. Any login name will do.</p>
+<form method="post" action="/test/interaction/${escapeHtml(uid)}/login">
+<label for="login">Login name</label>
+<input id="login" name="login" required autocomplete="username">
+<button type="submit">Sign in</button>
+</form>
+</main>
+</body>
+</html>
+`);
+}
+
+/**
+ * The interactions of an authorization request. GET /test/interaction/UID shows the sign-in
+ * page when a login is due, and when a consent is due gives it at once (every scope asked
+ * for, for every resource) and sends the browser back to the authorization endpoint;
+ * POST /test/interaction/UID/login signs in with the login name given.
+ */
+async function interaction(req, res, uid, action) {
+  const details = await provider.interactionDetails(req, res);
+  if (details.uid !== uid) throw new Error('the interaction cookie names another interaction');
+  const { prompt, params, session, grantId } = details;
+  if (action === 'login') {
+    if (req.method !== 'POST') return send(res, 405, { error: 'POST the login form' });
+    const login = (await readForm(req)).get('login')?.trim();
+    if (!login) return loginPage(res, uid, params.client_id);
+    return provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false });
+  }
+  if (req.method !== 'GET') return send(res, 405, { error: 'GET the interaction' });
+  if (prompt.name === 'login') return loginPage(res, uid, params.client_id);
+  if (prompt.name !== 'consent') throw new Error(`unknown prompt ${prompt.name}`);
+  const grant = grantId
+    ? await provider.Grant.find(grantId)
+    : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+  const missing = prompt.details;
+  if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+  if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+  for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+    grant.addResourceScope(indicator, scopes.join(' '));
+  }
+  const consent = { grantId: await grant.save() };
+  return provider.interactionFinished(req, res, { consent }, { mergeWithLastSubmission: true });
+}
+
 function send(res, status, body) {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 }
 
 async function test(req, res) {
+  const step = /^\/test\/interaction\/([A-Za-z0-9_-]+)(\/login)?(?:\?.*)?$/.exec(req.url);
+  if (step) {
+    return interaction(req, res, step[1], step[2] ? 'login' : undefined);
+  }
   if (req.method === 'POST' && req.url === '/test/forge') {
     return send(res, 200, { token: await forge(await readJson(req)) });
   }
@@ -196,6 +313,12 @@ async function test(req, res) {
 function serve(req, res) {
   if (req.url.startsWith('/test/')) {
     test(req, res).catch((e) => send(res, 400, { error: String(e.message ?? e) }));
+    return;
+  }
+  if (req.url === '/favicon.ico') {
+    // A browser on the sign-in page asks for it: no icon, and no 404 in its console.
+    res.writeHead(204);
+    res.end();
     return;
   }
   if (req.url.split('?')[0] === '/jwks') jwksFetches += 1;

@@ -1,0 +1,75 @@
+// The events page: every tenant's events, filtered by type, with each event's data on demand.
+
+import { h, field, routeLink, mono, timeNode, alertBox, showError, hideAlert } from './dom.js';
+import { api, query } from './api.js';
+import { formatInstant } from './time.js';
+import { createPager } from './pager.js';
+import { EVENT_TYPES } from './event-types.js';
+
+const PAGE_SIZE = 25;
+const COLUMNS = ['Type', 'Tenant', 'Id', 'Created', 'Data'];
+
+/** A row and its hidden detail row; "Show" toggles the event's data. */
+function eventRows(event) {
+  const detailId = `data-${event.id}`;
+  const pre = h('pre', { class: 'code', tabindex: '0' }, JSON.stringify(event.data, null, 2));
+  const detail = h('tr', { class: 'detail-row', id: detailId, hidden: true },
+    h('td', { colSpan: COLUMNS.length }, pre));
+  const toggle = h('button', {
+    type: 'button', class: 'button button-small', 'aria-expanded': 'false', 'aria-controls': detailId,
+  }, 'Show');
+  toggle.addEventListener('click', () => {
+    const open = detail.hidden;
+    detail.hidden = !open;
+    toggle.setAttribute('aria-expanded', String(open));
+    toggle.textContent = open ? 'Hide' : 'Show';
+  });
+  const row = h('tr', {},
+    h('td', {}, h('code', {}, event.type)),
+    h('td', {}, event.tenant_id ? routeLink(`/tenants/${event.tenant_id}`, event.tenant_id, { class: 'mono' }) : '—'),
+    h('td', {}, mono(event.id)),
+    h('td', {}, timeNode(event.created_at, formatInstant(event.created_at))),
+    h('td', {}, toggle));
+  return [row, detail];
+}
+
+export function renderEvents(main, { signal }) {
+  document.title = 'Events · tenantd';
+  const alert = alertBox();
+  const typeSelect = h('select', {}, h('option', { value: '' }, 'All'),
+    EVENT_TYPES.map((t) => h('option', { value: t }, t)));
+  const type = field('Type', typeSelect);
+  const body = h('tbody');
+  let sequence = 0;
+
+  async function load(after) {
+    const mine = ++sequence;
+    try {
+      const page = await api(`/v1/events${query({ limit: PAGE_SIZE, after, type: typeSelect.value })}`);
+      if (mine !== sequence || signal.aborted) return null;
+      hideAlert(alert);
+      if (page.data.length) body.replaceChildren(...page.data.flatMap(eventRows));
+      else body.replaceChildren(h('tr', {}, h('td', { class: 'empty', colSpan: COLUMNS.length }, 'No events.')));
+      return page;
+    } catch (error) {
+      if (mine === sequence && !signal.aborted) showError(alert, error);
+      return null;
+    }
+  }
+  const pager = createPager(load);
+  typeSelect.addEventListener('change', () => pager.reset());
+
+  main.append(h('div', { class: 'page' },
+    h('div', { class: 'page-head' }, h('div', {}, h('h1', {}, 'Events'),
+      h('p', { class: 'muted' }, 'What changed, oldest first. Reservations and charges are in each budget\'s ledger.'))),
+    h('div', { class: 'card card-flush' },
+      h('div', { class: 'toolbar' }, type.field),
+      alert,
+      h('div', { class: 'table-wrap', tabindex: '0' },
+        h('table', {},
+          h('caption', { class: 'visually-hidden' }, 'Events'),
+          h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))),
+          body)),
+      h('div', { class: 'card-foot' }, pager.element))));
+  pager.reset();
+}

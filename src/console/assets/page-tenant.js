@@ -1,0 +1,252 @@
+// A tenant's page: overview, budgets, active reservations, ledger and events.
+
+import { h, table, field, badge, mono, timeNode, alertBox, showError, hideAlert, fill } from './dom.js';
+import { api, listAll, query } from './api.js';
+import { canManage } from './session.js';
+import { formatAmount } from './money.js';
+import { formatInstant } from './time.js';
+import { createPager } from './pager.js';
+import { confirmDialog } from './dialog.js';
+import { budgetCard } from './budget-card.js';
+
+const LEDGER_PAGE = 20;
+const EVENTS_PAGE = 20;
+const TICK_MS = 60000;
+
+function tenantPath(id) {
+  return `/v1/tenants/${encodeURIComponent(id)}`;
+}
+
+function overviewFacts(tenant) {
+  const facts = [
+    ['Id', mono(tenant.id)],
+    ['State', badge(tenant.state)],
+    ['Created', timeNode(tenant.created_at, formatInstant(tenant.created_at))],
+  ];
+  if (tenant.tombstoned_at) facts.push(['Tombstoned', timeNode(tenant.tombstoned_at, formatInstant(tenant.tombstoned_at))]);
+  return h('dl', { class: 'facts' }, facts.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
+}
+
+function openTombstoneDialog(tenant, onDone) {
+  const input = h('input', { type: 'text', autocomplete: 'off', spellcheck: false });
+  const confirm = field("Type the tenant's name to confirm", input);
+  const dialog = confirmDialog({
+    title: `Tombstone ${tenant.name}?`,
+    text: 'Tombstoning revokes the tenant token, releases every active reservation and closes every budget. '
+      + 'The records stay readable, but nothing can move again. This cannot be undone.',
+    confirmLabel: 'Tombstone',
+    content: [confirm.field],
+    async action() {
+      if (input.value !== tenant.name) return false;
+      await api(tenantPath(tenant.id), { method: 'DELETE' });
+      onDone();
+      return true;
+    },
+  });
+  const button = dialog.form.querySelector('button[type="submit"]');
+  button.disabled = true;
+  input.addEventListener('input', () => {
+    button.disabled = input.value !== tenant.name;
+  });
+  input.focus();
+}
+
+function reservationsTable(reservations, budgetsById) {
+  return table({
+    caption: 'Active reservations',
+    captionHidden: true,
+    columns: ['Id', 'Budget', 'Amount', 'Expires'],
+    rows: reservations.map((r) => {
+      const budget = budgetsById.get(r.budget_id);
+      return [
+        mono(r.id),
+        budget ? budget.name : mono(r.budget_id),
+        mono(formatAmount(r.amount_atomic, budget ? budget.unit : '')),
+        timeNode(r.expires_at, formatInstant(r.expires_at)),
+      ];
+    }),
+    empty: 'No active reservations.',
+  });
+}
+
+function ledgerTable(entries, unit) {
+  return table({
+    caption: 'Ledger',
+    captionHidden: true,
+    columns: ['Id', 'Kind', 'Amount', 'Created', 'Reservation', 'Available after'],
+    rows: entries.map((e) => [
+      mono(e.id),
+      h('code', { class: 'kind' }, e.kind),
+      mono(formatAmount(e.amount_atomic, unit)),
+      timeNode(e.occurred_at, formatInstant(e.occurred_at)),
+      e.reservation_id ? mono(e.reservation_id) : h('span', { class: 'muted' }, '—'),
+      mono(formatAmount(e.available_atomic, unit)),
+    ]),
+    empty: 'No entries.',
+  });
+}
+
+function eventRows(events) {
+  return events.map((e) => h('tr', {},
+    h('td', {}, h('code', {}, e.type)),
+    h('td', {}, mono(e.id)),
+    h('td', {}, timeNode(e.created_at, formatInstant(e.created_at)))));
+}
+
+/** The ledger section: a budget chooser and a paged table. */
+function ledgerSection(tenantId, signal) {
+  const alert = alertBox();
+  const holder = h('div', {});
+  const chooser = h('div', { class: 'toolbar' });
+  let budgets = [];
+  const select = h('select', {});
+  const chooserField = field('Budget', select);
+  let sequence = 0;
+
+  async function load(after) {
+    const budget = budgets.find((b) => b.id === select.value) || budgets[0];
+    if (!budget) {
+      holder.replaceChildren(h('p', { class: 'muted' }, 'No budgets.'));
+      return null;
+    }
+    const mine = ++sequence;
+    try {
+      const page = await api(`${tenantPath(tenantId)}/budgets/${encodeURIComponent(budget.id)}/entries${query({ limit: LEDGER_PAGE, after })}`);
+      if (mine !== sequence || signal.aborted) return null;
+      hideAlert(alert);
+      holder.replaceChildren(ledgerTable(page.data, budget.unit));
+      return page;
+    } catch (error) {
+      if (mine === sequence && !signal.aborted) showError(alert, error);
+      return null;
+    }
+  }
+  const pager = createPager(load);
+  select.addEventListener('change', () => pager.reset());
+
+  return {
+    element: h('section', { class: 'section', 'aria-labelledby': 'ledger-heading' },
+      h('h2', { id: 'ledger-heading' }, 'Ledger'),
+      h('div', { class: 'card card-flush' }, chooser, alert, holder, h('div', { class: 'card-foot' }, pager.element))),
+    /** Shows the budgets to choose from; keeps the chosen one and the page if it still exists. */
+    setBudgets(list) {
+      const first = budgets.length === 0;
+      const chosen = select.value;
+      budgets = list;
+      fill(select, list.map((b) => h('option', { value: b.id }, b.state === 'open' ? b.name : `${b.name} (${b.state})`)));
+      if (list.some((b) => b.id === chosen)) select.value = chosen;
+      chooser.replaceChildren(list.length > 1 ? chooserField.field : h('p', { class: 'muted small' },
+        list.length === 1 ? `Entries of the ${list[0].name} budget, oldest first.` : ''));
+      return first ? pager.reset() : pager.reload();
+    },
+  };
+}
+
+/** The events section: the tenant's events, 20 at a time with "More events". */
+function eventsSection(tenantId, signal) {
+  const alert = alertBox();
+  const body = h('tbody');
+  const more = h('button', { type: 'button', class: 'button button-small', hidden: true }, 'More events');
+  let nextAfter = null;
+
+  async function load(append) {
+    try {
+      const page = await api(`${tenantPath(tenantId)}/events${query({ limit: EVENTS_PAGE, after: append ? nextAfter : null })}`);
+      if (signal.aborted) return;
+      hideAlert(alert);
+      const rows = eventRows(page.data);
+      if (append) body.append(...rows);
+      else if (rows.length) body.replaceChildren(...rows);
+      else body.replaceChildren(h('tr', {}, h('td', { class: 'empty', colSpan: 3 }, 'No events.')));
+      nextAfter = page.has_more ? page.next_after : null;
+      more.hidden = !nextAfter;
+    } catch (error) {
+      if (!signal.aborted) showError(alert, error);
+    }
+  }
+  more.addEventListener('click', () => load(true));
+  const tableNode = h('div', { class: 'table-wrap', tabindex: '0' },
+    h('table', {},
+      h('caption', { class: 'visually-hidden' }, 'Events'),
+      h('thead', {}, h('tr', {}, ['Type', 'Id', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
+      body));
+  return {
+    element: h('section', { class: 'section', 'aria-labelledby': 'events-heading' },
+      h('h2', { id: 'events-heading' }, 'Events'),
+      h('div', { class: 'card card-flush' }, alert, tableNode, h('div', { class: 'card-foot' }, more))),
+    reload: () => load(false),
+  };
+}
+
+export function renderTenant(main, { principal, params, signal }) {
+  const tenantId = params[0];
+  const manage = canManage(principal, tenantId);
+  const alert = alertBox();
+  const heading = h('h1', {}, 'Tenant');
+  const headActions = h('div', { class: 'actions' });
+  const facts = h('div', {});
+  const budgetsHolder = h('div', { class: 'budgets' }, h('p', { class: 'muted' }, 'Loading budgets…'));
+  const reservationsHolder = h('div', { class: 'card card-flush' });
+  const ledger = ledgerSection(tenantId, signal);
+  const events = eventsSection(tenantId, signal);
+  let tickers = [];
+  const timer = setInterval(() => tickers.forEach((tick) => tick()), TICK_MS);
+  signal.addEventListener('abort', () => clearInterval(timer));
+
+  const sections = h('div', { class: 'page-sections', hidden: true },
+    h('section', { class: 'section', 'aria-labelledby': 'budgets-heading' },
+      h('h2', { id: 'budgets-heading' }, 'Budgets'), budgetsHolder),
+    h('section', { class: 'section', 'aria-labelledby': 'reservations-heading' },
+      h('h2', { id: 'reservations-heading' }, 'Active reservations'), reservationsHolder),
+    ledger.element,
+    events.element);
+  main.append(h('div', { class: 'page' },
+    h('div', { class: 'page-head' }, h('div', {}, heading, facts), headActions),
+    alert,
+    sections));
+
+  async function refresh() {
+    let tenant;
+    let budgets;
+    try {
+      [tenant, budgets] = await Promise.all([
+        api(tenantPath(tenantId)),
+        listAll(`${tenantPath(tenantId)}/budgets`),
+      ]);
+    } catch (error) {
+      if (signal.aborted) return;
+      if (error.status === 404) heading.textContent = 'Tenant not found';
+      showError(alert, error);
+      return;
+    }
+    if (signal.aborted) return;
+    hideAlert(alert);
+    sections.hidden = false;
+    document.title = `${tenant.name} · tenantd`;
+    heading.textContent = tenant.name;
+    facts.replaceChildren(overviewFacts(tenant));
+    headActions.replaceChildren();
+    if (manage && tenant.state === 'active') {
+      const tombstone = h('button', { type: 'button', class: 'button button-danger' }, 'Tombstone tenant');
+      tombstone.addEventListener('click', () => openTombstoneDialog(tenant, refresh));
+      headActions.append(tombstone);
+    }
+    tickers = [];
+    const writable = manage && tenant.state === 'active';
+    budgetsHolder.replaceChildren(...budgets.map((b) => budgetCard(b, { manage: writable, tickers, signal, onChanged: refresh })));
+    if (budgets.length === 0) budgetsHolder.append(h('p', { class: 'muted' }, 'No budgets.'));
+    const budgetsById = new Map(budgets.map((b) => [b.id, b]));
+    ledger.setBudgets(budgets);
+    events.reload();
+    try {
+      const reservations = await listAll(`${tenantPath(tenantId)}/reservations`, { state: 'active' }, 1000);
+      if (!signal.aborted) reservationsHolder.replaceChildren(reservationsTable(reservations, budgetsById));
+    } catch (error) {
+      if (signal.aborted) return;
+      const sectionAlert = alertBox();
+      showError(sectionAlert, error);
+      reservationsHolder.replaceChildren(sectionAlert);
+    }
+  }
+  refresh();
+}
