@@ -60,7 +60,6 @@ test:
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/node-deps.sh
 	scripts/webhook-deps.sh
-	scripts/browser-deps.sh
 	scripts/faketime.sh >/dev/null
 	scripts/openapi-check.sh
 	$(MAKE) --no-print-directory console-test

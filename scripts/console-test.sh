@@ -42,13 +42,38 @@ if [ -n "$console_dir" ]; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tenantd-console-test.XXXXXX")
+# Every process whose command line names $work (a regular expression of it, taken literally).
+work_pattern=$(printf '%s' "$work" | sed 's/[][\\.*^$+?(){}|]/\\&/g')
 pids=()
 test_pid=
+# Stops every process still running with $work in its command line: Chromium (its
+# --user-data-dir is under $work/browser) and the servers (their --db). SIGTERM, up to 5 s to
+# exit, then SIGKILL, up to 2 s more.
+stop_work_processes() {
+    local tries
+    pkill -f -- "$work_pattern" 2>/dev/null || true
+    for ((tries = 0; tries < 50; tries++)); do
+        pgrep -f -- "$work_pattern" >/dev/null || return 0
+        sleep 0.1
+    done
+    say "still running 5 s after SIGTERM, killed:"; pgrep -a -f -- "$work_pattern" >&2 || true
+    pkill -9 -f -- "$work_pattern" 2>/dev/null || true
+    for ((tries = 0; tries < 20; tries++)); do
+        pgrep -f -- "$work_pattern" >/dev/null || return 0
+        sleep 0.1
+    done
+    say "still running after SIGKILL:"; pgrep -a -f -- "$work_pattern" >&2 || true
+}
 cleanup() {
     local status=$?
-    # The browser test runs in a session of its own: its group holds Chromium too.
+    # The test and its timeout run in a session of their own (setsid): its group holds them,
+    # but not Chromium, which Playwright starts detached, in a session of its own, so that it
+    # outlives a test killed by timeout. Every Chromium process names its profile, under
+    # $work, on its command line: stop_work_processes finds them by it.
     [ -n "$test_pid" ] && kill -- "-$test_pid" 2>/dev/null || true
+    [ -n "$test_pid" ] && wait "$test_pid" 2>/dev/null || true
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    stop_work_processes
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     exec 3>&-
     rm -rf "$work"
@@ -112,14 +137,20 @@ pids+=($!)
 wait_for_line "tenantd B" "$work/b.log" "listening on $url_b" "${pids[-1]}" >/dev/null
 
 say "tenantd A on $url_a, tenantd B on $url_b, identity provider on $issuer${console_dir:+, console files from $console_dir}"
+# TMPDIR: Playwright makes Chromium's --user-data-dir there, under $work (see cleanup).
+mkdir "$work/browser"
 CONSOLE_URL=$url_a OIDC_CONSOLE_URL=$url_b OIDC_ISSUER=$issuer \
-    ADMIN_TOKEN_FILE="$work/admin.token" SCREENSHOT_DIR="$root/target/console" TMPDIR="$work" \
+    ADMIN_TOKEN_FILE="$work/admin.token" SCREENSHOT_DIR="$root/target/console" TMPDIR="$work/browser" \
     setsid timeout --kill-after=10 "$run_timeout" node "$root/tests/console/walk.mjs" </dev/null &
 test_pid=$!
+test_started=$SECONDS
 status=0
 wait "$test_pid" || status=$?
 if [ "$status" -ne 0 ]; then
-    [ "$status" -eq 124 ] && say "the browser test took over ${run_timeout}s"
+    # 124: stopped by SIGTERM at the timeout; 137: killed 10 s later, still running.
+    if [ "$status" -eq 124 ] || { [ "$status" -eq 137 ] && [ $((SECONDS - test_started)) -ge "$run_timeout" ]; }; then
+        say "the browser test took over ${run_timeout}s"
+    fi
     for log in a.log b.log provider.log; do
         say "last lines of $log:"
         tail -n 25 "$work/$log" >&2 || true

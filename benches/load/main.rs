@@ -188,6 +188,16 @@ async fn run(args: &Args) -> Result<Report, String> {
         }
         let name = format!("GET tenant ({} tenants)", args.scale);
         rows.push(measure(args, &server, &name, Kind::Read, &paths).await?);
+        let name = format!(
+            "GET tenants, 25 after one at random ({} tenants)",
+            args.scale
+        );
+        rows.push(measure(args, &server, &name, Kind::ListPage, &paths).await?);
+        let name = format!(
+            "GET tenants, name_contains matching none ({} tenants)",
+            args.scale
+        );
+        rows.push(measure(args, &server, &name, Kind::SearchNone, &paths).await?);
         server.stop();
     }
 

@@ -32,6 +32,11 @@ pub(crate) enum Kind {
     ReadOwn,
     /// Reads of tenants' default budgets with the admin token.
     ReadBudget,
+    /// Pages of 25 tenants after a tenant picked at random (the console's paging).
+    ListPage,
+    /// Searches of the tenants' names for a text none holds: every tenant read (the
+    /// console's search at its slowest).
+    SearchNone,
     /// `read_percent` reads, the rest creates.
     Mix {
         read_percent: u32,
@@ -74,7 +79,9 @@ impl Workload {
                 return;
             }
             Kind::Create | Kind::CreateMonthly => true,
-            Kind::Read | Kind::ReadOwn | Kind::ReadBudget => false,
+            Kind::Read | Kind::ReadOwn | Kind::ReadBudget | Kind::ListPage | Kind::SearchNone => {
+                false
+            }
             Kind::Mix { read_percent } => next(rng) % 100 >= u64::from(read_percent),
         };
         if create || self.paths.is_empty() {
@@ -111,8 +118,15 @@ impl Workload {
                 _ => self.auth.as_str(),
             };
             let headers = [HOST, ("Authorization", auth)];
+            let listed;
             let path = match self.kind {
                 Kind::ReadBudget => &tenant.budget_path,
+                Kind::ListPage => {
+                    let id = tenant.path.rsplit('/').next().unwrap_or_default();
+                    listed = format!("/v1/tenants?limit=25&after={id}");
+                    &listed
+                }
+                Kind::SearchNone => "/v1/tenants?limit=25&name_contains=no-such-name",
                 _ => &tenant.path,
             };
             wire::write_request(out, "GET", path, wire::HTTP_11, &headers, None);

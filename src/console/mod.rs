@@ -200,7 +200,9 @@ impl Console {
 }
 
 /// A file of `--console-dir`, read now: a relative path of plain names (letters, digits, `.`,
-/// `_`, `-`; none starting with a dot) of at most [`DIR_FILE_BYTES_MAX`] bytes.
+/// `_`, `-`; none starting with a dot) with an extension the console uses, of at most
+/// [`DIR_FILE_BYTES_MAX`] bytes, inside the directory once links are followed. Anything else
+/// in the directory (a token file, say) is not served.
 async fn read_from(dir: &std::path::Path, name: &str) -> Result<Asset, ApiError> {
     let plain = name.split('/').all(|part| {
         !part.is_empty()
@@ -209,13 +211,17 @@ async fn read_from(dir: &std::path::Path, name: &str) -> Result<Asset, ApiError>
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     });
-    if !plain {
+    if !plain || content_type(name) == OTHER {
         return Err(ApiError::RouteNotFound);
     }
-    let path = dir.join(name);
+    let (dir, path) = (dir.to_owned(), dir.join(name));
     let read = tokio::task::spawn_blocking(move || {
+        let inside = std::fs::canonicalize(&path)
+            .ok()?
+            .starts_with(std::fs::canonicalize(&dir).ok()?);
         let meta = std::fs::metadata(&path).ok()?;
-        (meta.is_file() && meta.len() <= DIR_FILE_BYTES_MAX).then(|| std::fs::read(&path).ok())?
+        let readable = inside && meta.is_file() && meta.len() <= DIR_FILE_BYTES_MAX;
+        readable.then(|| std::fs::read(&path).ok())?
     });
     let body = read.await.ok().flatten().ok_or(ApiError::RouteNotFound)?;
     Ok(Asset::new(name, Bytes::from(body)))
@@ -235,6 +241,9 @@ fn security_headers(h: &mut HeaderMap, csp: &HeaderValue) {
     );
 }
 
+/// The media type of a file whose extension the console does not use.
+const OTHER: &str = "application/octet-stream";
+
 /// The media type of a file, by its extension.
 fn content_type(name: &str) -> &'static str {
     match name.rsplit_once('.').map_or("", |(_, ext)| ext) {
@@ -245,7 +254,7 @@ fn content_type(name: &str) -> &'static str {
         "svg" => "image/svg+xml",
         "png" => "image/png",
         "txt" => "text/plain; charset=utf-8",
-        _ => "application/octet-stream",
+        _ => OTHER,
     }
 }
 
@@ -256,23 +265,31 @@ fn origin(url: &str) -> Option<&str> {
     Some(&url[..scheme.len() + 3 + end])
 }
 
-/// Whether `Accept-Encoding` takes gzip (listed, or `*`, without `q=0`).
+/// Whether `Accept-Encoding` takes gzip: a `gzip` entry decides if there is one, else a `*`
+/// entry; either refuses with `q=0` (`0.0`, `0.000`).
 fn takes_gzip(headers: &HeaderMap) -> bool {
-    headers
+    let mut gzip = None;
+    let mut any = None;
+    let codings = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';').map(str::trim);
-            let name = parts.next().unwrap_or("");
-            // `q=0`, `q=0.0`, … refuse it.
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .is_some_and(|q| q == "0" || q.trim_end_matches('0') == "0.")
-            });
-            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
-        })
+        .flat_map(|v| v.split(','));
+    for coding in codings {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let taken = !parts.any(|p| {
+            let (key, q) = p.split_once('=').unwrap_or((p, ""));
+            key.trim().eq_ignore_ascii_case("q")
+                && (q.trim() == "0" || q.trim().trim_end_matches('0') == "0.")
+        });
+        if name.eq_ignore_ascii_case("gzip") {
+            gzip = Some(taken);
+        } else if name == "*" {
+            any = Some(taken);
+        }
+    }
+    gzip.or(any).unwrap_or(false)
 }
 
 /// Whether an `If-None-Match` list names `etag` (weakly, as RFC 9110 compares for it).

@@ -132,13 +132,26 @@ fn a_file_is_gzipped_with_an_etag_and_a_matching_etag_is_304() {
 
 #[test]
 fn gzip_refused_with_q_zero_is_not_sent() {
-    for refusal in ["gzip;q=0", "gzip; q=0.000", "identity, gzip;q=0"] {
+    for refusal in [
+        "gzip;q=0",
+        "gzip; q=0.000",
+        "identity, gzip;q=0",
+        "gzip;Q=0, *",
+        "*, gzip; q = 0",
+        "*;q=0",
+    ] {
         assert!(
             !takes_gzip(&headers(&[("accept-encoding", refusal)])),
             "{refusal}"
         );
     }
-    for taken in ["gzip", "GZIP;q=0.5", "deflate, *", "br;q=1.0, gzip;q=0.01"] {
+    for taken in [
+        "gzip",
+        "GZIP;q=0.5",
+        "deflate, *",
+        "br;q=1.0, gzip;q=0.01",
+        "*;q=0, gzip",
+    ] {
         assert!(
             takes_gzip(&headers(&[("accept-encoding", taken)])),
             "{taken}"
@@ -222,6 +235,14 @@ fn a_console_dir_serves_plain_relative_names_only() {
     std::fs::create_dir(dir.path().join("pages")).expect("mkdir");
     std::fs::write(dir.path().join("pages/a.js"), "export const a = 1;\n").expect("write");
     std::fs::write(dir.path().join(".hidden"), "secret").expect("write");
+    std::fs::write(dir.path().join("admin.token"), "secret").expect("write");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("elsewhere.js"), "secret").expect("write");
+    std::os::unix::fs::symlink(
+        outside.path().join("elsewhere.js"),
+        dir.path().join("linked.js"),
+    )
+    .expect("symlink");
     let config = ConsoleConfig {
         dir: Some(dir.path().to_owned()),
         ..enabled()
@@ -243,6 +264,8 @@ fn a_console_dir_serves_plain_relative_names_only() {
         "/console/pages//a.js",
         "/console/pages",
         "/console/%2e%2e/x",
+        "/console/admin.token",
+        "/console/linked.js",
     ] {
         let answer = runtime.block_on(console.serve(&Method::GET, refused, &HeaderMap::new()));
         assert!(matches!(answer, Err(ApiError::RouteNotFound)), "{refused}");
@@ -264,4 +287,35 @@ fn origins_of_issuer_urls() {
         Some("https://a.example:8443")
     );
     assert_eq!(origin("idp.example"), None);
+}
+
+/// The text of an embedded file.
+fn asset(name: &str) -> &'static str {
+    let (_, body) = assets::FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("{name} is embedded"));
+    std::str::from_utf8(body).expect("UTF-8")
+}
+
+#[test]
+fn the_pages_know_the_servers_event_types_and_longest_period() {
+    let source = asset("event-types.js");
+    let list = source
+        .split_once("export const EVENT_TYPES = [")
+        .and_then(|(_, rest)| rest.split_once("];"))
+        .map(|(list, _)| list)
+        .expect("event-types.js exports EVENT_TYPES");
+    let names: Vec<&str> = list
+        .split(',')
+        .map(|item| item.trim().trim_matches('\''))
+        .filter(|item| !item.is_empty())
+        .collect();
+    assert_eq!(names, crate::domain::EventType::NAMES);
+
+    let line = format!(
+        "export const MAX_EVERY_SECONDS = {};",
+        crate::domain::EVERY_SECONDS_MAX
+    );
+    assert!(asset("period-form.js").contains(&line), "{line}");
 }

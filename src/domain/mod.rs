@@ -33,13 +33,16 @@ pub(crate) use id::{
 pub(crate) use idempotency::{BodyFingerprint, IdempotencyKey};
 pub(crate) use ledger::{EntryKind, LedgerEntry};
 pub(crate) use money::Atomic;
+/// The console's period form states the same bound (checked by a test of `console`).
+#[cfg(test)]
+pub(crate) use period::EVERY_SECONDS_MAX;
 pub(crate) use period::{Cadence, Interval, Zone};
 pub(crate) use policy::{Closing, CurrentPeriod, Policy, Statement, Thresholds, period_totals};
 pub(crate) use reservation::{
     NewReservation, Reservation, ReservationState, Settle, Ttl, whole_number,
 };
 pub(crate) use rules::AuditEvent;
-pub(crate) use tenant::{Name, NewTenant, Tenant, TenantState};
+pub(crate) use tenant::{NAME_CHARS_MAX, Name, NewTenant, Tenant, TenantState};
 pub(crate) use time::Timestamp;
 pub(crate) use webhook::{
     Delivery, DeliveryState, DisabledReason, Endpoint, EndpointPatch, EndpointState, EventTypes,

@@ -2,7 +2,8 @@
 //! bad or unknown parameter reported at once (`400 invalid_query`).
 
 use crate::domain::{
-    BudgetId, DeliveryId, DeliveryState, EventId, EventType, TenantId, TenantState, Timestamp,
+    BudgetId, DeliveryId, DeliveryState, EventId, EventType, NAME_CHARS_MAX, TenantId, TenantState,
+    Timestamp,
 };
 use crate::problem::{ApiError, FieldError};
 use crate::store::ListQuery;
@@ -33,9 +34,6 @@ pub(crate) fn list(
         },
     )
 }
-
-/// The longest `name_contains`, in characters: a tenant's name is at most as long.
-pub(crate) const NAME_CONTAINS_CHARS_MAX: usize = 200;
 
 /// Reads the query of the tenants list: `state` and `name_contains`.
 pub(crate) fn tenants(raw: Option<&str>) -> Result<ListQuery, ApiError> {
@@ -181,13 +179,16 @@ fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<Li
             }
             "name_contains" if filters.name_contains => {
                 match form_decoded(value).filter(|text| {
-                    (1..=NAME_CONTAINS_CHARS_MAX).contains(&text.chars().count())
+                    (1..=NAME_CHARS_MAX).contains(&text.chars().count())
                         && !text.chars().any(char::is_control)
                 }) {
                     Some(text) => query.name_contains = Some(text.to_ascii_lowercase()),
                     None => fail(
                         name,
-                        "must be 1 to 200 characters of UTF-8, percent-encoded, with no control character",
+                        &format!(
+                            "must be 1 to {NAME_CHARS_MAX} characters of UTF-8, \
+                             percent-encoded, with no control character"
+                        ),
                     ),
                 }
             }

@@ -7,6 +7,7 @@
 //   OIDC_CONSOLE_URL  tenantd B, whose console signs in at OIDC_ISSUER
 //   OIDC_ISSUER       tests/oidc/provider.mjs, with a public client for B's console
 //   SCREENSHOT_DIR    where the screenshots go (target/console/)
+//   TMPDIR            where Chromium's profile goes (a folder of console-test.sh's work directory)
 //
 // It prints each step and exits 1 at the first failure, naming the step. Throughout, every
 // page must log no console error, throw no uncaught error, trigger no Content-Security-Policy
@@ -16,7 +17,7 @@
 
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
-import { createHmac, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 
@@ -25,9 +26,10 @@ import { AxeBuilder } from '@axe-core/playwright';
 
 const CHROMIUM = '/usr/bin/chromium';
 // Without the background-networking flags Chromium calls Google's services, which this
-// machine's network refuses. chromium.launch() gives it a fresh --user-data-dir of its own
-// (a new directory under TMPDIR, which console-test.sh removes; Playwright refuses the flag
-// in args).
+// machine's network refuses. chromium.launch() gives it a fresh --user-data-dir of its own, a
+// new directory under TMPDIR (Playwright refuses the flag in args): console-test.sh sets TMPDIR
+// to a folder of its work directory, so that every Chromium process names that directory on
+// its command line, and stops them by it (Playwright starts Chromium in a session of its own).
 const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--disable-gpu',
@@ -39,6 +41,7 @@ const CHROMIUM_ARGS = [
 ];
 const WAIT_MS = 10_000; // any one element, text or dialog to appear
 const NAVIGATION_MS = 15_000;
+const LAUNCH_MS = 60_000; // Chromium's first start on a cold machine builds its font cache
 const DELIVERY_MS = 30_000; // a webhook delivery to reach the receiver and show as succeeded
 const U128_MAX = '340282366920938463463374607431768211455';
 const HOSTILE_NAME = '<img src=x onerror=alert(1)>';
@@ -248,16 +251,20 @@ class Monitor {
     // reports through a binding (not a request), so the console's CSP does not apply to it;
     // checkCspListener() proves on a live console page that it reports.
     await context.exposeBinding('__tenantdTestCspViolation', ({ page }, v) => {
-      monitor.cspViolations.push(v);
-      monitor.problems.push(`CSP violation on ${page.url()}: ${v.directive} blocked ${v.blocked || '(inline)'} at ${v.source}:${v.line} ${v.sample}`);
+      const problem = `CSP violation on ${page.url()}: ${v.directive} blocked ${v.blocked || '(inline)'} by ${v.element || '(no element)'} at ${v.source}:${v.line} ${v.sample}`;
+      monitor.cspViolations.push({ ...v, problem });
+      monitor.problems.push(problem);
     });
     await context.addInitScript(() => {
       window.addEventListener(
         'securitypolicyviolation',
         (e) => {
+          // The violating element, when it is one: <style id="…"> as "style#…".
+          const element = e.target instanceof Element ? e.target.localName + (e.target.id ? `#${e.target.id}` : '') : '';
           window.__tenantdTestCspViolation({
             directive: e.effectiveDirective,
             blocked: e.blockedURI,
+            element,
             source: e.sourceFile,
             line: e.lineNumber,
             sample: e.sample,
@@ -316,8 +323,17 @@ class Monitor {
     }
   }
 
-  assertClean() {
-    check(this.problems.length === 0, `${this.name}'s pages:\n      ${this.problems.join('\n      ')}`);
+  /** Forgets one problem the test caused on purpose (and its CSP violation, if it is one). */
+  forget(problem) {
+    const index = this.problems.indexOf(problem);
+    check(index >= 0, `the monitor has no problem ${show(problem)} to forget`);
+    this.problems.splice(index, 1);
+    const violation = this.cspViolations.findIndex((v) => v.problem === problem);
+    if (violation >= 0) this.cspViolations.splice(violation, 1);
+  }
+
+  assertClean(when = '') {
+    check(this.problems.length === 0, `${this.name}'s pages${when}:\n      ${this.problems.join('\n      ')}`);
   }
 }
 
@@ -340,13 +356,19 @@ async function expectPage(page, name, timeout = WAIT_MS) {
 }
 
 /**
- * Opens a route of the console (`#/tenants`, …) as a fresh load of the page: the same URL
- * again would only be a same-document navigation that shows nothing new.
+ * Opens a route of the console (`#/tenants`, …) as a fresh load of the page, so that what the
+ * test then waits for is the new document's, never the old one's. A goto that changes only
+ * the fragment would be a same-document navigation (the old page stays until the router
+ * runs): on the console already, the URL is replaced without a navigation and reloaded.
  */
 async function visit(page, base, route) {
   const url = `${base}/console/${route}`;
-  if (page.url() === url) await page.reload();
-  else await page.goto(url);
+  if (page.url().split('#')[0] === url.split('#')[0]) {
+    await page.evaluate((u) => history.replaceState(null, '', u), url);
+    await page.reload();
+  } else {
+    await page.goto(url);
+  }
 }
 
 const button = (scope, name) => scope.getByRole('button', { name, exact: true });
@@ -484,20 +506,39 @@ async function checkServing() {
   });
 }
 
-/** Proves, on a live console page, that a CSP violation reaches the monitor; then forgets it. */
+/**
+ * Proves, on a live console page, that a CSP violation reaches the monitor: an inline <style>
+ * with an id and a content of its own, which the CSP blocks. Waits for that violation (by
+ * directive, blocked URI and element) and for Chromium's console error about it (which names
+ * the style's own sha256 hash), then forgets those two and nothing else. Anything the monitor
+ * saw before the probe fails the step first.
+ */
 async function checkCspListener(page, monitor) {
-  await page.evaluate(() => {
+  monitor.assertClean(' before the CSP probe');
+  check(monitor.cspViolations.length === 0, `CSP violations before the probe: ${show(monitor.cspViolations)}`);
+  const id = `tenantd-test-csp-probe-${randomUUID()}`;
+  const css = `/* ${id} */ body { outline: 0 }`;
+  const hash = `'sha256-${createHash('sha256').update(css).digest('base64')}'`;
+  await page.evaluate(([probeId, text]) => {
     const style = document.createElement('style');
-    style.id = 'tenantd-test-csp-probe';
-    style.textContent = 'body { outline: 0 }';
+    style.id = probeId;
+    style.textContent = text;
     document.head.append(style);
-  });
-  await until('the CSP violation listener to report a deliberate inline <style>', () => monitor.cspViolations.length, (n) => n > 0, { expected: 'one violation' });
-  await page.evaluate(() => document.getElementById('tenantd-test-csp-probe')?.remove());
-  // The probe's violation and Chromium's console error about it are the test's own doing.
-  await page.waitForTimeout(0);
-  monitor.cspViolations.length = 0;
-  monitor.problems.length = 0;
+  }, [id, css]);
+  const isProbe = (v) => v.directive === 'style-src-elem' && v.blocked === 'inline' && v.element === `style#${id}`;
+  const isProbeError = (p) => p.startsWith('console error') && p.includes(hash);
+  const violations = await until('the CSP violation listener to report the probe\'s inline <style>',
+    () => monitor.cspViolations.map((v) => ({ ...v })), (vs) => vs.some(isProbe),
+    { expected: `a style-src-elem violation, blocked "inline", by <style id="${id}">` });
+  const problems = await until('Chromium\'s console error about the probe\'s inline <style>',
+    () => [...monitor.problems], (ps) => ps.some(isProbeError),
+    { expected: `a console error naming the probe's hash ${hash}` });
+  const violation = violations.find(isProbe);
+  const consoleError = problems.find(isProbeError);
+  check(monitor.cspViolations.filter(isProbe).length === 1, `the probe was reported ${monitor.cspViolations.filter(isProbe).length} times, not once`);
+  await page.evaluate((probeId) => document.getElementById(probeId)?.remove(), id);
+  monitor.forget(violation.problem);
+  monitor.forget(consoleError);
 }
 
 async function adminWalk(browser, receiver) {
@@ -520,10 +561,18 @@ async function adminWalk(browser, receiver) {
   });
 
   await steps('a wrong token: the problem\'s detail in an alert, nothing kept', async () => {
+    const wrong = `wrong-${randomUUID()}-${randomUUID()}`;
+    // What the API itself says to that token: the alert must show its problem's detail.
+    const refusal = await fetch(`${base}/v1/tenants?limit=1`, { headers: { authorization: `Bearer ${wrong}` }, signal: AbortSignal.timeout(WAIT_MS) });
+    const problem = await refusal.json();
+    check(refusal.status === 401 && typeof problem.detail === 'string' && problem.detail.trim() !== '',
+      `the API answered a wrong token with ${refusal.status} ${show(problem)}, not a 401 problem with a detail`);
     await monitor.tolerating(/status of 401/, async () => {
-      await signIn(page, base, `wrong-${randomUUID()}-${randomUUID()}`);
+      await signIn(page, base, wrong);
       const alert = await visible('the alert after a wrong token', page.getByRole('alert'));
-      await until('the alert\'s text', () => alert.textContent(), (t) => t.trim().length > 0, { expected: 'a message' });
+      await until('the alert after a wrong token', () => textOf(alert),
+        (t) => (t ?? '').replace(/\s+/g, ' ').includes(problem.detail.trim().replace(/\s+/g, ' ')),
+        { expected: `the API's detail ${show(problem.detail)}` });
     });
     await expectPage(page, 'Sign in to tenantd');
     const kept = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
@@ -661,8 +710,11 @@ async function adminWalk(browser, receiver) {
     const budget = await api('GET', `/v1/tenants/${state.id}/budgets/${state.budget}`);
     check(show(budget.period) === show({ interval: 'week', time_zone: 'Asia/Tokyo', allowance_atomic: '2000', rollover_max_atomic: '500' }), `the API has the period ${show(budget.period)} after "Save"`);
     check(show([...budget.alert_thresholds_atomic].sort()) === show(['100', '50']), `the API has the thresholds ${show(budget.alert_thresholds_atomic)}`);
-    const text = await card.textContent();
-    check(/(^|\D)100(\D|$)/.test(text) && /(^|\D)50(\D|$)/.test(text), 'the card does not list the thresholds 100 and 50');
+    // The card's line "Alert thresholds: 100 atomic, 50 atomic", in the API's order.
+    const thresholds = card.getByText('Alert thresholds:', { exact: true }).locator('xpath=..');
+    const expected = `Alert thresholds: ${budget.alert_thresholds_atomic.map((t) => `${t} atomic`).join(', ')}`;
+    await until('the card\'s alert thresholds', async () => (await textOf(thresholds))?.replace(/\s+/g, ' ') ?? null,
+      (t) => t === expected, { expected: show(expected) });
     await expectFigures(card, { Available: `${budget.available_atomic} atomic`, Reserved: `${budget.reserved_atomic} atomic` }, 'after the edit');
   });
 
@@ -734,7 +786,7 @@ async function adminWalk(browser, receiver) {
     }, (rows) => rows.some((r) => r['Event id'] === eventId && r.State === 'succeeded'), { timeout: DELIVERY_MS, expected: `a row for ${eventId} with State "succeeded"` });
     const rows = (await readTable(page, 'Deliveries')).rows;
     const row = rows.find((r) => r['Event id'] === eventId);
-    if ('Event type' in row) check(row['Event type'] === 'budget.credited', `the delivery's Event type is ${show(row['Event type'])}`);
+    check(row['Event type'] === 'budget.credited', `the delivery's Event type is ${show(row['Event type'])}, not "budget.credited"`);
     await visible('a "Retry" button on the delivery', button(page, 'Retry'));
   });
 
@@ -770,7 +822,7 @@ async function adminWalk(browser, receiver) {
   await steps('screenshots and axe: the tenants list', async () => {
     await visit(page, base, '#/tenants');
     await expectPage(page, 'Tenants');
-    await untilRows('the tenants list', page, 'Tenants', (r) => r.length >= 3, { expected: 'three tenants' });
+    await untilRows('the tenants list', page, 'Tenants', (r) => r.length === 3, { expected: 'three tenants' });
     await axe(page, 'the tenants list');
     await screenshots(page, 'tenants');
   });
@@ -793,18 +845,34 @@ async function adminWalk(browser, receiver) {
   });
 
   await steps('"Search by name" and "State" filter the tenants list', async () => {
+    // A fourth tenant, tombstoned through the API, for the "State" filter to find.
+    const gone = await api('POST', '/v1/tenants', { body: { name: `gone-${randomUUID().slice(0, 8)}`, opening_deposit_atomic: '3' } });
+    check((await api('DELETE', `/v1/tenants/${gone.id}`)).state === 'tombstoned', `DELETE /v1/tenants/${gone.id} did not tombstone it`);
+    const active = [state.name, state.u128Name, HOSTILE_NAME].sort();
+    const all = [...active, gone.name].sort();
+    const names = (rows) => rows.map((row) => row.Name).sort();
+    const exactly = (expected) => (rows) => show(names(rows)) === show(expected);
+    const noAlert = () => absent('an alert on the tenants list', page.getByRole('alert'));
+
     await visit(page, base, '#/tenants');
     await expectPage(page, 'Tenants');
+    await untilRows('the list of all tenants', page, 'Tenants', exactly(all), { expected: show(all) });
     const search = page.getByLabel('Search by name', { exact: true });
     check((await search.getAttribute('type')) === 'search', 'the "Search by name" input is not type=search');
     await search.fill(state.u128Name.toUpperCase());
-    await untilRows(`the list searched for ${state.u128Name.toUpperCase()} (case-insensitive)`, page, 'Tenants', (r) => r.length === 1 && r[0].Name === state.u128Name, { expected: `one row, ${state.u128Name}` });
+    await untilRows(`the list searched for ${state.u128Name.toUpperCase()} (case-insensitive)`, page, 'Tenants', exactly([state.u128Name]), { expected: `one row, ${state.u128Name}` });
     await search.fill('');
-    await untilRows('the list with the search cleared', page, 'Tenants', (r) => r.length === 3, { expected: 'the three tenants' });
+    await untilRows('the list with the search cleared', page, 'Tenants', exactly(all), { expected: show(all) });
     await page.getByLabel('State', { exact: true }).selectOption({ label: 'tombstoned' });
-    await untilRows('the list of tombstoned tenants', page, 'Tenants', (r) => !r.some((row) => row.Name === state.name), { expected: `no ${state.name}` });
+    const tombstoned = await untilRows('the list of tombstoned tenants', page, 'Tenants', exactly([gone.name]), { expected: `one row, ${gone.name}` });
+    check(tombstoned[0].State === 'tombstoned', `the tombstoned tenant's State reads ${show(tombstoned[0].State)}`);
+    await noAlert();
+    await page.getByLabel('State', { exact: true }).selectOption({ label: 'active' });
+    await untilRows('the list of active tenants', page, 'Tenants', exactly(active), { expected: show(active) });
+    await noAlert();
     await page.getByLabel('State', { exact: true }).selectOption({ label: 'All' });
-    await untilRows('the list of all tenants', page, 'Tenants', (r) => r.length === 3, { expected: 'the three tenants' });
+    await untilRows('the list of all tenants', page, 'Tenants', exactly(all), { expected: show(all) });
+    await noAlert();
   });
 
   await steps('the token is still in sessionStorage only; "Sign out" forgets it', async () => {
@@ -831,28 +899,41 @@ async function tenantWalk(browser, state) {
     check(page.url().endsWith(`#/tenants/${state.id}`), `the tenant is at ${page.url()}, not its page`);
     await visible(`"Signed in as tenant ${state.id}"`, page.getByRole('banner').getByText(`Signed in as tenant ${state.id}`, { exact: true }));
     const nav = page.getByRole('navigation', { name: 'Main' });
-    for (const link of ['Events', 'Webhooks']) await absent(`the nav link "${link}" for a tenant`, nav.getByRole('link', { name: link, exact: true }));
-    for (const admin of ['Credit', 'Debit', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
-      await absent(`the admin button "${admin}" for a tenant`, button(page, admin));
-    }
     const budget = await api('GET', `/v1/tenants/${state.id}/budgets/${state.budget}`);
-    await expectFigures(budgetCard(page, 'default'), { Available: `${budget.available_atomic} atomic`, Spent: `${budget.spent_atomic} atomic` }, 'the tenant\'s own budget');
+    const ownPage = `#/tenants/${state.id}`;
+    // The tenant's page, rendered with its budget (so that what must be absent had its chance
+    // to show), and none of the admin's links, buttons or tenants list.
+    const expectOwnPageOnly = async (where) => {
+      await expectPage(page, state.name);
+      await until(`the URL ${where}`, () => page.url(), (u) => u.endsWith(ownPage), { expected: `…${ownPage}` });
+      await expectFigures(budgetCard(page, 'default'), { Available: `${budget.available_atomic} atomic`, Spent: `${budget.spent_atomic} atomic` }, `the tenant's own budget ${where}`);
+      for (const link of ['Events', 'Webhooks']) await absent(`the nav link "${link}" for a tenant ${where}`, nav.getByRole('link', { name: link, exact: true }));
+      for (const admin of ['Credit', 'Debit', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
+        await absent(`the admin button "${admin}" for a tenant ${where}`, button(page, admin));
+      }
+      await absent(`the tenants list for a tenant ${where}`, page.getByRole('table', { name: 'Tenants', exact: true }));
+    };
+    await expectOwnPageOnly('after signing in');
     await checkTokenPlacement(page, state.tenantToken, 'the tenant');
 
     // The nav's "Tenants" (if shown) and every admin route lead to the tenant's own page.
     const tenantsLink = nav.getByRole('link', { name: 'Tenants', exact: true }).filter({ visible: true });
     if ((await tenantsLink.count()) > 0) {
       await visit(page, base, '#/events');
-      await expectPage(page, state.name);
+      await expectOwnPageOnly('at #/events');
+      // A click that changes the fragment is a same-document navigation: wait for a page
+      // rendered after it (a link to the page shown already changes nothing).
+      const navigates = (await tenantsLink.first().evaluate((a) => a.href)) !== page.url();
+      await page.locator('h1').evaluateAll((headings) => headings.forEach((h) => h.setAttribute('data-test-before-click', '')));
       await tenantsLink.click();
-      await expectPage(page, state.name);
-      await absent('the tenants list behind the nav link "Tenants" for a tenant', page.getByRole('table', { name: 'Tenants', exact: true }));
+      if (navigates) {
+        await untilText('the page\'s h1 rendered after the click on "Tenants"', page.locator('h1:not([data-test-before-click])'), state.name);
+      }
+      await expectOwnPageOnly('behind the nav link "Tenants"');
     }
     for (const route of ['#/tenants', '#/webhooks', '#/events']) {
       await visit(page, base, route);
-      await expectPage(page, state.name);
-      await absent(`the tenants list at ${route} for a tenant`, page.getByRole('table', { name: 'Tenants', exact: true }));
-      await absent(`"New tenant" at ${route} for a tenant`, button(page, 'New tenant'));
+      await expectOwnPageOnly(`at ${route}`);
     }
   }, monitor);
 
@@ -902,7 +983,7 @@ async function main() {
   console.log(`console browser test: ${config.url} (OIDC: ${config.oidcUrl} at ${config.issuer})`);
   await checkServing();
   const receiver = await startReceiver();
-  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: NAVIGATION_MS });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: LAUNCH_MS });
   try {
     console.log(`Chromium ${browser.version()}`);
     const state = await adminWalk(browser, receiver);

@@ -86,6 +86,26 @@ export async function api(path, { method = 'GET', body, idempotencyKey, token } 
   return response.json();
 }
 
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/**
+ * The id `<prefix>_<ULID>` of a ULID whose time is `ms` (Unix milliseconds) and whose
+ * randomness is all zeros: the smallest id of that kind created in that millisecond. A ULID
+ * is 26 Crockford base-32 characters, upper case: 10 for the 48-bit time (5 bits each, most
+ * significant first, so the first is 0-7), then 16 for the 80 bits of randomness. Lists take
+ * any well-formed id as `after`, whether or not it names an item, and list in id order: with
+ * this one as `after`, a list starts at what was created from `ms` on.
+ */
+export function idAtTime(prefix, ms) {
+  let time = Math.min(Math.max(Math.floor(ms), 0), 2 ** 48 - 1);
+  let timeChars = '';
+  for (let i = 0; i < 10; i += 1) {
+    timeChars = CROCKFORD[time % 32] + timeChars;
+    time = Math.floor(time / 32);
+  }
+  return `${prefix}_${timeChars}${'0'.repeat(16)}`;
+}
+
 /** Reads every page of a list (limit 1000 each), up to maxItems items. */
 export async function listAll(path, params = {}, maxItems = 10000) {
   const items = [];

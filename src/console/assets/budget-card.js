@@ -1,13 +1,17 @@
 // One budget on a tenant's page: its balance bar, figures, period, thresholds, actions and chart.
 
 import { h, svg, table, field, badge, mono, timeNode, alertBox, showError, showMessages } from './dom.js';
-import { api, listAll, newIdempotencyKey } from './api.js';
+import { api, query, idAtTime, newIdempotencyKey } from './api.js';
 import { formatAmount, sumAmounts, thousandths, amountProblem, compareAmounts } from './money.js';
-import { formatInstant, formatInZone, durationUntil } from './time.js';
+import { formatInstant, formatInZone, zoneFormat, knownZone, durationUntil } from './time.js';
 import { openDialog, cancelButton, submitButton, confirmDialog } from './dialog.js';
 import { periodFields, describePeriod } from './period-form.js';
 
 const CHART_PERIODS = 12;
+const DAY_MS = 86400000;
+/** Pages of statements the chart reads at most, and statements per page. */
+const CHART_PAGES = 3;
+const CHART_PAGE_SIZE = 100;
 
 function budgetPath(budget) {
   return `/v1/tenants/${encodeURIComponent(budget.tenant_id)}/budgets/${encodeURIComponent(budget.id)}`;
@@ -47,8 +51,9 @@ function figures(budget) {
     h('dt', {}, term), h('dd', { class: 'mono' }, formatAmount(value, budget.unit)))));
 }
 
+/** The zone the budget's periods are shown in: its own, or UTC if the browser does not know it. */
 function zoneOf(budget) {
-  return budget.period && budget.period.time_zone ? budget.period.time_zone : 'UTC';
+  return knownZone(budget.period && budget.period.time_zone ? budget.period.time_zone : 'UTC');
 }
 
 /** The period policy, the current period and a countdown refreshed by the caller. */
@@ -91,13 +96,10 @@ function periodLabeller(budget) {
   const period = budget.period || {};
   let options = { month: 'short', day: 'numeric' };
   if (period.interval === 'month') options = { month: 'short', year: 'numeric' };
-  else if (period.every_seconds !== undefined && period.every_seconds < 86400) options = { hour: 'numeric', minute: '2-digit' };
-  let format;
-  try {
-    format = new Intl.DateTimeFormat(undefined, { ...options, timeZone: zone });
-  } catch {
-    format = new Intl.DateTimeFormat(undefined, { ...options, timeZone: 'UTC' });
+  else if (period.every_seconds !== undefined && period.every_seconds < 86400) {
+    options = { hour: 'numeric', minute: '2-digit', timeZoneName: 'short' };
   }
+  const format = zoneFormat(options, zone);
   return (iso) => format.format(new Date(iso));
 }
 
@@ -150,11 +152,48 @@ function statementsTable(statements, budget) {
   });
 }
 
+/**
+ * The length of one of the budget's periods in ms: a calendar period's longest (a day of
+ * 24 h, a week, a month of 31 days); without a period (its statements are from an earlier
+ * policy), a month's.
+ */
+function periodLengthMs(period) {
+  if (period && period.every_seconds !== undefined) return period.every_seconds * 1000;
+  const days = { day: 1, week: 7, month: 31 }[period && period.interval];
+  return (days || 31) * DAY_MS;
+}
+
+/**
+ * The statements of the budget's last CHART_PERIODS periods, oldest first, without reading
+ * its whole history: period ids are ULIDs that begin with their creation time, and a list's
+ * `after` takes any well-formed id, so the list starts at the id of "13 periods ago".
+ */
+async function recentStatements(budget) {
+  let now = Date.now();
+  const current = budget.current_period;
+  if (current) {
+    // Hold "now" within the current period as the server sees it, should the browser's clock
+    // be off: the window then still reaches back 12 whole periods.
+    const started = Date.parse(current.started_at);
+    const ends = Date.parse(current.ends_at);
+    if (Number.isFinite(started) && now < started) now = started;
+    if (Number.isFinite(ends) && now > ends) now = ends;
+  }
+  let after = idAtTime('per', now - (CHART_PERIODS + 1) * periodLengthMs(budget.period));
+  const statements = [];
+  for (let pages = 0; pages < CHART_PAGES; pages += 1) {
+    const page = await api(`${budgetPath(budget)}/periods${query({ after, limit: CHART_PAGE_SIZE })}`);
+    statements.push(...page.data);
+    if (!page.has_more) break;
+    after = page.next_after;
+  }
+  return statements.slice(-CHART_PERIODS);
+}
+
 async function loadChart(holder, budget, signal) {
   try {
-    const all = await listAll(`${budgetPath(budget)}/periods`);
+    const statements = await recentStatements(budget);
     if (signal.aborted) return;
-    const statements = all.slice(-CHART_PERIODS);
     if (statements.length === 0) {
       holder.replaceChildren(h('p', { class: 'muted' }, 'No periods'));
       return;

@@ -5,7 +5,10 @@ import { h, uid, alertBox, showError, hideAlert } from './dom.js';
 /**
  * Opens a modal dialog. content: nodes for the body; actions: buttons for the footer.
  * With onSubmit, the body is a form: submitting calls onSubmit(event), which resolves to
- * true to close the dialog; an error thrown is shown in the dialog's alert.
+ * false to keep the dialog open (anything else closes it); an error thrown is shown in the
+ * dialog's alert. While onSubmit runs, the footer's buttons (Cancel too) are disabled and
+ * Esc does not close the dialog, so that a request under way is not abandoned. What must
+ * follow a success (such as a one-time secret) belongs in onSubmit itself, not in onClose.
  * Returns {dialog, form, alert, close}.
  */
 export function openDialog({ title, content = [], actions = [], onSubmit, onClose, wide = false }) {
@@ -15,14 +18,16 @@ export function openDialog({ title, content = [], actions = [], onSubmit, onClos
   const dialog = h('dialog', { class: wide ? 'dialog dialog-wide' : 'dialog', 'aria-labelledby': headingId });
   const heading = h('h2', { id: headingId }, title);
   let form = null;
+  let busy = false;
   if (onSubmit) {
     form = h('form', { class: 'dialog-inner', noValidate: true }, heading, alert, content, footer);
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
-      const submitter = form.querySelector('button[type="submit"]');
-      if (submitter && submitter.disabled) return;
+      if (busy) return;
+      busy = true;
       hideAlert(alert);
-      if (submitter) submitter.disabled = true;
+      const buttons = Array.from(footer.querySelectorAll('button')).filter((b) => !b.disabled);
+      for (const button of buttons) button.disabled = true;
       form.setAttribute('aria-busy', 'true');
       try {
         const done = await onSubmit(event);
@@ -30,15 +35,27 @@ export function openDialog({ title, content = [], actions = [], onSubmit, onClos
       } catch (error) {
         showError(alert, error);
       } finally {
+        busy = false;
         form.removeAttribute('aria-busy');
-        if (submitter && submitter.isConnected) submitter.disabled = false;
+        for (const button of buttons) button.disabled = false;
       }
     });
     dialog.append(form);
   } else {
     dialog.append(h('div', { class: 'dialog-inner' }, heading, alert, content, footer));
   }
+  // Esc: the browser fires "cancel" after a keydown the page may cancel too; neither closes
+  // the dialog while a submission runs. (The keydown is caught on the document: the disabled
+  // submit button leaves the focus on the page's body.)
+  const holdEscape = (event) => {
+    if (busy && event.key === 'Escape') event.preventDefault();
+  };
+  document.addEventListener('keydown', holdEscape, true);
+  dialog.addEventListener('cancel', (event) => {
+    if (busy) event.preventDefault();
+  });
   dialog.addEventListener('close', () => {
+    document.removeEventListener('keydown', holdEscape, true);
     dialog.remove();
     if (onClose) onClose();
   });

@@ -57,9 +57,8 @@ export function openNewTenantDialog({ navigate }) {
   const deposit = field('Opening deposit', h('input', { type: 'text', autocomplete: 'off', inputMode: 'numeric', value: '0' }),
     'In atomic units, the smallest unit of the budget.');
   const period = periodFields(null);
-  let created = null;
 
-  const { alert } = openDialog({
+  const { alert, close } = openDialog({
     title: 'New tenant',
     content: [name.field, deposit.field, period.element],
     actions: [cancelButton(), submitButton('Create tenant')],
@@ -78,11 +77,11 @@ export function openNewTenantDialog({ navigate }) {
       }
       const body = { name: nameValue, opening_deposit_atomic: depositValue };
       if (periodValue) body.period = periodValue;
-      created = await api('/v1/tenants', { method: 'POST', body, idempotencyKey });
+      const created = await api('/v1/tenants', { method: 'POST', body, idempotencyKey });
+      // The tenant token is in this answer only: show it whatever became of this dialog.
+      close();
+      openSidecarDialog(created, navigate);
       return true;
-    },
-    onClose() {
-      if (created) openSidecarDialog(created, navigate);
     },
   });
   name.input.focus();

@@ -79,21 +79,26 @@ function clearFlow() {
   sessionStorage.removeItem(VERIFIER_KEY);
 }
 
-/** Takes the code off the URL and trades it for an access token; returns the token. */
+/**
+ * Takes the code off the URL and trades it for an access token; returns the token.
+ * The answer's state is checked first: only an answer to the sign-in started in this tab
+ * may end it or show the provider's error. Anything else (such as a crafted link) gets a
+ * generic message and leaves a sign-in under way as it was.
+ */
 export async function completeSignIn(oidc) {
   const params = new URLSearchParams(location.search);
   const expectedState = sessionStorage.getItem(STATE_KEY);
   const verifier = sessionStorage.getItem(VERIFIER_KEY);
-  clearFlow();
   history.replaceState(null, '', '/console/#/sign-in');
+  if (!expectedState || !verifier || params.get('state') !== expectedState) {
+    throw new Error('The sign-in answer did not match a sign-in started here.');
+  }
+  clearFlow();
   if (params.has('error')) {
     const description = params.get('error_description');
     throw new Error(description ? `Sign-in failed: ${description}` : `Sign-in failed: ${params.get('error')}`);
   }
   if (!oidc) throw new Error('Sign-in with an identity provider is not configured.');
-  if (!expectedState || !verifier || params.get('state') !== expectedState) {
-    throw new Error('The sign-in answer does not match a sign-in started in this tab. Please try again.');
-  }
   const doc = await discover(oidc.issuer);
   let response;
   try {

@@ -76,6 +76,9 @@ export function renderTenants(main, context) {
     } catch (error) {
       if (mine !== sequence || signal.aborted) return null;
       showError(alert, error);
+      // Another page that failed leaves the one shown (and the pager on it); a first page
+      // that failed (such as a new search) shows none rather than the old filter's.
+      if (after) return null;
       holder.replaceChildren(tenantsTable([], true));
       return { data: [], has_more: false, next_after: null };
     } finally {

@@ -54,8 +54,7 @@ function openNewEndpointDialog(onCreated) {
   const events = eventsFieldset();
   const tenant = field('Tenant', h('input', { type: 'text', autocomplete: 'off', spellcheck: false }),
     'Optional. A tenant id, to receive only that tenant\'s events.');
-  let created = null;
-  const { alert } = openDialog({
+  const { alert, close } = openDialog({
     title: 'New endpoint',
     content: [url.field, description.field, events.element, tenant.field],
     actions: [cancelButton(), submitButton('Create endpoint')],
@@ -72,11 +71,11 @@ function openNewEndpointDialog(onCreated) {
       if (types.length) body.event_types = types;
       if (description.input.value !== '') body.description = description.input.value;
       if (tenantValue) body.tenant_id = tenantValue;
-      created = await api('/v1/webhook-endpoints', { method: 'POST', body, idempotencyKey });
+      const created = await api('/v1/webhook-endpoints', { method: 'POST', body, idempotencyKey });
+      // The signing secret is in this answer only: show it whatever became of this dialog.
+      close();
+      openSecretDialog(created, onCreated);
       return true;
-    },
-    onClose() {
-      if (created) openSecretDialog(created, onCreated);
     },
   });
   url.input.focus();

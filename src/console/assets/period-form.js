@@ -11,7 +11,7 @@ const KINDS = [
   ['month', 'Monthly'],
   ['fixed', 'Fixed length'],
 ];
-const MAX_EVERY_SECONDS = 31622400;
+export const MAX_EVERY_SECONDS = 31622400;
 
 function textInput(value, extra = {}) {
   return h('input', { type: 'text', autocomplete: 'off', spellcheck: false, value, ...extra });

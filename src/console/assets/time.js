@@ -1,6 +1,12 @@
-// Dates and durations for display.
+// Dates and durations for display. Every time shown names its zone: the browser's for what
+// happened (ledger, events, reservations), the budget's for its periods.
 
-const localFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+/** A date and a time of day with the zone's short name: "Nov 26, 2026, 8:45 AM UTC". */
+const DATE_TIME = {
+  year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short',
+};
+
+const localFormat = new Intl.DateTimeFormat(undefined, DATE_TIME);
 
 /** An RFC 3339 instant in the browser's time zone. */
 export function formatInstant(iso) {
@@ -9,14 +15,25 @@ export function formatInstant(iso) {
   return Number.isNaN(date.getTime()) ? iso : localFormat.format(date);
 }
 
+/** The IANA time zone itself if the browser knows it, else UTC (what it is then shown in). */
+export function knownZone(timeZone) {
+  try {
+    new Intl.DateTimeFormat(undefined, { timeZone });
+    return timeZone;
+  } catch {
+    return 'UTC';
+  }
+}
+
+/** A formatter of the given options in a time zone, UTC if the browser does not know it. */
+export function zoneFormat(options, timeZone) {
+  return new Intl.DateTimeFormat(undefined, { ...options, timeZone: knownZone(timeZone) });
+}
+
 /** An instant in a named IANA time zone (UTC if the browser does not know the zone). */
 export function formatInZone(iso, timeZone) {
   const date = new Date(iso);
-  try {
-    return new Intl.DateTimeFormat(undefined, { timeZone, dateStyle: 'medium', timeStyle: 'short' }).format(date);
-  } catch {
-    return new Intl.DateTimeFormat(undefined, { timeZone: 'UTC', dateStyle: 'medium', timeStyle: 'short' }).format(date);
-  }
+  return Number.isNaN(date.getTime()) ? iso : zoneFormat(DATE_TIME, timeZone).format(date);
 }
 
 /** The browser's IANA time zone, or UTC. */
