@@ -875,6 +875,15 @@ async function adminWalk(browser, receiver) {
     await noAlert();
   });
 
+  await steps('a forged sign-in answer (?error=…&state=…) signs nobody out and shows none of its text', async () => {
+    const forged = 'FORGED-PROVIDER-TEXT';
+    await page.goto(`${config.url}/console/?error=access_denied&error_description=${forged}&state=forged`);
+    await visible('"Signed in as admin" after the forged answer', page.getByText('Signed in as admin', { exact: true }));
+    await absent('the forged text', page.getByText(forged));
+    check(!page.url().includes('state=forged'), `the forged answer stays in the URL: ${page.url()}`);
+    await checkTokenPlacement(page, config.adminToken, 'the admin after a forged sign-in answer');
+  });
+
   await steps('the token is still in sessionStorage only; "Sign out" forgets it', async () => {
     await checkTokenPlacement(page, config.adminToken, 'the admin at the end of the walk');
     await button(page, 'Sign out').click();

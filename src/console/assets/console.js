@@ -3,7 +3,7 @@
 import { h, fill } from './dom.js';
 import { setUnauthorizedHandler } from './api.js';
 import { storedToken, storeToken, forgetToken, principalFor, isAdmin, canRead, homeRoute, describePrincipal } from './session.js';
-import { isReturn, completeSignIn } from './oidc.js';
+import { isReturn, completeSignIn, ForeignReturn } from './oidc.js';
 import { renderSignIn } from './page-sign-in.js';
 import { renderTenants } from './page-tenants.js';
 import { renderTenant } from './page-tenant.js';
@@ -154,8 +154,9 @@ async function start() {
       storeToken(token);
       history.replaceState(null, '', '/console/#/tenants');
     } catch (error) {
-      forgetToken();
-      pendingMessage = error.message;
+      // A link from elsewhere signs nobody out; its message shows only on the sign-in page.
+      if (!(error instanceof ForeignReturn)) forgetToken();
+      if (!storedToken()) pendingMessage = error.message;
     }
   }
   window.addEventListener('hashchange', renderRoute);

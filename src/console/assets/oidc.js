@@ -79,6 +79,9 @@ function clearFlow() {
   sessionStorage.removeItem(VERIFIER_KEY);
 }
 
+/** A return to the console that no sign-in of this tab started. */
+export class ForeignReturn extends Error {}
+
 /**
  * Takes the code off the URL and trades it for an access token; returns the token.
  * The answer's state is checked first: only an answer to the sign-in started in this tab
@@ -89,10 +92,13 @@ export async function completeSignIn(oidc) {
   const params = new URLSearchParams(location.search);
   const expectedState = sessionStorage.getItem(STATE_KEY);
   const verifier = sessionStorage.getItem(VERIFIER_KEY);
-  history.replaceState(null, '', '/console/#/sign-in');
   if (!expectedState || !verifier || params.get('state') !== expectedState) {
-    throw new Error('The sign-in answer did not match a sign-in started here.');
+    // Not the answer to a sign-in of this tab (a link from elsewhere): whoever is signed in
+    // stays signed in.
+    history.replaceState(null, '', '/console/');
+    throw new ForeignReturn('The sign-in answer did not match a sign-in started here.');
   }
+  history.replaceState(null, '', '/console/#/sign-in');
   clearFlow();
   if (params.has('error')) {
     const description = params.get('error_description');
