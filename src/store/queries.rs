@@ -405,38 +405,32 @@ fn page<T>(
         let _ = write!(sql, "{clause} {state_column} = '{state}'");
         clause = " AND";
     }
-    for (column, value) in filters {
-        let _ = write!(
-            sql,
-            "{clause} {column} = CAST(?{} AS TEXT)",
-            params.len() + 1
-        );
-        clause = " AND";
-        params.push(Param::Text(value));
-    }
     // Only events have `created_at` among the lists' filters; text order is time order.
     let created_after = query.created_after.map(|at| at.to_string());
-    if let Some(at) = &created_after {
-        let _ = write!(
-            sql,
-            "{clause} created_at > CAST(?{} AS TEXT)",
-            params.len() + 1
-        );
-        clause = " AND";
-        params.push(Param::Text(at));
-    }
     // Only tenants have a name among the lists' filters. Both sides in lower case: SQLite's
     // `lower` and PostgreSQL's under `COLLATE "C"` fold ASCII letters only, so both backends
     // match alike.
     let pattern = query.name_contains.as_deref().map(like_pattern);
-    if let Some(pattern) = &pattern {
-        let _ = write!(
-            sql,
-            "{clause} lower(t.name) LIKE CAST(?{} AS TEXT) ESCAPE '\\'",
-            params.len() + 1
-        );
+    // Each condition on a text parameter, its `?` numbered in turn.
+    let texts = filters
+        .iter()
+        .map(|(column, value)| (format!("{column} = CAST(? AS TEXT)"), *value))
+        .chain(
+            created_after
+                .as_deref()
+                .map(|at| ("created_at > CAST(? AS TEXT)".to_owned(), at)),
+        )
+        .chain(pattern.as_deref().map(|pattern| {
+            (
+                "lower(t.name) LIKE CAST(? AS TEXT) ESCAPE '\\'".to_owned(),
+                pattern,
+            )
+        }));
+    for (condition, value) in texts {
+        params.push(Param::Text(value));
+        let numbered = condition.replacen('?', &format!("?{}", params.len()), 1);
+        let _ = write!(sql, "{clause} {numbered}");
         clause = " AND";
-        params.push(Param::Text(pattern));
     }
     let n = params.len();
     let _ = write!(

@@ -205,7 +205,8 @@ async function forge({ mode, header, claims, tampered_claims: tampered }) {
   }
 }
 
-async function readJson(req) {
+/** A request's body, at most BODY_BYTES_MAX bytes, as text. */
+async function readBody(req) {
   const chunks = [];
   let size = 0;
   for await (const chunk of req) {
@@ -213,19 +214,11 @@ async function readJson(req) {
     if (size > BODY_BYTES_MAX) throw new Error('body too large');
     chunks.push(chunk);
   }
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  return Buffer.concat(chunks).toString('utf8');
 }
 
-async function readForm(req) {
-  const chunks = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size > BODY_BYTES_MAX) throw new Error('body too large');
-    chunks.push(chunk);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
-}
+const readJson = async (req) => JSON.parse(await readBody(req));
+const readForm = async (req) => new URLSearchParams(await readBody(req));
 
 const escapeHtml = (text) =>
   String(text).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
