@@ -9,24 +9,15 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-INSTALL_TIMEOUT=900  # seconds for apt-get update, apt-get install and npm ci
+INSTALL_TIMEOUT=900  # seconds for npm ci
 CHROMIUM=/usr/bin/chromium
 
 say() { echo "browser-deps: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 if [ ! -x "$CHROMIUM" ]; then
-    [ "$(id -u)" = 0 ] || die "$CHROMIUM is missing: install Debian's package chromium \
-(apt-get install chromium), or run this as root to have it installed"
-    say "$CHROMIUM missing; installing Debian's package chromium"
-    started=$SECONDS
-    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" apt-get update -q >&2 \
-        || die "apt-get update failed (or took over ${INSTALL_TIMEOUT}s)"
-    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
-        apt-get install -y -q --no-install-recommends chromium >&2 \
-        || die "apt-get install chromium failed (or took over ${INSTALL_TIMEOUT}s)"
+    "$root/scripts/debian-install.sh" browser-deps "$CHROMIUM" chromium
     [ -x "$CHROMIUM" ] || die "apt-get installed chromium, but $CHROMIUM is not there"
-    say "installed $("$CHROMIUM" --version 2>/dev/null || echo chromium) in $((SECONDS - started))s"
 fi
 
 command -v npm >/dev/null 2>&1 || die "npm is missing: run scripts/node-deps.sh first"

@@ -9,23 +9,14 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-INSTALL_TIMEOUT=900  # seconds for apt-get update, apt-get install and npm ci
+INSTALL_TIMEOUT=900  # seconds for npm ci
 NODE_MAJOR_MIN=18    # oidc-provider 8 and jose 5 need Node.js 18 or later
 
 say() { echo "node-deps: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    [ "$(id -u)" = 0 ] || die "node and npm are missing: install Debian's packages nodejs and \
-npm (apt-get install nodejs npm), or run this as root to have them installed"
-    say "node or npm missing; installing Debian's packages nodejs and npm"
-    started=$SECONDS
-    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" apt-get update -q >&2 \
-        || die "apt-get update failed (or took over ${INSTALL_TIMEOUT}s)"
-    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
-        apt-get install -y -q --no-install-recommends nodejs npm >&2 \
-        || die "apt-get install nodejs npm failed (or took over ${INSTALL_TIMEOUT}s)"
-    say "installed nodejs and npm in $((SECONDS - started))s"
+    "$root/scripts/debian-install.sh" node-deps "node or npm" nodejs npm
 fi
 
 major=$(node -p 'process.versions.node.split(".")[0]')

@@ -50,7 +50,6 @@ START_TIMEOUT=30     # seconds for the server to accept connections
 STOP_TIMEOUT=60      # seconds for a fast shutdown
 PROMOTE_TIMEOUT=30   # seconds for a promoted standby to accept writes
 SYNC_TIMEOUT=30      # seconds for a new standby to show as sync
-INSTALL_TIMEOUT=900  # seconds for apt-get update and apt-get install
 PORT_ATTEMPTS=10
 
 say() { echo "$prog: $*" >&2; }
@@ -118,18 +117,10 @@ find_bin() {
 ensure_server() {
     bin=$(find_bin)
     if [ -z "$bin" ]; then
-        as_root || die "no PostgreSQL server (no /usr/lib/postgresql/*/bin/initdb): install \
-Debian's package 'postgresql' (apt-get install postgresql), or run this as root to have it installed"
-        say "no PostgreSQL server found; installing Debian's package postgresql"
-        local started=$SECONDS
-        DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" apt-get update -q >&2 \
-            || die "apt-get update failed (or took over ${INSTALL_TIMEOUT}s)"
-        DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
-            apt-get install -y -q --no-install-recommends postgresql >&2 \
-            || die "apt-get install postgresql failed (or took over ${INSTALL_TIMEOUT}s)"
+        "$root/scripts/debian-install.sh" "$prog" \
+            "a PostgreSQL server (/usr/lib/postgresql/*/bin/initdb)" postgresql
         bin=$(find_bin)
         [ -n "$bin" ] || die "package postgresql installed, yet no /usr/lib/postgresql/*/bin/initdb"
-        say "installed postgresql in $((SECONDS - started))s"
     fi
     if as_root; then
         id postgres >/dev/null 2>&1 \

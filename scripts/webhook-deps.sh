@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-webhooks"
 requirements="$root/tests/webhooks/requirements.txt"
-INSTALL_TIMEOUT=900  # seconds for apt-get update, apt-get install and pip install
+INSTALL_TIMEOUT=900  # seconds for pip install
 
 say() { echo "webhook-deps: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -47,14 +47,7 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
         rm -rf "$venv"
-        [ "$(id -u)" = 0 ] || die "python3 -m venv failed: install Debian's package python3-venv \
-(apt-get install python3-venv), or run this as root to have it installed"
-        say "python3 -m venv failed; installing Debian's package python3-venv"
-        DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" apt-get update -q >&2 \
-            || die "apt-get update failed (or took over ${INSTALL_TIMEOUT}s)"
-        DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
-            apt-get install -y -q --no-install-recommends python3-venv >&2 \
-            || die "apt-get install python3-venv failed (or took over ${INSTALL_TIMEOUT}s)"
+        "$root/scripts/debian-install.sh" webhook-deps "python3 -m venv" python3-venv
         python3 -m venv "$venv" || die "python3 -m venv $venv failed"
     fi
     # Keeps the environment out of `git status`, as Python 3.13's venv does by itself.
