@@ -4,10 +4,8 @@
 //! three event reads as lists (pages, filters, bad queries), who may read them, and that no
 //! event carries a secret.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -59,45 +57,6 @@ fn data_members(ty: &str) -> &'static [&'static str] {
     }
 }
 
-/// The members of a JSON object in the order the text has them, each with its raw text.
-struct Members(Vec<(String, Box<RawValue>)>);
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct InOrder;
-        impl<'de> Visitor<'de> for InOrder {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, Box<RawValue>>()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(InOrder)
-    }
-}
-
-/// The members of the object `text`, in order, with their raw texts.
-fn members(text: &str, ctx: &str) -> Vec<(String, Box<RawValue>)> {
-    let parsed = serde_json::from_str::<Members>(text);
-    parsed
-        .unwrap_or_else(|e| panic!("{ctx}: a JSON object ({e}): {text}"))
-        .0
-}
-
-/// The names of the members of the object `text`, in order.
-fn member_names(text: &str, ctx: &str) -> Vec<String> {
-    members(text, ctx)
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect()
-}
-
 /// The raw text of the member `name` of the object `text`.
 fn raw_member(text: &str, name: &str, ctx: &str) -> String {
     let found = members(text, ctx).into_iter().find(|(n, _)| n == name);
@@ -123,22 +82,6 @@ fn lowest_event_id() -> String {
 /// The largest well-formed event id: sorts after every real one.
 fn highest_event_id() -> String {
     format!("evt_7{}", "Z".repeat(ULID_CHARS - 1))
-}
-
-/// The smallest id of the same kind that sorts after `id` (its ULID plus one): it names no
-/// event and lies between `id` and the next event written after it.
-fn id_after(id: &str) -> String {
-    let (prefix, ulid) = id.split_at(id.len() - ULID_CHARS);
-    let mut chars: Vec<char> = ulid.chars().collect();
-    for c in chars.iter_mut().rev() {
-        let pos = CROCKFORD.find(*c).expect("a Crockford character");
-        if pos + 1 < CROCKFORD.len() {
-            *c = char::from(CROCKFORD.as_bytes()[pos + 1]);
-            return format!("{prefix}{}", chars.iter().collect::<String>());
-        }
-        *c = '0';
-    }
-    panic!("{id} is the largest id");
 }
 
 /// Checks an event's text: its members and theirs in the contract's order, its ids and

@@ -13,22 +13,6 @@ fn highest_id(prefix: &str) -> String {
     format!("{prefix}_7{}", "Z".repeat(25))
 }
 
-/// The smallest id of the same kind that sorts after `id` (its ULID plus one): an id that
-/// names no item, lying between `id` and the next item made after it.
-fn id_after(id: &str) -> String {
-    let (prefix, ulid) = id.split_at(id.len() - ULID_CHARS);
-    let mut chars: Vec<char> = ulid.chars().collect();
-    for c in chars.iter_mut().rev() {
-        let pos = CROCKFORD.find(*c).expect("a Crockford character");
-        if pos + 1 < CROCKFORD.len() {
-            *c = char::from(CROCKFORD.as_bytes()[pos + 1]);
-            return format!("{prefix}{}", chars.iter().collect::<String>());
-        }
-        *c = '0';
-    }
-    panic!("{id} is the largest id");
-}
-
 /// Creates `n` tenants named `<prefix>-<i>`; returns their ids in creation order.
 fn tenants(app: &TestApp, prefix: &str, n: usize) -> Vec<String> {
     let create = |i| tenant_id(&app.create_ok(&format!("{prefix}-{i:03}"), "10"));

@@ -11,14 +11,12 @@
 //! --webhook-allow-private` (the receiver is on the loopback), `--webhook-timeout 1` and a
 //! short retry schedule. No URL of these tests leaves the machine.
 
-use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -134,43 +132,13 @@ fn spawn_hooks() -> TestApp {
 }
 
 // ---------------------------------------------------------------------------------------
-// Members in the order a text has them
-
-/// The members of a JSON object in the order the text has them, each with its raw text.
-struct Members(Vec<(String, Box<RawValue>)>);
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct InOrder;
-        impl<'de> Visitor<'de> for InOrder {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, Box<RawValue>>()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(InOrder)
-    }
-}
-
-/// The names of the members of the object `text`, in order.
-fn member_names(text: &str, ctx: &str) -> Vec<String> {
-    let parsed = serde_json::from_str::<Members>(text);
-    let members = parsed.unwrap_or_else(|e| panic!("{ctx}: a JSON object ({e}): {text}"));
-    members.0.into_iter().map(|(name, _)| name).collect()
-}
+// The items of a page, as their texts
 
 /// The raw texts of the items of a page's `data`.
 fn raw_items(page: &str, ctx: &str) -> Vec<String> {
-    let parsed = serde_json::from_str::<Members>(page);
-    let members = parsed.unwrap_or_else(|e| panic!("{ctx}: a JSON object ({e}): {page}"));
-    let data = members.0.into_iter().find(|(name, _)| name == "data");
+    let data = members(page, ctx)
+        .into_iter()
+        .find(|(name, _)| name == "data");
     let (_, data) = data.unwrap_or_else(|| panic!("{ctx}: no data in {page}"));
     let items: Vec<Box<RawValue>> = serde_json::from_str(data.get()).expect("data is an array");
     items.iter().map(|i| i.get().to_owned()).collect()

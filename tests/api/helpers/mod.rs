@@ -14,6 +14,7 @@
 //! - `db`: the database read independently: counts, audit rows, the hash chain;
 //! - `files`: private files, permission bits, secrets searched in a directory;
 //! - `oidc`: a real OpenID Connect provider (`oidc-provider`) issuing access tokens;
+//! - `order`: the members of a JSON object in the order its text has them;
 //! - `pg`: the backend of the servers under test (`TENANTD_TEST_BACKEND`), a PostgreSQL
 //!   database of a test's own, and `psql`;
 //! - `problem`: RFC 9457 problem bodies checked against the contract;
@@ -28,6 +29,7 @@ mod cli;
 mod db;
 mod files;
 mod oidc;
+mod order;
 mod pg;
 mod problem;
 mod rand;
@@ -41,6 +43,7 @@ pub use cli::*;
 pub use db::*;
 pub use files::*;
 pub use oidc::*;
+pub use order::*;
 pub use pg::*;
 pub use problem::*;
 pub use rand::*;

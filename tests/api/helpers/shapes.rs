@@ -116,3 +116,19 @@ pub fn is_env_name(s: &str) -> bool {
     matches!(chars.next(), Some('A'..='Z'))
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
+
+/// The smallest id of the same kind that sorts after `id` (its ULID plus one): an id that
+/// names nothing, lying between `id` and the next one made after it.
+pub fn id_after(id: &str) -> String {
+    let (prefix, ulid) = id.split_at(id.len() - ULID_CHARS);
+    let mut chars: Vec<char> = ulid.chars().collect();
+    for c in chars.iter_mut().rev() {
+        let pos = CROCKFORD.find(*c).expect("a Crockford character");
+        if pos + 1 < CROCKFORD.len() {
+            *c = char::from(CROCKFORD.as_bytes()[pos + 1]);
+            return format!("{prefix}{}", chars.iter().collect::<String>());
+        }
+        *c = '0';
+    }
+    panic!("{id} is the largest id");
+}
