@@ -411,25 +411,24 @@ fn page<T>(
     // `lower` and PostgreSQL's under `COLLATE "C"` fold ASCII letters only, so both backends
     // match alike.
     let pattern = query.name_contains.as_deref().map(like_pattern);
-    // Each condition on a text parameter, its `?` numbered in turn.
+    // Each condition on a text parameter: left side, operator, what follows the parameter.
     let texts = filters
         .iter()
-        .map(|(column, value)| (format!("{column} = CAST(? AS TEXT)"), *value))
+        .map(|(column, value)| (*column, " = ", " AS TEXT)", *value))
         .chain(
             created_after
                 .as_deref()
-                .map(|at| ("created_at > CAST(? AS TEXT)".to_owned(), at)),
+                .map(|at| ("created_at", " > ", " AS TEXT)", at)),
         )
-        .chain(pattern.as_deref().map(|pattern| {
-            (
-                "lower(t.name) LIKE CAST(? AS TEXT) ESCAPE '\\'".to_owned(),
-                pattern,
-            )
-        }));
-    for (condition, value) in texts {
+        .chain(
+            pattern
+                .as_deref()
+                .map(|pattern| ("lower(t.name)", " LIKE ", " AS TEXT) ESCAPE '\\'", pattern)),
+        );
+    for (left, operator, after, value) in texts {
         params.push(Param::Text(value));
-        let numbered = condition.replacen('?', &format!("?{}", params.len()), 1);
-        let _ = write!(sql, "{clause} {numbered}");
+        let n = params.len();
+        let _ = write!(sql, "{clause} {left}{operator}CAST(?{n}{after}");
         clause = " AND";
     }
     let n = params.len();

@@ -1927,10 +1927,8 @@ fn enabling_an_endpoint_makes_its_waiting_deliveries_due_at_once() {
     new_tenant(&app, "waiting");
     rx.wait_for(1, WAIT, "the first attempt");
     rx.set(Behaviour::status(200));
-    let disabled = patch_endpoint(&app, &id, &json!({ "enabled": false }));
-    assert_eq!(disabled.status, 200, "{}", disabled.text());
-    let enabled = patch_endpoint(&app, &id, &json!({ "enabled": true }));
-    assert_eq!(enabled.status, 200, "{}", enabled.text());
+    patch_ok(&app, &id, &json!({ "enabled": false }));
+    patch_ok(&app, &id, &json!({ "enabled": true }));
     // The schedule's next wait is a minute; enabled again, the attempt comes at once.
     rx.wait_for(
         2,
@@ -1953,11 +1951,9 @@ fn attempts_under_way_when_an_endpoint_is_disabled_still_count_once_it_is_enable
         events.push(new_tenant(&app, &format!("toggled-{i}")).1);
     }
     rx.wait_for(4, WAIT, "four stalled attempts");
-    let disabled = patch_endpoint(&app, &id, &json!({ "enabled": false }));
-    assert_eq!(disabled.status, 200, "{}", disabled.text());
+    patch_ok(&app, &id, &json!({ "enabled": false }));
     thread::sleep(SETTLE);
-    let enabled = patch_endpoint(&app, &id, &json!({ "enabled": true }));
-    assert_eq!(enabled.status, 200, "{}", enabled.text());
+    patch_ok(&app, &id, &json!({ "enabled": true }));
     thread::sleep(SETTLE * 2);
     assert_eq!(
         rx.count(),
