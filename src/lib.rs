@@ -29,11 +29,11 @@
 //! | `crypto` | SHA-256, hex, the OS random source, the roots TLS clients trust |
 //! | `metrics` | lock-free counters and the Prometheus text format |
 //! | `fuzzing` | what the fuzz target drives; not a stable interface |
-//! | `layout` | tests only: the crate's shape (one-way imports, who names `rusqlite`, this table) |
+//! | `layout` | tests only: the house's shape (no file over 600 lines, no import cycle in any folder, who names `rusqlite`, this table) |
 //! | `proptests` | tests only: property tests of every parser at the edge and of the id generator |
 //!
-//! Modules import one another along that flow and never back: no two modules depend on each
-//! other (`layout` reads the `use crate::…` lines and checks it).
+//! Modules import one another along that flow and never back: inside every folder, files
+//! name one another in one direction only (`layout` reads the paths and checks it).
 
 mod app;
 mod audit;

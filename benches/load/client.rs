@@ -11,7 +11,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::wire;
-use crate::workloads::Seeded;
 
 /// Largest response the client accepts; tenantd's are far smaller.
 const RESPONSE_BYTES_MAX: usize = 1 << 20;
@@ -141,4 +140,30 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// A tenant the seeding made: its path and its own `Authorization` value.
+pub(crate) struct Seeded {
+    /// `/v1/tenants/<id>`.
+    pub(crate) path: String,
+    /// `/v1/tenants/<id>/budgets/<its default budget>`.
+    pub(crate) budget_path: String,
+    /// Its default budget's id.
+    pub(crate) budget_id: String,
+    /// `Bearer <its tenant token>`.
+    pub(crate) auth: String,
+}
+
+/// The tenant a create's body describes.
+pub(crate) fn tenant_path(body: &[u8]) -> Option<Seeded> {
+    let created: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let token = created["sidecar_config_env"]["TENANTD_TENANT_TOKEN"].as_str()?;
+    let path = format!("/v1/tenants/{}", created["id"].as_str()?);
+    let budget_id = created["budget"]["id"].as_str()?.to_owned();
+    Some(Seeded {
+        budget_path: format!("{path}/budgets/{budget_id}"),
+        budget_id,
+        path,
+        auth: format!("Bearer {token}"),
+    })
 }

@@ -59,12 +59,13 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::args::{Args, Group};
+use crate::client::tenant_path;
 use crate::report::render;
 use crate::server::Server;
 use crate::spend::{
     SPREAD_BUDGETS, check_budget, measure_alone, measure_charges, measure_credits, measure_cycles,
 };
-use crate::workloads::{Kind, measure, seed, tenant_path};
+use crate::workloads::{Kind, measure, seed};
 
 fn main() {
     let args = Args::parse();

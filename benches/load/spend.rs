@@ -10,6 +10,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 
 use crate::args::Args;
+use crate::client::Seeded;
 use crate::client::{
     HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
     seed_from_clock,
@@ -17,7 +18,6 @@ use crate::client::{
 use crate::report::Row;
 use crate::server::Server;
 use crate::wire;
-use crate::workloads::Seeded;
 
 /// Budgets the spread reserve+commit cycles pick from (each its tenant's default budget).
 pub(crate) const SPREAD_BUDGETS: u64 = 1000;

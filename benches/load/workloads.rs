@@ -11,8 +11,8 @@ use hdrhistogram::Histogram;
 
 use crate::args::Args;
 use crate::client::{
-    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
-    seed_from_clock,
+    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, exchange, histogram,
+    next, seed_from_clock, tenant_path,
 };
 use crate::report::Row;
 use crate::server::Server;
@@ -162,32 +162,6 @@ async fn connection(
         buf.drain(..frame.len);
     }
     Ok((hist, tally))
-}
-
-/// A tenant the seeding made: its path and its own `Authorization` value.
-pub(crate) struct Seeded {
-    /// `/v1/tenants/<id>`.
-    pub(crate) path: String,
-    /// `/v1/tenants/<id>/budgets/<its default budget>`.
-    pub(crate) budget_path: String,
-    /// Its default budget's id.
-    pub(crate) budget_id: String,
-    /// `Bearer <its tenant token>`.
-    pub(crate) auth: String,
-}
-
-/// The tenant a create's body describes.
-pub(crate) fn tenant_path(body: &[u8]) -> Option<Seeded> {
-    let created: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let token = created["sidecar_config_env"]["TENANTD_TENANT_TOKEN"].as_str()?;
-    let path = format!("/v1/tenants/{}", created["id"].as_str()?);
-    let budget_id = created["budget"]["id"].as_str()?.to_owned();
-    Some(Seeded {
-        budget_path: format!("{path}/budgets/{budget_id}"),
-        budget_id,
-        path,
-        auth: format!("Bearer {token}"),
-    })
 }
 
 /// Runs `connections` closed loops until `stop`, and merges what they saw.

@@ -165,7 +165,7 @@ pub fn assert_invalid_query(resp: &Response, fields: &[&str], ctx: &str) {
         ("code", serde_json::json!("invalid_query")),
         ("request_id", serde_json::json!(resp.header("x-request-id"))),
     ];
-    super::spend::assert_fields(&body, &expected, ctx);
+    super::shapes::assert_fields(&body, &expected, ctx);
     let detail = body["detail"].as_str().unwrap_or_default();
     assert!(!detail.trim().is_empty(), "{ctx}: a detail: {body}");
     let mut named = error_fields(&body, ctx);

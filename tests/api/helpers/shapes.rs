@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jiff::Timestamp;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The contract's body limit, in bytes.
@@ -131,4 +132,11 @@ pub fn id_after(id: &str) -> String {
         *c = '0';
     }
     panic!("{id} is the largest id");
+}
+
+/// Asserts the members of `v` named in `expected` have those values.
+pub fn assert_fields(v: &Value, expected: &[(&str, Value)], ctx: &str) {
+    for (member, value) in expected {
+        assert_eq!(&v[*member], value, "{ctx}: {member} in {v}");
+    }
 }

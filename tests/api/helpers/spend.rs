@@ -412,13 +412,6 @@ pub fn amount(v: &Value, name: &str) -> u128 {
         .unwrap_or_else(|e| panic!("{name} fits u128 ({e}) in {v}"))
 }
 
-/// Asserts the members of `v` named in `expected` have those values.
-pub fn assert_fields(v: &Value, expected: &[(&str, Value)], ctx: &str) {
-    for (member, value) in expected {
-        assert_eq!(&v[*member], value, "{ctx}: {member} in {v}");
-    }
-}
-
 /// A budget's four moved sums; balance and available follow from them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Figures {
