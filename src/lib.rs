@@ -223,6 +223,10 @@ pub fn backup(db: &Path, to: &Path) -> Result<String, String> {
     })
 }
 
+/// The event types the API writes, in the contract's order: the one list of
+/// `domain::event`, for the black-box tests and the tools outside the crate.
+pub const EVENT_TYPES: &[&str] = &domain::EventType::NAMES;
+
 /// What the fuzz target drives: the request parsing below the socket, and the shapes it
 /// checks against. Not a stable interface.
 #[doc(hidden)]

@@ -7,6 +7,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// Every event type, in the contract's order (the order `event_types` is shown in): the
+/// server's one list, which a unit test holds equal to the OpenAPI document's.
+pub use tenantd::EVENT_TYPES;
+
 /// The contract's body limit, in bytes.
 pub const BODY_BYTES_MAX: usize = 65_536;
 
