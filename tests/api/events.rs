@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::wire::{HTTP_11, Response, parse_frame, request_bytes};
+use crate::wire::Response;
 
 /// The list of every event.
 const EVENTS: &str = "/v1/events";
@@ -275,22 +275,6 @@ fn wait_for_event(s: &Scene<'_>, ty: &str) -> Vec<Value> {
         events.iter().any(|e| e["type"] == ty).then_some(events)
     });
     found.unwrap_or_else(|| panic!("a {ty} event within {SYSTEM_WAIT:?}"))
-}
-
-/// `HEAD path` on a connection of its own, read to the close: the response and how many
-/// bytes followed its head (there must be none).
-fn head(app: &TestApp, path: &str, auth: &str) -> (Response, usize) {
-    let headers = [
-        ("Host", app.addr.as_str()),
-        ("Connection", "close"),
-        ("Authorization", auth),
-    ];
-    let bytes = app.raw(&request_bytes("HEAD", path, HTTP_11, &headers, None));
-    let frame = parse_frame(&bytes, true, true)
-        .unwrap_or_else(|e| panic!("HEAD {path}: no complete response ({e})"))
-        .expect("a response delimited by the close");
-    let resp = Response::from_frame(&bytes, &frame).expect("a well-formed response");
-    (resp, bytes.len() - frame.len)
 }
 
 #[test]
@@ -1387,7 +1371,7 @@ fn head_answers_the_event_reads_without_a_body_and_other_methods_get_405() {
     ];
     for (path, auth, status) in &cases {
         let got = get_as(&app, auth, path);
-        let (resp, after_head) = head(&app, path, auth);
+        let (resp, after_head) = app.head_on_own_connection(path, Some(auth));
         let ctx = format!("HEAD {path}");
         assert_eq!(resp.status, *status, "{ctx}: {}", resp.describe());
         assert_eq!(got.status, *status, "GET {path}: {}", got.describe());

@@ -2,20 +2,7 @@
 //! body.
 
 use crate::helpers::*;
-use crate::wire::{HTTP_11, IO_TIMEOUT, Response, parse_frame, request_bytes};
-
-/// Sends `HEAD path` on a connection of its own and reads to the close. Returns the response
-/// and how many bytes the server sent after its head: there must be none.
-fn head_on_own_connection(app: &TestApp, path: &str, auth: Option<&str>) -> (Response, usize) {
-    let mut headers = vec![("Host", app.addr.as_str()), ("Connection", "close")];
-    headers.extend(auth.map(|auth| ("Authorization", auth)));
-    let bytes = app.raw(&request_bytes("HEAD", path, HTTP_11, &headers, None));
-    let frame = parse_frame(&bytes, true, true)
-        .unwrap_or_else(|e| panic!("HEAD {path}: no complete response ({e})"))
-        .expect("a response delimited by the close");
-    let resp = Response::from_frame(&bytes, &frame).expect("a well-formed response");
-    (resp, bytes.len() - frame.len)
-}
+use crate::wire::{HTTP_11, IO_TIMEOUT, Response, request_bytes};
 
 /// `GET path` with the same credentials.
 fn get(app: &TestApp, path: &str, auth: Option<&str>) -> Response {
@@ -37,7 +24,7 @@ fn assert_head_like_get(
     ctx: &str,
 ) -> Response {
     let got = get(app, path, auth);
-    let (head, after_head) = head_on_own_connection(app, path, auth);
+    let (head, after_head) = app.head_on_own_connection(path, auth);
     assert_eq!(
         head.status,
         got.status,
@@ -119,7 +106,7 @@ fn head_of_an_unknown_tenant_is_404_and_of_a_post_only_route_405() {
 
     let ctx = "HEAD of a commit";
     let path = "/v1/tenants/ten_00000000000000000000000000/reservations/res_0/commit";
-    let (head, after_head) = head_on_own_connection(&app, path, Some(&admin));
+    let (head, after_head) = app.head_on_own_connection(path, Some(&admin));
     assert_eq!(head.status, 405, "{ctx}: {}", head.describe());
     assert_eq!(allow_set(&head), ["POST"], "{ctx}: the Allow header");
     assert_eq!(after_head, 0, "{ctx}: no body follows the head");

@@ -401,6 +401,25 @@ impl TestApp {
         wire::raw(&self.addr, bytes)
     }
 
+    /// Sends `HEAD path` on a connection of its own and reads to the close. Returns the
+    /// response and how many bytes the server sent after its head: there must be none.
+    pub fn head_on_own_connection(&self, path: &str, auth: Option<&str>) -> (Response, usize) {
+        let mut headers = vec![("Host", self.addr.as_str()), ("Connection", "close")];
+        headers.extend(auth.map(|auth| ("Authorization", auth)));
+        let bytes = self.raw(&wire::request_bytes(
+            "HEAD",
+            path,
+            wire::HTTP_11,
+            &headers,
+            None,
+        ));
+        let frame = wire::parse_frame(&bytes, true, true)
+            .unwrap_or_else(|e| panic!("HEAD {path}: no complete response ({e})"))
+            .expect("a response delimited by the close");
+        let resp = Response::from_frame(&bytes, &frame).expect("a well-formed response");
+        (resp, bytes.len() - frame.len)
+    }
+
     /// A new connection to the server, for keep-alive, pipelining or a request sent in parts.
     pub fn conn(&self) -> Conn {
         Conn::open(&self.addr)
