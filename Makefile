@@ -15,7 +15,7 @@ STATIC_TARGET := x86_64-unknown-linux-gnu
 help:
 	@echo "make run     build the release binary and serve a demo on $(LISTEN)"
 	@echo "make test    formatting, lints and every test (what CI runs)"
-	@echo "make check   the quick loop: formatting, lints and cargo test (no root, no network)"
+	@echo "make check   the quick loop: formatting, lints and cargo test (no root needed)"
 	@echo "make console-test  the web console in headless Chromium (part of make test)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
@@ -118,23 +118,34 @@ test-with-postgres:
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 	scripts/postgres-schema-check.sh
 
-# The quick loop while working: what `make test` runs first, without the benchmark smoke run
-# and the Schemathesis run (which install Python packages); the cargo tests run beside a
-# private PostgreSQL cluster, as in `make test`. The storage-fault tests mount a
-# tmpfs and drop to `nobody`, which needs root: run by another user, `make check` leaves them
-# to `make test` and says so.
+# The quick loop while working, for anyone, root or not: formatting, lints and `cargo test`,
+# without the browser, the benchmark smoke run and Schemathesis (which install Debian and
+# Python packages). The cargo tests run beside a private PostgreSQL cluster, as in
+# `make test`, where a PostgreSQL server is installed (or can be: as root); without one, the
+# tests that need it are left to `make test`, and it says so. The storage-fault tests mount
+# a tmpfs and drop to `nobody`, which needs root: run by another user, `make check` leaves
+# them to `make test` too.
 ROOT_ONLY_TESTS := faults::a_full_disk faults::a_read_only_database_file faults::a_read_only_file_system
+POSTGRES_TESTS := postgres_copy:: postgres_instances:: store::model_tests::the_postgres_store_follows_the_model \
+	store::postgres::blocking::tests::
 check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	scripts/node-deps.sh
 	scripts/webhook-deps.sh
-	@if [ "$$(id -u)" = 0 ]; then \
-		PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(CARGO) test --release --locked; \
-	else \
+	@skip=""; \
+	if [ "$$(id -u)" != 0 ]; then \
 		echo "make check: not root, so the storage-fault tests are left to make test"; \
-		PG_DIR=$(PG_DIR) scripts/with-postgres.sh \
-			$(CARGO) test --release --locked -- $(addprefix --skip ,$(ROOT_ONLY_TESTS)); \
+		skip="$(ROOT_ONLY_TESTS)"; \
+	fi; \
+	if [ "$$(id -u)" = 0 ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(CARGO) test --release --locked -- \
+			$$(for t in $$skip; do printf -- '--skip %s ' "$$t"; done); \
+	else \
+		echo "make check: no PostgreSQL server here (/usr/lib/postgresql/*/bin/initdb), so the"; \
+		echo "  tests that need one are left to make test: $(POSTGRES_TESTS)"; \
+		$(CARGO) test --release --locked -- \
+			$$(for t in $$skip $(POSTGRES_TESTS); do printf -- '--skip %s ' "$$t"; done); \
 	fi
 
 # kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).
