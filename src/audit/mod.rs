@@ -498,6 +498,319 @@ mod tests {
         }
     }
 
+    /// One value of every action, with the text the chain holds for it: the payloads are
+    /// hashed into the chain, so a change to how any action renders breaks every database
+    /// that holds one. Each row also reads back from its text, and says who may record it
+    /// (`a` the admin or an identity, `t` a tenant token, `s` the system).
+    #[test]
+    fn every_action_renders_as_it_always_has() {
+        use crate::domain::rules::EndpointChange;
+        use crate::domain::{
+            BudgetId, Cadence, Direction, EndpointId, EntryKind, EventTypes, Interval, Memo,
+            Policy, ReservationId, Thresholds, Zone,
+        };
+
+        const B: &str = "bud_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+        const R: &str = "res_01ARZ3NDEKTSV4RRFFQ69G5FAX";
+        const E: &str = "whe_01ARZ3NDEKTSV4RRFFQ69G5FAY";
+        let tenant = || TenantId::parse(ID).expect("id");
+        let budget = || BudgetId::parse(B).expect("id");
+        let reservation = || ReservationId::parse(R).expect("id");
+        let endpoint = || EndpointId::parse(E).expect("id");
+        let amount = |raw: &str| Atomic::parse(raw).expect("amount");
+        let calendar = || Policy {
+            cadence: Cadence::Calendar {
+                interval: Interval::Month,
+                zone: Zone::parse("Europe/Berlin").expect("zone"),
+            },
+            allowance: amount("1000"),
+            rollover_max: amount("250"),
+        };
+        let fixed = || Policy {
+            cadence: Cadence::fixed(3600).expect("cadence"),
+            allowance: amount("5"),
+            rollover_max: amount("0"),
+        };
+        let two = || Thresholds::new(vec![amount("100"), amount("500")]).expect("thresholds");
+        let later = at("2026-12-01T00:00:00.000Z");
+        let moved = |direction, memo: Option<&str>| AuditEvent::BudgetMoved {
+            tenant: tenant(),
+            budget: budget(),
+            direction,
+            amount: amount("100"),
+            memo: memo.map(|m| Memo::parse(m).expect("memo")),
+        };
+        let only = EventTypes::parse(&["budget.credited", "tenant.created"]).expect("types");
+        let webhook =
+            |change, tenant: Option<TenantId>, event_types, enabled| AuditEvent::WebhookEndpoint {
+                change,
+                id: endpoint(),
+                url: "https://example.com/hook?a=1&b=ü".into(),
+                event_types,
+                tenant,
+                enabled,
+            };
+        let webhook_id = |change, tenant| AuditEvent::WebhookEndpointId {
+            change,
+            id: endpoint(),
+            tenant,
+        };
+        let cases: Vec<(AuditEvent, &str, &str, String)> = vec![
+            (
+                created(
+                    ID,
+                    "Ünï \"q\" \\",
+                    "340282366920938463463374607431768211455",
+                ),
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"Ünï \"q\" \\","opening_deposit_atomic":"340282366920938463463374607431768211455"}"#.into(),
+            ),
+            (
+                AuditEvent::TenantCreated {
+                    id: tenant(),
+                    name: Name::parse("a").expect("name"),
+                    opening_deposit: amount("5"),
+                    policy: Some(calendar()),
+                    thresholds: two(),
+                },
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"5","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000","rollover_max_atomic":"250"},"alert_thresholds_atomic":["500","100"]}"#.into(),
+            ),
+            (
+                AuditEvent::TenantCreated {
+                    id: tenant(),
+                    name: Name::parse("a").expect("name"),
+                    opening_deposit: amount("5"),
+                    policy: None,
+                    thresholds: Thresholds::new(vec![amount("7")]).expect("thresholds"),
+                },
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"5","period":null,"alert_thresholds_atomic":["7"]}"#.into(),
+            ),
+            (
+                AuditEvent::TenantTombstoned { id: tenant() },
+                "tenant.tombstoned",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetCreated {
+                    tenant: tenant(),
+                    id: budget(),
+                    name: Name::parse("gpu").expect("name"),
+                    unit: Unit::parse("tokens").expect("unit"),
+                    opening_deposit: amount("0"),
+                    policy: None,
+                    thresholds: Thresholds::default(),
+                },
+                "budget.created",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"gpu","unit":"tokens","opening_deposit_atomic":"0"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetCreated {
+                    tenant: tenant(),
+                    id: budget(),
+                    name: Name::parse("gpu").expect("name"),
+                    unit: Unit::parse("tokens").expect("unit"),
+                    opening_deposit: amount("9"),
+                    policy: Some(fixed()),
+                    thresholds: Thresholds::default(),
+                },
+                "budget.created",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"gpu","unit":"tokens","opening_deposit_atomic":"9","period":{"every_seconds":3600,"allowance_atomic":"5","rollover_max_atomic":"0"},"alert_thresholds_atomic":[]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetClosed {
+                    tenant: tenant(),
+                    id: budget(),
+                },
+                "budget.closed",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetUpdated {
+                    tenant: tenant(),
+                    id: budget(),
+                    policy: Some(calendar()),
+                    thresholds: two(),
+                },
+                "budget.updated",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000","rollover_max_atomic":"250"},"alert_thresholds_atomic":["500","100"]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetUpdated {
+                    tenant: tenant(),
+                    id: budget(),
+                    policy: None,
+                    thresholds: Thresholds::default(),
+                },
+                "budget.updated",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period":null,"alert_thresholds_atomic":[]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetPeriodReset {
+                    tenant: tenant(),
+                    budget: budget(),
+                    started_at: later,
+                    kind: EntryKind::Refill,
+                    amount: amount("750"),
+                },
+                "budget.period_reset",
+                "s",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period_started_at":"2026-12-01T00:00:00.000Z","kind":"refill","amount_atomic":"750"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetPeriodReset {
+                    tenant: tenant(),
+                    budget: budget(),
+                    started_at: later,
+                    kind: EntryKind::Forfeit,
+                    amount: amount("3"),
+                },
+                "budget.period_reset",
+                "s",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period_started_at":"2026-12-01T00:00:00.000Z","kind":"forfeit","amount_atomic":"3"}"#.into(),
+            ),
+            (
+                moved(Direction::Credit, Some("top-up ü")),
+                "budget.credited",
+                "a",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":"top-up ü"}"#.into(),
+            ),
+            (
+                moved(Direction::Debit, None),
+                "budget.debited",
+                "a",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":null}"#.into(),
+            ),
+            (
+                moved(Direction::Charge, Some("")),
+                "budget.charged",
+                "at",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":""}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationCreated {
+                    tenant: tenant(),
+                    id: reservation(),
+                    budget: budget(),
+                    amount: amount("300"),
+                    expires_at: later,
+                },
+                "reservation.created",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"300","expires_at":"2026-12-01T00:00:00.000Z"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationCommitted {
+                    tenant: tenant(),
+                    id: reservation(),
+                    amount: amount("250"),
+                },
+                "reservation.committed",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","amount_atomic":"250"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationReleased {
+                    tenant: tenant(),
+                    id: reservation(),
+                },
+                "reservation.released",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationExtended {
+                    tenant: tenant(),
+                    id: reservation(),
+                    expires_at: later,
+                },
+                "reservation.extended",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","expires_at":"2026-12-01T00:00:00.000Z"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationExpired {
+                    tenant: tenant(),
+                    id: reservation(),
+                },
+                "reservation.expired",
+                "s",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX"}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Created, Some(tenant()), only.clone(), true),
+                "webhook_endpoint.created",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["tenant.created","budget.credited"],"tenant_id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","enabled":true}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Updated, None, EventTypes::All, false),
+                "webhook_endpoint.updated",
+                "as",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["*"],"tenant_id":null,"enabled":false}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Updated, Some(tenant()), only, true),
+                "webhook_endpoint.updated",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["tenant.created","budget.credited"],"tenant_id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","enabled":true}"#.into(),
+            ),
+            (
+                webhook_id(EndpointChange::Deleted, None),
+                "webhook_endpoint.deleted",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY"}"#.into(),
+            ),
+            (
+                webhook_id(EndpointChange::SecretRotated, Some(tenant())),
+                "webhook_endpoint.secret_rotated",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY"}"#.into(),
+            ),
+        ];
+        let mut differ = Vec::new();
+        for (event, action, recorders, payload) in &cases {
+            let text = event.payload();
+            if text != *payload {
+                differ.push(format!("{action}: {text}"));
+            }
+            assert_eq!(event.action(), *action, "{event:?}");
+            let column = event.tenant_id().map_or("", TenantId::as_str);
+            assert_eq!(
+                AuditEvent::parse(action, column, &text).as_ref(),
+                Ok(event),
+                "{action} reads back from {text}"
+            );
+            for (actor, letter) in [
+                ("admin", 'a'),
+                ("oidc:u", 'a'),
+                ("tenant", 't'),
+                ("system", 's'),
+            ] {
+                assert_eq!(
+                    event.may_be_recorded_by(actor),
+                    recorders.contains(letter),
+                    "{action} by {actor}"
+                );
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "rendered differently:\n{}",
+            differ.join("\n")
+        );
+    }
+
     #[test]
     fn the_chain_catches_gaps_and_bad_links() {
         let event = created(ID, "a", "1");
