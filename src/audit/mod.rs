@@ -7,8 +7,43 @@
 //! Replaying the events from `seq` 1 reproduces every tenant, budget and reservation;
 //! [`Replay`] does that and compares the result with the stored rows, so a row edited behind
 //! the service's back is found even where the chain itself is intact.
+//!
+//! # Layout
+//!
+//! - `mod.rs` (here): a row's text, its link hash, and the chain's numbering and links.
+//! - [`actor`]: who acts, and which actors may record an action.
+//! - [`actions`]: every audit action, one family to a file (`tenant`, `budget`, `period`,
+//!   `reservation`, `endpoint`), each with its payloads, their parsing, who may record them
+//!   and its replay step; `actions/mod.rs` only dispatches to them, and holds the replay's
+//!   step over one row ([`Replay::push`]).
+//! - [`replay`]: the state the events leave, and the moves more than one family's replay
+//!   step makes on it.
+//! - [`check`]: the checks of every stored row against that state, and the replay's end.
+//!
+//! Within this folder the files name one another one way only: `actions` names `actor` and
+//! `replay`, `check` names `replay`, and `replay` and `actor` name no sibling.
+//!
+//! # Adding an audit action
+//!
+//! An action of an existing family touches:
+//!
+//! 1. `src/domain/rules.rs`: its variant of [`AuditEvent`] (unless it is a new value of an
+//!    existing variant, as `budget.charged` is a [`crate::domain::Direction`]), and the rule
+//!    that records it.
+//! 2. `src/audit/actions/<family>.rs`: an arm in each of its functions: `action`,
+//!    `tenant_id`, `payload`, `parse`, `recorders` and `replay`, and its payload's struct if
+//!    it has a new shape.
+//! 3. `src/audit/actions/mod.rs`: one line, the variant in its family's arm of `Family::of`.
+//! 4. This file's tests: its row in `every_action_renders_as_it_always_has`, the text it
+//!    writes, which must never change once a database holds it.
+//!
+//! A new family is a new file in `src/audit/actions/`, its variant of `Family`, and its arm
+//! in each of that file's dispatching matches. The store's operation that records the action
+//! is a write operation's own (see `docs/architecture.md`).
 
-mod event;
+mod actions;
+mod actor;
+mod check;
 mod replay;
 
 use std::borrow::Cow;
@@ -17,7 +52,7 @@ use std::fmt;
 use crate::crypto::{hex, sha256};
 
 pub(crate) use crate::domain::AuditEvent;
-pub(crate) use event::Actor;
+pub(crate) use actor::Actor;
 pub(crate) use replay::Replay;
 
 /// `prev_hash` of the first event: 64 zeros.
