@@ -6,8 +6,42 @@ use super::replay::{Replay, entry_digest};
 use super::{Head, VerifyError};
 use crate::domain::{
     Budget, BudgetId, BudgetState, Endpoint, EndpointState, EntryKind, Figures, LedgerEntry,
-    Reservation, Statement, Tenant,
+    Reservation, Statement, Tenant, Unit,
 };
+
+/// What to say of budget `id` whose stored figures are not the ones its events give: the
+/// first figure that differs, as stored and as the events give it, in the budget's unit.
+fn figures_differ(id: &BudgetId, unit: &Unit, stored: Figures, events: Figures) -> String {
+    let named = |f: Figures| {
+        [
+            ("credited", f.credited),
+            ("debited", f.debited),
+            ("spent", f.spent),
+            ("reserved", f.reserved),
+        ]
+    };
+    let (figure, kept, given) = named(stored)
+        .into_iter()
+        .zip(named(events))
+        .find(|((_, kept), (_, given))| kept != given)
+        .map(|((figure, kept), (_, given))| (figure, kept, given))
+        .expect("figures that differ differ in one of them");
+    format!(
+        "budget {id}'s stored {figure} figure is {}, but its events give {}",
+        in_unit(kept, unit),
+        in_unit(given, unit)
+    )
+}
+
+/// An amount as a person reads it: in its budget's unit, or in atomic units for a budget made
+/// without one.
+fn in_unit(amount: u128, unit: &Unit) -> String {
+    if *unit == Unit::atomic() {
+        format!("{amount} atomic units")
+    } else {
+        format!("{amount} {}", unit.as_str())
+    }
+}
 
 impl Replay {
     /// The verdict on one stored row: `differs` names what of it its events do not say.
@@ -102,7 +136,8 @@ impl Replay {
         } else if replayed.opening_deposit != stored.opening_deposit {
             Some("opening deposit")
         } else if replayed.figures != stored.figures {
-            Some("figures")
+            let said = figures_differ(id, &stored.unit, stored.figures, replayed.figures);
+            return Err(self.unaccounted(said));
         } else if state != stored.state {
             Some("state or closing time")
         } else if replayed.policy.as_ref().map(|(p, _)| p) != stored.policy.as_ref() {

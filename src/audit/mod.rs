@@ -512,6 +512,60 @@ mod tests {
         );
     }
 
+    /// An edited figure is named, with its stored value and the one the events give, in the
+    /// budget's unit (atomic units for a budget made without one).
+    #[test]
+    fn an_edited_figure_is_named_with_both_values() {
+        const B: &str = "bud_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+        let tenant = TenantId::parse(ID).expect("id");
+        let gpu = AuditEvent::BudgetCreated {
+            tenant: tenant.clone(),
+            id: crate::domain::BudgetId::parse(B).expect("id"),
+            name: Name::parse("gpu").expect("name"),
+            unit: Unit::parse("tokens").expect("unit"),
+            opening_deposit: Atomic::parse("10").expect("amount"),
+            policy: None,
+            thresholds: crate::domain::Thresholds::default(),
+        };
+        let events = [created(ID, "a", "5"), gpu];
+        let edited_gpu = Budget {
+            id: crate::domain::BudgetId::parse(B).expect("id"),
+            name: Name::parse("gpu").expect("name"),
+            unit: Unit::parse("tokens").expect("unit"),
+            opening_deposit: Atomic::parse("10").expect("amount"),
+            figures: Figures {
+                credited: 11,
+                ..Figures::default()
+            },
+            ..default_budget(ID, "5", 0, false)
+        };
+        let default = tenant.default_budget();
+        for (row, says) in [
+            (
+                default_budget(ID, "5", 2, false),
+                format!(
+                    "budget {default}'s stored spent figure is 2 atomic units, but its events \
+                     give 0 atomic units"
+                ),
+            ),
+            (
+                edited_gpu,
+                format!(
+                    "budget {B}'s stored credited figure is 11 tokens, but its events give 10 \
+                     tokens"
+                ),
+            ),
+        ] {
+            let mut r = replay(&events).expect("the chain replays");
+            assert_eq!(
+                r.check_budget(&row).map_err(|e| e.to_string()),
+                Err(format!(
+                    "audit chain (ending at seq 2) does not account for the stored rows: {says}"
+                ))
+            );
+        }
+    }
+
     #[test]
     fn only_the_contracts_actors_replay() {
         let event = created(ID, "a", "1");
