@@ -183,10 +183,36 @@ async fn purge_expired(store: Store, event_retention: Duration) {
     }
 }
 
+/// Why `tenantd audit verify` did not say ok.
+#[derive(Debug)]
+pub enum AuditVerifyError {
+    /// `--db` names a file that is not there: a mistake in the command, as a bad flag is.
+    NoDatabase(String),
+    /// The database does not verify, or could not be read.
+    Failed(String),
+}
+
+impl std::fmt::Display for AuditVerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoDatabase(why) | Self::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// `tenantd audit verify`: replays the audit chain of the database at `db` and compares it
 /// with the stored rows. On success, the number of events and the head hash.
-pub fn audit_verify(db: &Path) -> Result<(i64, String), String> {
-    store::verify_audit(db).map(|head| (head.seq, head.hash))
+pub fn audit_verify(db: &Path) -> Result<(i64, String), AuditVerifyError> {
+    // A file that is not there is said once, as what is wrong, before a backend opens it.
+    if store::postgres_url(db).is_none() && matches!(db.try_exists(), Ok(false)) {
+        return Err(AuditVerifyError::NoDatabase(format!(
+            "no database at {}: the file does not exist",
+            db.display()
+        )));
+    }
+    store::verify_audit(db)
+        .map(|head| (head.seq, head.hash))
+        .map_err(AuditVerifyError::Failed)
 }
 
 /// `tenantd copy`: the whole database at `from` into the empty `to` (each a SQLite file or a

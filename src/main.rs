@@ -112,7 +112,12 @@ fn verify(path: &std::path::Path) -> ExitCode {
         }
         Err(e) => {
             eprintln!("tenantd audit verify: {e}");
-            ExitCode::FAILURE
+            match e {
+                // A database that is not there is a mistake in the command line, which exits 2
+                // as a bad flag does.
+                tenantd::AuditVerifyError::NoDatabase(_) => ExitCode::from(2),
+                tenantd::AuditVerifyError::Failed(_) => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -7,8 +7,43 @@
 //! Replaying the events from `seq` 1 reproduces every tenant, budget and reservation;
 //! [`Replay`] does that and compares the result with the stored rows, so a row edited behind
 //! the service's back is found even where the chain itself is intact.
+//!
+//! # Layout
+//!
+//! - `mod.rs` (here): a row's text, its link hash, and the chain's numbering and links.
+//! - [`actor`]: who acts, and which actors may record an action.
+//! - [`actions`]: every audit action, one family to a file (`tenant`, `budget`, `period`,
+//!   `reservation`, `endpoint`), each with its payloads, their parsing, who may record them
+//!   and its replay step; `actions/mod.rs` only dispatches to them, and holds the replay's
+//!   step over one row ([`Replay::push`]).
+//! - [`replay`]: the state the events leave, and the moves more than one family's replay
+//!   step makes on it.
+//! - [`check`]: the checks of every stored row against that state, and the replay's end.
+//!
+//! Within this folder the files name one another one way only: `actions` names `actor` and
+//! `replay`, `check` names `replay`, and `replay` and `actor` name no sibling.
+//!
+//! # Adding an audit action
+//!
+//! An action of an existing family touches:
+//!
+//! 1. `src/domain/rules.rs`: its variant of [`AuditEvent`] (unless it is a new value of an
+//!    existing variant, as `budget.charged` is a [`crate::domain::Direction`]), and the rule
+//!    that records it.
+//! 2. `src/audit/actions/<family>.rs`: an arm in each of its functions: `action`,
+//!    `tenant_id`, `payload`, `parse`, `recorders` and `replay`, and its payload's struct if
+//!    it has a new shape.
+//! 3. `src/audit/actions/mod.rs`: one line, the variant in its family's arm of `Family::of`.
+//! 4. This file's tests: its row in `every_action_renders_as_it_always_has`, the text it
+//!    writes, which must never change once a database holds it.
+//!
+//! A new family is a new file in `src/audit/actions/`, its variant of `Family`, and its arm
+//! in each of that file's dispatching matches. The store's operation that records the action
+//! is a write operation's own (see `docs/architecture.md`).
 
-mod event;
+mod actions;
+mod actor;
+mod check;
 mod replay;
 
 use std::borrow::Cow;
@@ -17,7 +52,7 @@ use std::fmt;
 use crate::crypto::{hex, sha256};
 
 pub(crate) use crate::domain::AuditEvent;
-pub(crate) use event::Actor;
+pub(crate) use actor::Actor;
 pub(crate) use replay::Replay;
 
 /// `prev_hash` of the first event: 64 zeros.
@@ -477,6 +512,60 @@ mod tests {
         );
     }
 
+    /// An edited figure is named, with its stored value and the one the events give, in the
+    /// budget's unit (atomic units for a budget made without one).
+    #[test]
+    fn an_edited_figure_is_named_with_both_values() {
+        const B: &str = "bud_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+        let tenant = TenantId::parse(ID).expect("id");
+        let gpu = AuditEvent::BudgetCreated {
+            tenant: tenant.clone(),
+            id: crate::domain::BudgetId::parse(B).expect("id"),
+            name: Name::parse("gpu").expect("name"),
+            unit: Unit::parse("tokens").expect("unit"),
+            opening_deposit: Atomic::parse("10").expect("amount"),
+            policy: None,
+            thresholds: crate::domain::Thresholds::default(),
+        };
+        let events = [created(ID, "a", "5"), gpu];
+        let edited_gpu = Budget {
+            id: crate::domain::BudgetId::parse(B).expect("id"),
+            name: Name::parse("gpu").expect("name"),
+            unit: Unit::parse("tokens").expect("unit"),
+            opening_deposit: Atomic::parse("10").expect("amount"),
+            figures: Figures {
+                credited: 11,
+                ..Figures::default()
+            },
+            ..default_budget(ID, "5", 0, false)
+        };
+        let default = tenant.default_budget();
+        for (row, says) in [
+            (
+                default_budget(ID, "5", 2, false),
+                format!(
+                    "budget {default}'s stored spent figure is 2 atomic units, but its events \
+                     give 0 atomic units"
+                ),
+            ),
+            (
+                edited_gpu,
+                format!(
+                    "budget {B}'s stored credited figure is 11 tokens, but its events give 10 \
+                     tokens"
+                ),
+            ),
+        ] {
+            let mut r = replay(&events).expect("the chain replays");
+            assert_eq!(
+                r.check_budget(&row).map_err(|e| e.to_string()),
+                Err(format!(
+                    "audit chain (ending at seq 2) does not account for the stored rows: {says}"
+                ))
+            );
+        }
+    }
+
     #[test]
     fn only_the_contracts_actors_replay() {
         let event = created(ID, "a", "1");
@@ -496,6 +585,319 @@ mod tests {
             let replayed = Replay::default().push(&row);
             assert_eq!(replayed.is_ok(), known, "actor {actor:?}: {replayed:?}");
         }
+    }
+
+    /// One value of every action, with the text the chain holds for it: the payloads are
+    /// hashed into the chain, so a change to how any action renders breaks every database
+    /// that holds one. Each row also reads back from its text, and says who may record it
+    /// (`a` the admin or an identity, `t` a tenant token, `s` the system).
+    #[test]
+    fn every_action_renders_as_it_always_has() {
+        use crate::domain::rules::EndpointChange;
+        use crate::domain::{
+            BudgetId, Cadence, Direction, EndpointId, EntryKind, EventTypes, Interval, Memo,
+            Policy, ReservationId, Thresholds, Zone,
+        };
+
+        const B: &str = "bud_01ARZ3NDEKTSV4RRFFQ69G5FAW";
+        const R: &str = "res_01ARZ3NDEKTSV4RRFFQ69G5FAX";
+        const E: &str = "whe_01ARZ3NDEKTSV4RRFFQ69G5FAY";
+        let tenant = || TenantId::parse(ID).expect("id");
+        let budget = || BudgetId::parse(B).expect("id");
+        let reservation = || ReservationId::parse(R).expect("id");
+        let endpoint = || EndpointId::parse(E).expect("id");
+        let amount = |raw: &str| Atomic::parse(raw).expect("amount");
+        let calendar = || Policy {
+            cadence: Cadence::Calendar {
+                interval: Interval::Month,
+                zone: Zone::parse("Europe/Berlin").expect("zone"),
+            },
+            allowance: amount("1000"),
+            rollover_max: amount("250"),
+        };
+        let fixed = || Policy {
+            cadence: Cadence::fixed(3600).expect("cadence"),
+            allowance: amount("5"),
+            rollover_max: amount("0"),
+        };
+        let two = || Thresholds::new(vec![amount("100"), amount("500")]).expect("thresholds");
+        let later = at("2026-12-01T00:00:00.000Z");
+        let moved = |direction, memo: Option<&str>| AuditEvent::BudgetMoved {
+            tenant: tenant(),
+            budget: budget(),
+            direction,
+            amount: amount("100"),
+            memo: memo.map(|m| Memo::parse(m).expect("memo")),
+        };
+        let only = EventTypes::parse(&["budget.credited", "tenant.created"]).expect("types");
+        let webhook =
+            |change, tenant: Option<TenantId>, event_types, enabled| AuditEvent::WebhookEndpoint {
+                change,
+                id: endpoint(),
+                url: "https://example.com/hook?a=1&b=ü".into(),
+                event_types,
+                tenant,
+                enabled,
+            };
+        let webhook_id = |change, tenant| AuditEvent::WebhookEndpointId {
+            change,
+            id: endpoint(),
+            tenant,
+        };
+        let cases: Vec<(AuditEvent, &str, &str, String)> = vec![
+            (
+                created(
+                    ID,
+                    "Ünï \"q\" \\",
+                    "340282366920938463463374607431768211455",
+                ),
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"Ünï \"q\" \\","opening_deposit_atomic":"340282366920938463463374607431768211455"}"#.into(),
+            ),
+            (
+                AuditEvent::TenantCreated {
+                    id: tenant(),
+                    name: Name::parse("a").expect("name"),
+                    opening_deposit: amount("5"),
+                    policy: Some(calendar()),
+                    thresholds: two(),
+                },
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"5","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000","rollover_max_atomic":"250"},"alert_thresholds_atomic":["500","100"]}"#.into(),
+            ),
+            (
+                AuditEvent::TenantCreated {
+                    id: tenant(),
+                    name: Name::parse("a").expect("name"),
+                    opening_deposit: amount("5"),
+                    policy: None,
+                    thresholds: Thresholds::new(vec![amount("7")]).expect("thresholds"),
+                },
+                "tenant.created",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","name":"a","opening_deposit_atomic":"5","period":null,"alert_thresholds_atomic":["7"]}"#.into(),
+            ),
+            (
+                AuditEvent::TenantTombstoned { id: tenant() },
+                "tenant.tombstoned",
+                "a",
+                r#"{"id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetCreated {
+                    tenant: tenant(),
+                    id: budget(),
+                    name: Name::parse("gpu").expect("name"),
+                    unit: Unit::parse("tokens").expect("unit"),
+                    opening_deposit: amount("0"),
+                    policy: None,
+                    thresholds: Thresholds::default(),
+                },
+                "budget.created",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"gpu","unit":"tokens","opening_deposit_atomic":"0"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetCreated {
+                    tenant: tenant(),
+                    id: budget(),
+                    name: Name::parse("gpu").expect("name"),
+                    unit: Unit::parse("tokens").expect("unit"),
+                    opening_deposit: amount("9"),
+                    policy: Some(fixed()),
+                    thresholds: Thresholds::default(),
+                },
+                "budget.created",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"gpu","unit":"tokens","opening_deposit_atomic":"9","period":{"every_seconds":3600,"allowance_atomic":"5","rollover_max_atomic":"0"},"alert_thresholds_atomic":[]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetClosed {
+                    tenant: tenant(),
+                    id: budget(),
+                },
+                "budget.closed",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetUpdated {
+                    tenant: tenant(),
+                    id: budget(),
+                    policy: Some(calendar()),
+                    thresholds: two(),
+                },
+                "budget.updated",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000","rollover_max_atomic":"250"},"alert_thresholds_atomic":["500","100"]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetUpdated {
+                    tenant: tenant(),
+                    id: budget(),
+                    policy: None,
+                    thresholds: Thresholds::default(),
+                },
+                "budget.updated",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period":null,"alert_thresholds_atomic":[]}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetPeriodReset {
+                    tenant: tenant(),
+                    budget: budget(),
+                    started_at: later,
+                    kind: EntryKind::Refill,
+                    amount: amount("750"),
+                },
+                "budget.period_reset",
+                "s",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period_started_at":"2026-12-01T00:00:00.000Z","kind":"refill","amount_atomic":"750"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetPeriodReset {
+                    tenant: tenant(),
+                    budget: budget(),
+                    started_at: later,
+                    kind: EntryKind::Forfeit,
+                    amount: amount("3"),
+                },
+                "budget.period_reset",
+                "s",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","period_started_at":"2026-12-01T00:00:00.000Z","kind":"forfeit","amount_atomic":"3"}"#.into(),
+            ),
+            (
+                moved(Direction::Credit, Some("top-up ü")),
+                "budget.credited",
+                "a",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":"top-up ü"}"#.into(),
+            ),
+            (
+                moved(Direction::Debit, None),
+                "budget.debited",
+                "a",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":null}"#.into(),
+            ),
+            (
+                moved(Direction::Charge, Some("")),
+                "budget.charged",
+                "at",
+                r#"{"budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"100","memo":""}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationCreated {
+                    tenant: tenant(),
+                    id: reservation(),
+                    budget: budget(),
+                    amount: amount("300"),
+                    expires_at: later,
+                },
+                "reservation.created",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","budget_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","amount_atomic":"300","expires_at":"2026-12-01T00:00:00.000Z"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationCommitted {
+                    tenant: tenant(),
+                    id: reservation(),
+                    amount: amount("250"),
+                },
+                "reservation.committed",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","amount_atomic":"250"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationReleased {
+                    tenant: tenant(),
+                    id: reservation(),
+                },
+                "reservation.released",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationExtended {
+                    tenant: tenant(),
+                    id: reservation(),
+                    expires_at: later,
+                },
+                "reservation.extended",
+                "at",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX","expires_at":"2026-12-01T00:00:00.000Z"}"#.into(),
+            ),
+            (
+                AuditEvent::ReservationExpired {
+                    tenant: tenant(),
+                    id: reservation(),
+                },
+                "reservation.expired",
+                "s",
+                r#"{"id":"res_01ARZ3NDEKTSV4RRFFQ69G5FAX"}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Created, Some(tenant()), only.clone(), true),
+                "webhook_endpoint.created",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["tenant.created","budget.credited"],"tenant_id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","enabled":true}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Updated, None, EventTypes::All, false),
+                "webhook_endpoint.updated",
+                "as",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["*"],"tenant_id":null,"enabled":false}"#.into(),
+            ),
+            (
+                webhook(EndpointChange::Updated, Some(tenant()), only, true),
+                "webhook_endpoint.updated",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY","url":"https://example.com/hook?a=1&b=ü","event_types":["tenant.created","budget.credited"],"tenant_id":"ten_01ARZ3NDEKTSV4RRFFQ69G5FAV","enabled":true}"#.into(),
+            ),
+            (
+                webhook_id(EndpointChange::Deleted, None),
+                "webhook_endpoint.deleted",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY"}"#.into(),
+            ),
+            (
+                webhook_id(EndpointChange::SecretRotated, Some(tenant())),
+                "webhook_endpoint.secret_rotated",
+                "a",
+                r#"{"id":"whe_01ARZ3NDEKTSV4RRFFQ69G5FAY"}"#.into(),
+            ),
+        ];
+        let mut differ = Vec::new();
+        for (event, action, recorders, payload) in &cases {
+            let text = event.payload();
+            if text != *payload {
+                differ.push(format!("{action}: {text}"));
+            }
+            assert_eq!(event.action(), *action, "{event:?}");
+            let column = event.tenant_id().map_or("", TenantId::as_str);
+            assert_eq!(
+                AuditEvent::parse(action, column, &text).as_ref(),
+                Ok(event),
+                "{action} reads back from {text}"
+            );
+            for (actor, letter) in [
+                ("admin", 'a'),
+                ("oidc:u", 'a'),
+                ("tenant", 't'),
+                ("system", 's'),
+            ] {
+                assert_eq!(
+                    event.may_be_recorded_by(actor),
+                    recorders.contains(letter),
+                    "{action} by {actor}"
+                );
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "rendered differently:\n{}",
+            differ.join("\n")
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! Rules never read a clock or a database: the time of the change and every id come in as
 //! arguments. The events they record ([`AuditEvent`]) are data here; how an event is written
-//! into the chain, read back and replayed is the `audit` module's (`audit/event.rs`).
+//! into the chain, read back and replayed is the `audit` module's (`audit/actions/`).
 
 use super::{
     Atomic, BudgetId, Closing, Direction, EndpointId, EntryKind, EventTypes, Figures, Memo, Name,

@@ -139,12 +139,77 @@ fn audit_verify_on_an_empty_and_a_missing_database() {
 
     let missing = app.dir.path().join("absent.db");
     let verify = audit_verify(&missing);
-    assert_eq!(verify.code, Some(1), "a missing database fails: {verify:?}");
+    assert_eq!(
+        verify.code,
+        Some(2),
+        "a missing database is a mistake in the command: {verify:?}"
+    );
     assert!(
         !verify.stderr.trim().is_empty(),
         "the failure says why: {verify:?}"
     );
     assert!(!missing.exists(), "audit verify never creates a database");
+}
+
+/// A missing file is a mistake in the command line: `audit verify` says so in one line that
+/// names the path once and what is wrong with it, exits 2 as a bad flag does, and creates
+/// nothing.
+#[test]
+fn audit_verify_on_a_missing_file_names_it_once_and_exits_2() {
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let missing = dir.path().join("absent.db");
+    let path = missing.to_str().expect("a UTF-8 path");
+    let verify = audit_verify(&missing);
+    assert_eq!(
+        verify.code,
+        Some(2),
+        "the exit code of a usage error: {verify:?}"
+    );
+    assert_eq!(
+        verify.stderr,
+        format!("tenantd audit verify: no database at {path}: the file does not exist\n"),
+        "one line, the path once, what is wrong"
+    );
+    assert_eq!(verify.stdout, "", "nothing is reported ok");
+    assert!(!missing.exists(), "audit verify never creates a database");
+}
+
+/// A figure edited behind the service's back is named, with its stored value and the one the
+/// events give, in the budget's unit, in one line.
+#[test]
+fn audit_verify_names_an_edited_figure_in_its_unit() {
+    let mut app = spawn_app();
+    let a = Scene::new(&app, "edited-figure", "1");
+    let body = json!({ "name": "gpu", "unit": "tokens", "opening_deposit_atomic": "2000" });
+    let created = assert_created(&a.post_budget(&body), &budgets_path(&a.tid), "gpu");
+    let gpu = a.on(str_of(&created, "id"));
+    let held = gpu.hold_id("1000");
+    assert_ok(&gpu.commit(&held, "1000"), "spending 1000 tokens");
+    let bid = gpu.bid.clone();
+    assert_eq!(app.terminate().code(), Some(0), "graceful stop");
+    let verify = app.audit_verify();
+    assert_eq!(verify.code, Some(0), "the untouched database: {verify:?}");
+
+    let edited = app
+        .execute(&format!(
+            "UPDATE budgets SET spent_atomic = '1500' WHERE id = '{bid}'"
+        ))
+        .expect("editing the spend");
+    assert_eq!(edited, 1, "one budget edited");
+    let verify = app.audit_verify();
+    assert_eq!(verify.code, Some(1), "an edited spend fails: {verify:?}");
+    let says = format!(
+        "budget {bid}'s stored spent figure is 1500 tokens, but its events give 1000 tokens"
+    );
+    let line = verify
+        .stderr
+        .lines()
+        .find(|line| line.starts_with("tenantd audit verify: "));
+    assert!(
+        line.is_some_and(|line| line.ends_with(&says)),
+        "one line that names the figure, both values and the unit: {:?}",
+        verify.stderr
+    );
 }
 
 #[test]
