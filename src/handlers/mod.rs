@@ -26,6 +26,8 @@ pub(crate) mod reservations;
 mod response;
 /// A route as data: method, template, who may call it, handler; each resource lists its rows.
 pub(crate) mod route;
+/// A refusal for want of funds, told in the budget's unit.
+mod shortfall;
 /// `/v1/tenants` and `/v1/tenants/<id>`.
 pub(crate) mod tenants;
 /// `/v1/webhook-endpoints`: endpoints and their deliveries.
@@ -42,3 +44,4 @@ use json::member;
 use json::{FieldErrors, Member, array_items, object_members};
 pub(crate) use response::HttpResponse;
 use response::{json_response, keyed, ok_json, respond};
+use shortfall::{Taken, refused};

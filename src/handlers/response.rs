@@ -34,9 +34,11 @@ impl From<StoreError> for ApiError {
             StoreError::TenantTombstoned => Self::TenantTombstoned,
             StoreError::BudgetClosed => Self::BudgetClosed,
             StoreError::ReservationNotActive(state) => Self::ReservationNotActive(state),
-            StoreError::InsufficientFunds(available) => {
-                Self::InsufficientFunds(available.to_string())
-            }
+            // Without the budget at hand, in atomic units: `shortfall::refused` names the unit.
+            StoreError::InsufficientFunds(available) => Self::InsufficientFunds {
+                available: available.to_string(),
+                unit: None,
+            },
             StoreError::AmountOverflow => Self::AmountOverflow,
             StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
             StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),
