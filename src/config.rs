@@ -1,6 +1,12 @@
 //! The command line and the environment, declared once with clap and validated once into a
 //! [`Command`].
 //!
+//! This file holds the command line's shape: the subcommands, `--db`, `--listen`,
+//! `--public-url` and the admin token. Each subsystem declares its own flags beside its code
+//! (`oidc::flags`, `server::LimitArgs`, `webhook::flags`, `console::flags`), with their checks,
+//! and `serve`'s flags flatten them in; only the store's flags are declared here
+//! (`StoreArgs`). The dependency goes one way: from here to each subsystem.
+//!
 //! Each flag names its environment variable (clap reads it, and a flag beats it), its range
 //! and its default beside its help text, so `--help`, the checks and the defaults cannot
 //! drift apart. The admin token itself is the one setting that is no flag: it comes from
@@ -21,10 +27,17 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 
 use crate::auth::{ADMIN_TOKEN_BYTES_MAX, AdminTokenHash};
 use crate::console::ConsoleConfig;
+use crate::console::flags::ConsoleArgs;
 use crate::domain::is_visible_ascii;
-use crate::oidc::{self, ADMIN_SCOPE_DEFAULT, OidcConfig, PERMISSIONS_CLAIM_DEFAULT};
-use crate::server::{self, Limits};
+#[cfg(test)]
+use crate::oidc::ADMIN_SCOPE_DEFAULT;
+use crate::oidc::OidcConfig;
+use crate::oidc::flags::OidcArgs;
+#[cfg(test)]
+use crate::server::{self, millis};
+use crate::server::{LimitArgs, Limits};
 use crate::store;
+use crate::webhook::flags::{WebhookArgs, WebhookConfig};
 
 /// The shortest admin token accepted: 32 characters of hex are 128 bits, beyond guessing.
 pub const ADMIN_TOKEN_CHARS_MIN: usize = 32;
@@ -119,29 +132,6 @@ pub struct ServeConfig {
     /// The web console under `/console/`.
     pub console: ConsoleConfig,
 }
-
-/// How events are delivered to webhook endpoints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookConfig {
-    /// One attempt's whole time: connect, TLS, request, status line.
-    pub timeout: Duration,
-    /// The waits before the 2nd, 3rd, … attempt; after the last the delivery fails.
-    pub retry_schedule: Vec<Duration>,
-    /// An endpoint is disabled after this many failed attempts in a row.
-    pub disable_after: u32,
-    /// Whether `http://` endpoint URLs are taken.
-    pub allow_http: bool,
-    /// Whether loopback, private, link-local and unique-local addresses may be delivered to.
-    pub allow_private: bool,
-    /// Extra authorities for `https://` endpoints (a PEM file), beside the roots compiled in.
-    pub ca_file: Option<String>,
-}
-
-/// The most waits a retry schedule lists.
-pub const RETRY_SCHEDULE_MAX: usize = 20;
-
-/// The longest wait of a retry schedule: a week.
-pub const RETRY_WAIT_MAX: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// Why [`parse`] gave no [`Command`]. Help and the version are no failure, but clap reports
 /// them the same way as errors, and so does this type, so `main` has one place to print.
@@ -300,7 +290,7 @@ struct BackupArgs {
 /// `--db`, the one flag every command has.
 #[derive(Args, Debug)]
 struct DbArg {
-    /// The SQLite database file, or (for `audit verify`) a postgres:// URL
+    /// The SQLite database file, or a postgres:// URL (`backup` takes a file only)
     ///
     /// `serve` creates the file, with mode 0600, if it is missing; `audit verify` and `backup`
     /// only read it. A URL takes libpq's parameters, `sslmode` (disable, prefer, require,
@@ -365,83 +355,25 @@ struct ServeArgs {
     )]
     admin_token_file: Option<PathBuf>,
 
-    /// OpenID Connect issuer whose access tokens are taken
-    ///
-    /// Its keys are found through URL/.well-known/openid-configuration. https:// unless the
-    /// host is a loopback address. Needs --oidc-audience.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "URL",
-        env = "TENANTD_OIDC_ISSUER",
-        hide_env_values = true,
-        requires = "oidc_audience",
-        value_parser = oidc_issuer
-    )]
-    oidc_issuer: Option<String>,
+    #[command(flatten)]
+    oidc: OidcArgs,
 
-    /// The aud an access token must hold (needed with --oidc-issuer)
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "AUD",
-        env = "TENANTD_OIDC_AUDIENCE",
-        hide_env_values = true,
-        requires = "oidc_issuer",
-        value_parser = non_empty
-    )]
-    oidc_audience: Option<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
 
-    /// The scope (in scope or scp) that makes a token's holder the admin
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "SCOPE",
-        env = "TENANTD_OIDC_ADMIN_SCOPE",
-        hide_env_values = true,
-        default_value = ADMIN_SCOPE_DEFAULT,
-        value_parser = non_empty
-    )]
-    oidc_admin_scope: String,
+    #[command(flatten)]
+    store: StoreArgs,
 
-    /// The claim listing "<tenant id>:read|spend|manage" permissions
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "CLAIM",
-        env = "TENANTD_OIDC_PERMISSIONS_CLAIM",
-        hide_env_values = true,
-        default_value = PERMISSIONS_CLAIM_DEFAULT,
-        value_parser = non_empty
-    )]
-    oidc_permissions_claim: String,
+    #[command(flatten)]
+    webhooks: WebhookArgs,
 
-    /// PEM file of the authorities trusted for an https:// issuer
-    ///
-    /// For a provider whose certificate a private authority signed. It replaces the Mozilla
-    /// roots compiled in, which are trusted when this is not given.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "FILE",
-        env = "TENANTD_OIDC_CA_FILE",
-        requires = "oidc_issuer",
-        value_parser = oidc_ca_file
-    )]
-    oidc_ca_file: Option<String>,
+    #[command(flatten)]
+    console: ConsoleArgs,
+}
 
-    /// Connections served at once (1 to 65536)
-    ///
-    /// More wait in the kernel's accept backlog instead of costing memory here.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = server::MAX_CONNECTIONS_DEFAULT,
-        value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_536)
-    )]
-    max_connections: usize,
-
+/// The store's flags: its queues, threads and how long it keeps what it keeps.
+#[derive(Args, Debug)]
+struct StoreArgs {
     /// Writes committed in one transaction, at most (1 to 4096)
     ///
     /// More spread one fsync over more writes; fewer bound the wait of the first write in a
@@ -491,42 +423,6 @@ struct ServeArgs {
     )]
     auth_queue_depth: usize,
 
-    /// Milliseconds to send a request head (100 to 600000)
-    ///
-    /// The same limit closes idle keep-alive connections.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = millis(server::HEADER_READ_TIMEOUT_DEFAULT),
-        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
-    )]
-    header_read_timeout_ms: u64,
-
-    /// Milliseconds to send a request body once the head is in (100 to 600000)
-    ///
-    /// A slower client is answered 408.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = millis(server::BODY_READ_TIMEOUT_DEFAULT),
-        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
-    )]
-    body_read_timeout_ms: u64,
-
-    /// Milliseconds in-flight requests get after SIGTERM or SIGINT (0 to 600000)
-    ///
-    /// Connections still open after it are cut off.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = millis(server::SHUTDOWN_GRACE_DEFAULT),
-        value_parser = RangedU64ValueParser::<u64>::new().range(0..=600_000)
-    )]
-    shutdown_grace_ms: u64,
-
     /// Seconds an Idempotency-Key replays its first answer (1 to 86400)
     ///
     /// The most, 86400, is the 24 hours the API promises.
@@ -552,164 +448,10 @@ struct ServeArgs {
         value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::EVENT_RETENTION_DAYS_MAX)
     )]
     event_retention: u64,
-
-    /// Seconds one webhook attempt may take, all told (1 to 60)
-    ///
-    /// Connecting, TLS, sending the event and reading the status line; an attempt that takes
-    /// longer fails as "timed out".
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "SECONDS",
-        env = "TENANTD_WEBHOOK_TIMEOUT",
-        hide_env_values = true,
-        default_value_t = 10,
-        value_parser = RangedU64ValueParser::<u64>::new().range(1..=60)
-    )]
-    webhook_timeout: u64,
-
-    /// The waits before a webhook's 2nd, 3rd, … attempt, comma-separated
-    ///
-    /// Each a whole number with a unit: ms, s, m or h (at most 20 waits, each at most 7 days).
-    /// Each wait counts from the end of the failed attempt, give or take 10 % at random; after
-    /// the last wait's attempt fails, the delivery is "failed".
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "LIST",
-        env = "TENANTD_WEBHOOK_RETRY_SCHEDULE",
-        hide_env_values = true,
-        default_value = "5s,30s,2m,10m,1h,4h,8h",
-        value_parser = retry_schedule
-    )]
-    webhook_retry_schedule: RetrySchedule,
-
-    /// Failed webhook attempts in a row after which an endpoint is disabled (1 to 1000000)
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        env = "TENANTD_WEBHOOK_DISABLE_AFTER",
-        hide_env_values = true,
-        default_value_t = 100,
-        value_parser = RangedU64ValueParser::<u32>::new().range(1..=1_000_000)
-    )]
-    webhook_disable_after: u32,
-
-    /// Take http:// webhook URLs (demos and tests); otherwise https:// only
-    #[arg(
-        long,
-        env = "TENANTD_WEBHOOK_ALLOW_HTTP",
-        hide_env_values = true,
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    webhook_allow_http: bool,
-
-    /// Deliver webhooks to loopback, private, link-local and unique-local addresses
-    ///
-    /// Without it, an endpoint's host is resolved at every attempt and such an address fails
-    /// the attempt without a connection (cloud metadata addresses included).
-    #[arg(
-        long,
-        env = "TENANTD_WEBHOOK_ALLOW_PRIVATE",
-        hide_env_values = true,
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    webhook_allow_private: bool,
-
-    /// PEM file of extra authorities trusted for https:// webhook endpoints
-    ///
-    /// For endpoints whose certificates a private authority signed; they are trusted beside
-    /// the Mozilla roots compiled in.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "FILE",
-        env = "TENANTD_WEBHOOK_CA_FILE",
-        hide_env_values = true,
-        value_parser = oidc_ca_file
-    )]
-    webhook_ca_file: Option<String>,
-
-    /// Serve no web console at /console/
-    #[arg(
-        long,
-        env = "TENANTD_NO_CONSOLE",
-        hide_env_values = true,
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    no_console: bool,
-
-    /// The identity provider's client id for the console's "Sign in with …"
-    ///
-    /// A public client (no secret) that may use the authorization code flow with PKCE and
-    /// redirect to <public URL>/console/. Needs --oidc-issuer.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "ID",
-        env = "TENANTD_CONSOLE_OIDC_CLIENT_ID",
-        hide_env_values = true,
-        requires = "oidc_issuer",
-        conflicts_with = "no_console",
-        value_parser = non_empty
-    )]
-    console_oidc_client_id: Option<String>,
-
-    /// Serve the console's files from DIR, read at every request (for working on them)
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "DIR",
-        env = "TENANTD_CONSOLE_DIR",
-        hide_env_values = true,
-        conflicts_with = "no_console"
-    )]
-    console_dir: Option<PathBuf>,
-}
-
-/// A parsed `--webhook-retry-schedule`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct RetrySchedule(Vec<Duration>);
-
-/// Reads a retry schedule: waits such as `5s`, `200ms`, `2m`, `1h`, comma-separated.
-fn retry_schedule(raw: &str) -> Result<RetrySchedule, String> {
-    let waits = raw
-        .split(',')
-        .map(|wait| {
-            let digits = wait.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-            let unit = &wait[digits.len()..];
-            let n: u64 = digits
-                .parse()
-                .ok()
-                .filter(|_| !digits.starts_with('+'))
-                .ok_or_else(|| format!("{wait:?} is not a whole number with a unit"))?;
-            let duration = match unit {
-                "ms" => Duration::from_millis(n),
-                "s" => Duration::from_secs(n),
-                "m" => Duration::from_secs(n.saturating_mul(60)),
-                "h" => Duration::from_secs(n.saturating_mul(3600)),
-                _ => return Err(format!("{wait:?} needs a unit: ms, s, m or h")),
-            };
-            if duration.is_zero() || duration > RETRY_WAIT_MAX {
-                return Err(format!("{wait:?} must be more than 0 and at most 7 days"));
-            }
-            Ok(duration)
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    if waits.len() > RETRY_SCHEDULE_MAX {
-        return Err(format!("at most {RETRY_SCHEDULE_MAX} waits"));
-    }
-    Ok(RetrySchedule(waits))
 }
 
 /// Clap's id of `--admin-token-file` (its field's name), to ask where its value came from.
 const ADMIN_TOKEN_FILE_ID: &str = "admin_token_file";
-
-/// A default duration as the whole milliseconds its flag takes.
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).expect("a default timeout fits in u64 milliseconds")
-}
 
 /// Builds the checked configuration; `matches` tell where `--admin-token-file` came from.
 fn serve(
@@ -725,55 +467,23 @@ fn serve(
         (Some(path), _) => TokenFile::Flag(path),
         (None, _) => TokenFile::Absent,
     };
-    let oidc = match (args.oidc_issuer, args.oidc_audience) {
-        (Some(issuer), Some(_))
-            if args.oidc_ca_file.is_some() && !issuer.starts_with("https://") =>
-        {
-            return Err(invalid(format!(
-                "--oidc-ca-file is for an https:// issuer; {issuer} is plain http"
-            )));
-        }
-        (Some(issuer), Some(audience)) => Some(OidcConfig {
-            issuer,
-            audience,
-            admin_scope: args.oidc_admin_scope,
-            permissions_claim: args.oidc_permissions_claim,
-            ca_file: args.oidc_ca_file,
-        }),
-        // clap's `requires` has refused one without the other.
-        _ => None,
-    };
+    let oidc = args.oidc.config().map_err(invalid)?;
+    let store = args.store;
     Ok(Command::Serve(Box::new(ServeConfig {
         listen: args.listen,
         db: args.db.db,
         public_url: args.public_url,
         admin_token: admin_token(token_file, env, oidc.is_some())?,
         oidc,
-        limits: Limits {
-            max_connections: args.max_connections,
-            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
-            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
-            shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
-        },
-        commit_batch_max: args.commit_batch_max,
-        store_queue_depth: args.store_queue_depth,
-        readers: args.readers,
-        auth_queue_depth: args.auth_queue_depth,
-        idempotency_ttl: Duration::from_secs(args.idempotency_ttl_s),
-        event_retention: Duration::from_secs(args.event_retention * 86_400),
-        webhooks: WebhookConfig {
-            timeout: Duration::from_secs(args.webhook_timeout),
-            retry_schedule: args.webhook_retry_schedule.0,
-            disable_after: args.webhook_disable_after,
-            allow_http: args.webhook_allow_http,
-            allow_private: args.webhook_allow_private,
-            ca_file: args.webhook_ca_file,
-        },
-        console: ConsoleConfig {
-            enabled: !args.no_console,
-            oidc_client_id: args.console_oidc_client_id,
-            dir: args.console_dir,
-        },
+        limits: args.limits.limits(),
+        commit_batch_max: store.commit_batch_max,
+        store_queue_depth: store.store_queue_depth,
+        readers: store.readers,
+        auth_queue_depth: store.auth_queue_depth,
+        idempotency_ttl: Duration::from_secs(store.idempotency_ttl_s),
+        event_retention: Duration::from_secs(store.event_retention * 86_400),
+        webhooks: args.webhooks.config(),
+        console: args.console.config(),
     })))
 }
 
@@ -804,28 +514,6 @@ fn public_url(url: &str) -> Result<String, String> {
         Ok(url.to_owned())
     } else {
         Err("must be an http:// or https:// URL without spaces or control characters".to_owned())
-    }
-}
-
-/// The issuer: a URL of the provider's (see [`oidc::check_provider_url`]), compared with
-/// each token's `iss` exactly as given.
-fn oidc_issuer(url: &str) -> Result<String, String> {
-    oidc::check_provider_url(url).map(|()| url.to_owned())
-}
-
-/// The authorities' file, read now so that a wrong path or a file without a certificate stops
-/// the start; it is read again when the verifier starts.
-fn oidc_ca_file(path: &str) -> Result<String, String> {
-    crate::crypto::tls_roots(Some(path)).map(|_| path.to_owned())
-}
-
-/// A setting that is compared with token contents: visible ASCII, not empty (so a scope is
-/// one word of a space-separated `scope`).
-fn non_empty(text: &str) -> Result<String, String> {
-    if !text.is_empty() && text.bytes().all(is_visible_ascii) {
-        Ok(text.to_owned())
-    } else {
-        Err("must be visible ASCII characters, not empty".to_owned())
     }
 }
 

@@ -370,7 +370,7 @@ mod tests {
             auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
             event_retention: Duration::from_secs(86_400),
-            webhooks: config::WebhookConfig {
+            webhooks: webhook::flags::WebhookConfig {
                 timeout: Duration::from_secs(10),
                 retry_schedule: vec![Duration::from_secs(5)],
                 disable_after: 100,

@@ -62,8 +62,7 @@ fn serve(config: ServeConfig) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let listener = listen(config.listen)
-            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let listener = listen(config.listen).map_err(|e| cannot_listen(config.listen, &e))?;
         tenantd::run(listener, config, shutdown_signal()).await
     });
     match result {
@@ -71,11 +70,23 @@ fn serve(config: ServeConfig) -> ExitCode {
             log::info!("stopped");
             ExitCode::SUCCESS
         }
+        // Said once: the log goes to stderr too, so logging it as well would say it twice.
         Err(e) => {
-            log::error!("{e}");
             eprintln!("tenantd: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Why `serve` cannot listen on `addr`, naming what to do when the address is taken.
+fn cannot_listen(addr: std::net::SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot listen on {addr}: the address is already in use (another process listens \
+             there; choose another with --listen)"
+        )
+    } else {
+        format!("cannot listen on {addr}: {e}")
     }
 }
 

@@ -67,8 +67,13 @@ pub enum ApiError {
     WebhookEndpointDisabled,
     /// An open budget of the tenant already has the name.
     BudgetNameTaken,
-    /// The movement needs more than is available; what is available, in decimal digits.
-    InsufficientFunds(String),
+    /// The movement needs more than is available.
+    InsufficientFunds {
+        /// What is available, in decimal digits.
+        available: String,
+        /// The budget's unit, when it has one other than the default `atomic`.
+        unit: Option<String>,
+    },
     /// A credit would carry `credited_atomic` past `u128`.
     AmountOverflow,
     /// The reservation is not active; its state.
@@ -121,7 +126,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::TenantNameTaken
             | Self::BudgetNameTaken
-            | Self::InsufficientFunds(_)
+            | Self::InsufficientFunds { .. }
             | Self::AmountOverflow
             | Self::ReservationNotActive(_)
             | Self::BudgetClosed
@@ -161,7 +166,7 @@ impl ApiError {
             Self::DeliveryNotFound => "delivery_not_found",
             Self::WebhookEndpointDisabled => "webhook_endpoint_disabled",
             Self::BudgetNameTaken => "budget_name_taken",
-            Self::InsufficientFunds(_) => "insufficient_funds",
+            Self::InsufficientFunds { .. } => "insufficient_funds",
             Self::AmountOverflow => "amount_overflow",
             Self::ReservationNotActive(_) => "reservation_not_active",
             Self::BudgetClosed => "budget_closed",
@@ -209,9 +214,10 @@ impl ApiError {
                 "the webhook endpoint is disabled: enable it to retry its deliveries".into()
             }
             Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
-            Self::InsufficientFunds(available) => {
-                format!("the budget has only {available} atomic units available")
-            }
+            Self::InsufficientFunds { available, unit } => match unit {
+                Some(unit) => format!("the budget has only {available} {unit} available"),
+                None => format!("the budget has only {available} atomic units available"),
+            },
             Self::AmountOverflow => {
                 "this credit would carry the budget's credited amount past the largest u128".into()
             }
@@ -279,7 +285,7 @@ impl ApiError {
             _ => None,
         };
         let available_atomic = match &self {
-            Self::InsufficientFunds(available) => Some(available.as_str()),
+            Self::InsufficientFunds { available, .. } => Some(available.as_str()),
             _ => None,
         };
         let state = match self {

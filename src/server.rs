@@ -1,4 +1,5 @@
-//! The accept loop: a bound on open connections, a header timeout, and graceful shutdown.
+//! The accept loop: a bound on open connections, a header timeout, and graceful shutdown;
+//! and the flags that set those bounds ([`LimitArgs`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -6,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use clap::builder::RangedU64ValueParser;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -52,6 +54,76 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Time in-flight requests get to finish after a shutdown signal.
     pub shutdown_grace: Duration,
+}
+
+/// The HTTP layer's flags as clap reads them, flattened into `serve`'s command line; the
+/// fields' names are clap's ids.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LimitArgs {
+    /// Connections served at once (1 to 65536)
+    ///
+    /// More wait in the kernel's accept backlog instead of costing memory here.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = MAX_CONNECTIONS_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_536)
+    )]
+    max_connections: usize,
+
+    /// Milliseconds to send a request head (100 to 600000)
+    ///
+    /// The same limit closes idle keep-alive connections.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(HEADER_READ_TIMEOUT_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
+    )]
+    header_read_timeout_ms: u64,
+
+    /// Milliseconds to send a request body once the head is in (100 to 600000)
+    ///
+    /// A slower client is answered 408.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(BODY_READ_TIMEOUT_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(100..=600_000)
+    )]
+    body_read_timeout_ms: u64,
+
+    /// Milliseconds in-flight requests get after SIGTERM or SIGINT (0 to 600000)
+    ///
+    /// Connections still open after it are cut off.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = millis(SHUTDOWN_GRACE_DEFAULT),
+        value_parser = RangedU64ValueParser::<u64>::new().range(0..=600_000)
+    )]
+    shutdown_grace_ms: u64,
+}
+
+impl LimitArgs {
+    /// The bounds the flags give; clap has checked each range.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+        }
+    }
+}
+
+/// A default duration as the whole milliseconds its flag takes.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).expect("a default timeout fits in u64 milliseconds")
 }
 
 /// File descriptors the process needs besides its connections: the database, its WAL and

@@ -6,9 +6,10 @@
 //! Each file is served with a strict Content-Security-Policy (scripts and styles from this
 //! origin only, no framing), an `ETag`, and gzip when the client takes it and it is smaller.
 //! `--console-dir` serves the files from a directory instead, read at every request, for
-//! working on the console without a rebuild.
+//! working on the console without a rebuild. Its flags are in [`flags`].
 
 mod assets;
+pub(crate) mod flags;
 
 use std::path::PathBuf;
 use std::sync::LazyLock;

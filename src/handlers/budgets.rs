@@ -10,6 +10,7 @@ use super::{
     parse_memo, parse_name, parse_positive_amount, query, read_patch, read_post, renewal, respond,
     tenant_id,
 };
+use super::{Taken, refused};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{
@@ -189,7 +190,9 @@ pub(crate) async fn movement(
     let Post { path, key, body } = read_post(app, request, false).await?;
     let (movement, named) = parse_movement(&body, direction)?;
     let fingerprint = movement.fingerprint(named.as_deref());
-    let budget = budget.or(named.as_deref()).and_then(BudgetId::parse);
+    let budget_text = budget.or(named.as_deref());
+    let budget = budget_text.and_then(BudgetId::parse);
+    let tenant_text = tenant;
     let tenant = tenant_id(tenant)?;
     let render = |entry: &LedgerEntry| StoredResponse {
         status: StatusCode::CREATED.as_u16(),
@@ -206,8 +209,11 @@ pub(crate) async fn movement(
             actor: principal.actor(),
             keyed,
         })
-        .await?;
-    Ok(respond(written, render))
+        .await;
+    match written {
+        Ok(written) => Ok(respond(written, render)),
+        Err(e) => Err(refused(app, e, tenant_text, Taken::Budget(budget_text)).await),
+    }
 }
 
 /// A movement's body, and the budget it names: a charge's body names its budget

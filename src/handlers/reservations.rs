@@ -7,6 +7,7 @@ use super::{
     FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
     parse_memo, parse_positive_amount, parse_ttl, query, read_post, respond, tenant_id,
 };
+use super::{Taken, refused};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{NewReservation, Reservation, ReservationId, ReservationState, Settle, Ttl};
@@ -58,6 +59,7 @@ pub(crate) async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let Post { path, key, body } = read_post(app, request, false).await?;
     let reservation = parse_create(&body)?;
+    let tenant_text = tenant;
     let tenant = tenant_id(tenant)?;
     let render = |r: &Reservation| StoredResponse {
         status: StatusCode::CREATED.as_u16(),
@@ -80,8 +82,16 @@ pub(crate) async fn create(
             actor: principal.actor(),
             keyed,
         })
-        .await?;
-    Ok(respond(written, render))
+        .await;
+    match written {
+        Ok(written) => Ok(respond(written, render)),
+        // The body was parsed once already: read again, only on this path, for its budget.
+        Err(e) => {
+            let parsed = parse_create(&body).ok();
+            let budget = parsed.as_ref().map(|r| r.budget_text.as_str());
+            Err(refused(app, e, tenant_text, Taken::Budget(budget)).await)
+        }
+    }
 }
 
 fn parse_create(body: &[u8]) -> Result<NewReservation, ApiError> {
@@ -159,6 +169,7 @@ pub(crate) async fn settle(
 ) -> Result<HttpResponse, ApiError> {
     let Post { path, key, body } = read_post(app, request, action == Action::Release).await?;
     let settle = parse_settle(&body, action)?;
+    let tenant_text = tenant;
     let tenant = tenant_id(tenant)?;
     let render = |r: &Reservation| StoredResponse {
         status: StatusCode::OK.as_u16(),
@@ -175,8 +186,11 @@ pub(crate) async fn settle(
             actor: principal.actor(),
             keyed,
         })
-        .await?;
-    Ok(respond(written, render))
+        .await;
+    match written {
+        Ok(written) => Ok(respond(written, render)),
+        Err(e) => Err(refused(app, e, tenant_text, Taken::Reservation(reservation)).await),
+    }
 }
 
 fn parse_settle(body: &[u8], action: Action) -> Result<Settle, ApiError> {

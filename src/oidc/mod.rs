@@ -4,10 +4,11 @@
 //! [`Oidc::verify`] turns a bearer value into an [`Identity`] (its `sub`, whether it holds
 //! the admin scope, and its per-tenant [`Grant`]s), or says why not. The keys come from
 //! [`keys::KeyCache`], which finds them through the issuer's discovery document and keeps
-//! them while the provider is down. Nothing here logs a token, a claim value beyond `sub`, or
-//! key material.
+//! them while the provider is down. [`flags`] holds the `--oidc-*` flags that set it up.
+//! Nothing here logs a token, a claim value beyond `sub`, or key material.
 
 mod fetch;
+pub(crate) mod flags;
 mod keys;
 
 use std::sync::Arc;

@@ -24,8 +24,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{Semaphore, watch};
 
+use super::flags::WebhookConfig;
 use super::{Client, ClientConfig, Headers, Outcome, Secret, url};
-use crate::config::WebhookConfig;
 use crate::domain::{DeliveryId, EndpointId, Timestamp};
 use crate::metrics::Metrics;
 use crate::store::Store;

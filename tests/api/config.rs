@@ -468,3 +468,83 @@ fn a_client_that_never_finishes_its_headers_is_dropped() {
         ok.describe()
     );
 }
+
+#[test]
+fn a_port_in_use_is_reported_once_naming_the_address() {
+    let app = spawn_app();
+    let dir = TempDir::new().expect("a temporary directory");
+    let db = dir.path().join("second.db");
+    let token = random_admin_token();
+    let args = ["serve", "--listen", &app.addr, "--db", path_str(&db)];
+    let out = run_cli_in(
+        dir.path(),
+        &args,
+        &[("ADMIN_TOKEN", &token)],
+        REFUSAL_TIMEOUT,
+    );
+    assert_eq!(out.code, Some(1), "a second server on one port: {out:?}");
+    let said = format!("cannot listen on {}", app.addr);
+    assert_eq!(
+        out.stderr.matches(&said).count(),
+        1,
+        "stderr says {said:?} once: {out:?}"
+    );
+    assert!(
+        out.stderr.contains("already in use") && out.stderr.contains("--listen"),
+        "stderr names what is wrong and what to do: {out:?}"
+    );
+}
+
+#[test]
+fn help_never_shows_a_variable_s_value() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let secret = path_str(&dir.path().join("private-authorities.pem")).to_owned();
+    let envs = [
+        ("TENANTD_OIDC_CA_FILE", secret.as_str()),
+        ("TENANTD_WEBHOOK_CA_FILE", secret.as_str()),
+        ("TENANTD_DB", secret.as_str()),
+    ];
+    for args in [&["--help"][..], &["serve", "--help"], &["backup", "--help"]] {
+        let out = run_cli_in(dir.path(), args, &envs, REFUSAL_TIMEOUT);
+        assert_eq!(out.code, Some(0), "{args:?} exits 0: {out:?}");
+        assert!(
+            out.stdout.contains("TENANTD_OIDC_CA_FILE") || args[0] == "backup",
+            "{args:?} names the variable: {}",
+            out.stdout
+        );
+        assert!(
+            !out.stdout.contains(&secret),
+            "{args:?} shows no variable's value: {}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn the_db_help_says_which_commands_take_a_url() {
+    for args in [
+        &["serve", "--help"][..],
+        &["audit", "verify", "--help"],
+        &["backup", "--help"],
+    ] {
+        let out = run_cli(args);
+        assert_eq!(out.code, Some(0), "{args:?} exits 0: {out:?}");
+        assert!(
+            out.stdout.contains(
+                "The SQLite database file, or a postgres:// URL (`backup` takes a file only)"
+            ),
+            "{args:?}: --db takes a URL everywhere but backup: {}",
+            out.stdout
+        );
+    }
+    // What the help says of backup is what it does.
+    let out = run_cli(&[
+        "backup",
+        "--db",
+        "postgres://localhost/tenantd",
+        "--to",
+        "copy.db",
+    ]);
+    assert_eq!(out.code, Some(2), "backup of a URL is refused: {out:?}");
+    assert!(out.stderr.contains("pg_dump"), "{out:?}");
+}

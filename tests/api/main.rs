@@ -25,6 +25,7 @@ mod postgres_instances;
 mod reservations;
 #[path = "../scratch/mod.rs"]
 mod scratch;
+mod shortfall;
 mod shutdown;
 mod spending_concurrency;
 mod timeouts;
