@@ -14,6 +14,7 @@ pub(super) const FILES: &[(&str, &[u8])] = &[
     ("dom.js", include_bytes!("assets/dom.js")),
     ("event-types.js", include_bytes!("assets/event-types.js")),
     ("favicon.svg", include_bytes!("assets/favicon.svg")),
+    ("list-page.js", include_bytes!("assets/list-page.js")),
     ("money.js", include_bytes!("assets/money.js")),
     ("new-tenant.js", include_bytes!("assets/new-tenant.js")),
     ("oidc.js", include_bytes!("assets/oidc.js")),
