@@ -29,6 +29,11 @@ function endpointFacts(endpoint) {
   return h('dl', { class: 'facts' }, facts.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
 }
 
+/**
+ * What the last attempt got, under "Last result": its error when it failed ("HTTP 500",
+ * "timed out"), else its status ("HTTP 204" after a success, which is no error); a dash
+ * before the first attempt.
+ */
 function lastResult(delivery) {
   if (delivery.last_error) return delivery.last_error;
   if (delivery.last_status !== null) return `HTTP ${delivery.last_status}`;
@@ -76,7 +81,7 @@ export function renderWebhook(main, { params, signal, navigate }) {
     render: (page) => holder.replaceChildren(table({
       caption: 'Deliveries',
       captionHidden: true,
-      columns: ['Event id', 'Event type', 'State', 'Attempts', 'Last error', 'Next attempt', 'Action'],
+      columns: ['Event id', 'Event type', 'State', 'Attempts', 'Last result', 'Next attempt', 'Action'],
       rows: page.data.map(deliveryRow),
       empty: 'No deliveries yet.',
     })),
