@@ -6,7 +6,24 @@
 pub(super) const FILES: &[(&str, &[u8])] = &[
     ("index.html", include_bytes!("assets/index.html")),
     ("api.js", include_bytes!("assets/api.js")),
+    (
+        "budget-actions.js",
+        include_bytes!("assets/budget-actions.js"),
+    ),
     ("budget-card.js", include_bytes!("assets/budget-card.js")),
+    ("budget-chart.js", include_bytes!("assets/budget-chart.js")),
+    (
+        "budget-figures.js",
+        include_bytes!("assets/budget-figures.js"),
+    ),
+    (
+        "budget-period.js",
+        include_bytes!("assets/budget-period.js"),
+    ),
+    (
+        "budget-thresholds.js",
+        include_bytes!("assets/budget-thresholds.js"),
+    ),
     ("clipboard.js", include_bytes!("assets/clipboard.js")),
     ("console.css", include_bytes!("assets/console.css")),
     ("console.js", include_bytes!("assets/console.js")),
@@ -14,6 +31,7 @@ pub(super) const FILES: &[(&str, &[u8])] = &[
     ("dom.js", include_bytes!("assets/dom.js")),
     ("event-types.js", include_bytes!("assets/event-types.js")),
     ("favicon.svg", include_bytes!("assets/favicon.svg")),
+    ("list-page.js", include_bytes!("assets/list-page.js")),
     ("money.js", include_bytes!("assets/money.js")),
     ("new-tenant.js", include_bytes!("assets/new-tenant.js")),
     ("oidc.js", include_bytes!("assets/oidc.js")),

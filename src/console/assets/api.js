@@ -45,6 +45,11 @@ async function readProblem(response) {
   return { title: response.statusText, status: response.status, detail: `The server answered ${what}.` };
 }
 
+/** The API path of a budget: what its actions and its statements are read and posted under. */
+export function budgetPath(budget) {
+  return `/v1/tenants/${encodeURIComponent(budget.tenant_id)}/budgets/${encodeURIComponent(budget.id)}`;
+}
+
 /** Builds a query string from an object, leaving out empty values. */
 export function query(params) {
   const search = new URLSearchParams();

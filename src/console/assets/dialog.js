@@ -66,11 +66,9 @@ export function openDialog({ title, content = [], actions = [], onSubmit, onClos
 
 /** A "Cancel" button that closes the dialog it sits in. */
 export function cancelButton(label = 'Cancel') {
-  return h('button', {
-    type: 'button',
-    class: 'button',
-    onclick: (event) => event.target.closest('dialog').close(),
-  }, label);
+  const button = h('button', { type: 'button', class: 'button' }, label);
+  button.addEventListener('click', () => button.closest('dialog').close());
+  return button;
 }
 
 /** A submit button. */

@@ -14,10 +14,11 @@ function applyProps(node, props) {
     if (value === null || value === undefined || value === false) continue;
     if (key === 'class') node.setAttribute('class', value);
     else if (key === 'text') node.textContent = value;
-    else if (key.startsWith('on') && typeof value === 'function') {
-      node.addEventListener(key.slice(2).toLowerCase(), value);
-    } else if (key === 'style' || key === 'innerHTML') {
+    else if (key === 'style' || key === 'innerHTML') {
       throw new Error(`refusing to set ${key}`);
+    } else if (/^on/i.test(key)) {
+      // Events are bound one way only, with addEventListener on the node once it is made.
+      throw new Error(`refusing to set ${key}: bind events with addEventListener`);
     } else if (key in node && typeof value !== 'string') {
       node[key] = value;
     } else node.setAttribute(key, value === true ? '' : String(value));

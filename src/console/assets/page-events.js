@@ -1,9 +1,9 @@
 // The events page: every tenant's events, filtered by type, with each event's data on demand.
 
-import { h, field, routeLink, mono, timeNode, alertBox, showError, hideAlert } from './dom.js';
+import { h, field, routeLink, mono, timeNode } from './dom.js';
 import { api, query } from './api.js';
 import { formatInstant } from './time.js';
-import { createPager } from './pager.js';
+import { pagedList } from './list-page.js';
 import { EVENT_TYPES } from './event-types.js';
 
 const PAGE_SIZE = 25;
@@ -35,41 +35,29 @@ function eventRows(event) {
 
 export function renderEvents(main, { signal }) {
   document.title = 'Events · tenantd';
-  const alert = alertBox();
   const typeSelect = h('select', {}, h('option', { value: '' }, 'All'),
     EVENT_TYPES.map((t) => h('option', { value: t }, t)));
   const type = field('Type', typeSelect);
   const body = h('tbody');
-  let sequence = 0;
-
-  async function load(after) {
-    const mine = ++sequence;
-    try {
-      const page = await api(`/v1/events${query({ limit: PAGE_SIZE, after, type: typeSelect.value })}`);
-      if (mine !== sequence || signal.aborted) return null;
-      hideAlert(alert);
+  const list = pagedList({
+    signal,
+    toolbar: h('div', { class: 'toolbar' }, type.field),
+    content: h('div', { class: 'table-wrap', tabindex: '0' },
+      h('table', {},
+        h('caption', { class: 'visually-hidden' }, 'Events'),
+        h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))),
+        body)),
+    fetchPage: (after) => api(`/v1/events${query({ limit: PAGE_SIZE, after, type: typeSelect.value })}`),
+    render(page) {
       if (page.data.length) body.replaceChildren(...page.data.flatMap(eventRows));
       else body.replaceChildren(h('tr', {}, h('td', { class: 'empty', colSpan: COLUMNS.length }, 'No events.')));
-      return page;
-    } catch (error) {
-      if (mine === sequence && !signal.aborted) showError(alert, error);
-      return null;
-    }
-  }
-  const pager = createPager(load);
-  typeSelect.addEventListener('change', () => pager.reset());
+    },
+  });
+  typeSelect.addEventListener('change', () => list.reset());
 
   main.append(h('div', { class: 'page' },
     h('div', { class: 'page-head' }, h('div', {}, h('h1', {}, 'Events'),
       h('p', { class: 'muted' }, 'What changed, oldest first. Reservations and charges are in each budget\'s ledger.'))),
-    h('div', { class: 'card card-flush' },
-      h('div', { class: 'toolbar' }, type.field),
-      alert,
-      h('div', { class: 'table-wrap', tabindex: '0' },
-        h('table', {},
-          h('caption', { class: 'visually-hidden' }, 'Events'),
-          h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))),
-          body)),
-      h('div', { class: 'card-foot' }, pager.element))));
-  pager.reset();
+    list.element));
+  list.reset();
 }

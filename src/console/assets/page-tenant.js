@@ -5,7 +5,7 @@ import { api, listAll, query } from './api.js';
 import { canManage } from './session.js';
 import { formatAmount } from './money.js';
 import { formatInstant } from './time.js';
-import { createPager } from './pager.js';
+import { pagedList, growingList } from './list-page.js';
 import { confirmDialog } from './dialog.js';
 import { budgetCard } from './budget-card.js';
 
@@ -95,39 +95,28 @@ function eventRows(events) {
 
 /** The ledger section: a budget chooser and a paged table. */
 function ledgerSection(tenantId, signal) {
-  const alert = alertBox();
   const holder = h('div', {});
   const chooser = h('div', { class: 'toolbar' });
   let budgets = [];
   const select = h('select', {});
   const chooserField = field('Budget', select);
-  let sequence = 0;
-
-  async function load(after) {
-    const budget = budgets.find((b) => b.id === select.value) || budgets[0];
-    if (!budget) {
-      holder.replaceChildren(h('p', { class: 'muted' }, 'No budgets.'));
-      return null;
-    }
-    const mine = ++sequence;
-    try {
+  const entries = pagedList({
+    signal,
+    toolbar: chooser,
+    content: holder,
+    async fetchPage(after) {
+      const budget = budgets.find((b) => b.id === select.value) || budgets[0];
       const page = await api(`${tenantPath(tenantId)}/budgets/${encodeURIComponent(budget.id)}/entries${query({ limit: LEDGER_PAGE, after })}`);
-      if (mine !== sequence || signal.aborted) return null;
-      hideAlert(alert);
-      holder.replaceChildren(ledgerTable(page.data, budget.unit));
-      return page;
-    } catch (error) {
-      if (mine === sequence && !signal.aborted) showError(alert, error);
-      return null;
-    }
-  }
-  const pager = createPager(load);
-  select.addEventListener('change', () => pager.reset());
+      return { ...page, unit: budget.unit };
+    },
+    render: (page) => holder.replaceChildren(ledgerTable(page.data, page.unit)),
+  });
+  select.addEventListener('change', () => entries.reset());
 
   return {
     element: h('section', { class: 'section', 'aria-labelledby': 'ledger-heading' },
       h('h2', { id: 'ledger-heading' }, 'Ledger'),
-      h('div', { class: 'card card-flush' }, chooser, alert, holder, h('div', { class: 'card-foot' }, pager.element))),
+      entries.element),
     /** Shows the budgets to choose from; keeps the chosen one and the page if it still exists. */
     setBudgets(list) {
       const first = budgets.length === 0;
@@ -137,44 +126,39 @@ function ledgerSection(tenantId, signal) {
       if (list.some((b) => b.id === chosen)) select.value = chosen;
       chooser.replaceChildren(list.length > 1 ? chooserField.field : h('p', { class: 'muted small' },
         list.length === 1 ? `Entries of the ${list[0].name} budget, oldest first.` : ''));
-      return first ? pager.reset() : pager.reload();
+      if (list.length === 0) {
+        holder.replaceChildren(h('p', { class: 'muted' }, 'No budgets.'));
+        return Promise.resolve(null);
+      }
+      return first ? entries.reset() : entries.reload();
     },
   };
 }
 
 /** The events section: the tenant's events, 20 at a time with "More events". */
 function eventsSection(tenantId, signal) {
-  const alert = alertBox();
   const body = h('tbody');
-  const more = h('button', { type: 'button', class: 'button button-small', hidden: true }, 'More events');
-  let nextAfter = null;
-
-  async function load(append) {
-    try {
-      const page = await api(`${tenantPath(tenantId)}/events${query({ limit: EVENTS_PAGE, after: append ? nextAfter : null })}`);
-      if (signal.aborted) return;
-      hideAlert(alert);
+  const list = growingList({
+    signal,
+    content: h('div', { class: 'table-wrap', tabindex: '0' },
+      h('table', {},
+        h('caption', { class: 'visually-hidden' }, 'Events'),
+        h('thead', {}, h('tr', {}, ['Type', 'Id', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
+        body)),
+    moreLabel: 'More events',
+    fetchPage: (after) => api(`${tenantPath(tenantId)}/events${query({ limit: EVENTS_PAGE, after })}`),
+    render(page, after) {
       const rows = eventRows(page.data);
-      if (append) body.append(...rows);
+      if (after) body.append(...rows);
       else if (rows.length) body.replaceChildren(...rows);
       else body.replaceChildren(h('tr', {}, h('td', { class: 'empty', colSpan: 3 }, 'No events.')));
-      nextAfter = page.has_more ? page.next_after : null;
-      more.hidden = !nextAfter;
-    } catch (error) {
-      if (!signal.aborted) showError(alert, error);
-    }
-  }
-  more.addEventListener('click', () => load(true));
-  const tableNode = h('div', { class: 'table-wrap', tabindex: '0' },
-    h('table', {},
-      h('caption', { class: 'visually-hidden' }, 'Events'),
-      h('thead', {}, h('tr', {}, ['Type', 'Id', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
-      body));
+    },
+  });
   return {
     element: h('section', { class: 'section', 'aria-labelledby': 'events-heading' },
       h('h2', { id: 'events-heading' }, 'Events'),
-      h('div', { class: 'card card-flush' }, alert, tableNode, h('div', { class: 'card-foot' }, more))),
-    reload: () => load(false),
+      list.element),
+    reload: () => list.reload(),
   };
 }
 

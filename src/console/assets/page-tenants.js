@@ -1,11 +1,11 @@
 // The tenants page: search, filter and page through tenants; create one.
 
-import { h, table, routeLink, alertBox, showError, hideAlert, field, badge, mono, timeNode } from './dom.js';
+import { h, table, routeLink, alertBox, showError, field, badge, mono, timeNode } from './dom.js';
 import { api, query } from './api.js';
 import { isAdmin } from './session.js';
 import { formatAmount } from './money.js';
 import { formatInstant } from './time.js';
-import { createPager } from './pager.js';
+import { pagedList } from './list-page.js';
 import { openNewTenantDialog } from './new-tenant.js';
 
 const PAGE_SIZE = 25;
@@ -54,56 +54,41 @@ export function renderTenants(main, context) {
     return;
   }
   const { signal, navigate } = context;
-  const alert = alertBox();
   const search = field('Search by name', h('input', { type: 'search', autocomplete: 'off', spellcheck: false }));
   const stateSelect = h('select', {}, h('option', { value: '' }, 'All'),
     h('option', { value: 'active' }, 'active'), h('option', { value: 'tombstoned' }, 'tombstoned'));
   const state = field('State', stateSelect);
   const holder = h('div', { class: 'table-holder' });
-  let sequence = 0;
+  // Whether the newest request had a filter: only its answer is drawn, and says so when empty.
+  let filtered = false;
 
-  async function load(after) {
-    const mine = ++sequence;
-    const nameContains = search.input.value;
-    const params = { limit: PAGE_SIZE, after, state: stateSelect.value, name_contains: nameContains };
-    holder.setAttribute('aria-busy', 'true');
-    try {
-      const page = await api(`/v1/tenants${query(params)}`);
-      if (mine !== sequence || signal.aborted) return null;
-      hideAlert(alert);
-      holder.replaceChildren(tenantsTable(page.data, Boolean(nameContains || stateSelect.value)));
-      return page;
-    } catch (error) {
-      if (mine !== sequence || signal.aborted) return null;
-      showError(alert, error);
-      // Another page that failed leaves the one shown (and the pager on it); a first page
-      // that failed (such as a new search) shows none rather than the old filter's.
-      if (after) return null;
-      holder.replaceChildren(tenantsTable([], true));
-      return { data: [], has_more: false, next_after: null };
-    } finally {
-      if (mine === sequence) holder.removeAttribute('aria-busy');
-    }
-  }
-
-  const pager = createPager(load);
+  const list = pagedList({
+    signal,
+    toolbar: h('div', { class: 'toolbar', role: 'search' }, search.field, state.field),
+    content: holder,
+    busy: true,
+    fetchPage(after) {
+      const nameContains = search.input.value;
+      filtered = Boolean(nameContains || stateSelect.value);
+      return api(`/v1/tenants${query({ limit: PAGE_SIZE, after, state: stateSelect.value, name_contains: nameContains })}`);
+    },
+    render: (page) => holder.replaceChildren(tenantsTable(page.data, filtered)),
+    // A first page that failed (such as a new search) shows none rather than the old filter's.
+    onFirstPageFailure: () => holder.replaceChildren(tenantsTable([], true)),
+  });
   let timer = null;
   search.input.addEventListener('input', () => {
     clearTimeout(timer);
-    timer = setTimeout(() => pager.reset(), SEARCH_DELAY_MS);
+    timer = setTimeout(() => list.reset(), SEARCH_DELAY_MS);
   });
   signal.addEventListener('abort', () => clearTimeout(timer));
-  stateSelect.addEventListener('change', () => pager.reset());
+  stateSelect.addEventListener('change', () => list.reset());
 
   const newTenant = h('button', { type: 'button', class: 'button button-primary' }, 'New tenant');
   newTenant.addEventListener('click', () => openNewTenantDialog({ navigate }));
 
   main.append(h('div', { class: 'page' },
     h('div', { class: 'page-head' }, h('h1', {}, 'Tenants'), newTenant),
-    h('div', { class: 'card card-flush' },
-      h('div', { class: 'toolbar', role: 'search' }, search.field, state.field),
-      alert,
-      holder,
-      h('div', { class: 'card-foot' }, pager.element))));
-  pager.reset();
+    list.element));
+  list.reset();
 }

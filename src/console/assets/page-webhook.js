@@ -3,7 +3,7 @@
 import { h, table, routeLink, badge, mono, timeNode, alertBox, showError, hideAlert } from './dom.js';
 import { api, query } from './api.js';
 import { formatInstant } from './time.js';
-import { createPager } from './pager.js';
+import { pagedList } from './list-page.js';
 import { confirmDialog } from './dialog.js';
 import { openSecretDialog } from './secret-dialog.js';
 import { describeEventTypes } from './page-webhooks.js';
@@ -29,6 +29,11 @@ function endpointFacts(endpoint) {
   return h('dl', { class: 'facts' }, facts.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
 }
 
+/**
+ * What the last attempt got, under "Last result": its error when it failed ("HTTP 500",
+ * "timed out"), else its status ("HTTP 204" after a success, which is no error); a dash
+ * before the first attempt.
+ */
 function lastResult(delivery) {
   if (delivery.last_error) return delivery.last_error;
   if (delivery.last_status !== null) return `HTTP ${delivery.last_status}`;
@@ -42,17 +47,15 @@ export function renderWebhook(main, { params, signal, navigate }) {
   const heading = h('h1', { class: 'wrap' }, 'Webhook endpoint');
   const facts = h('div', {});
   const actions = h('div', { class: 'actions' });
-  const deliveriesAlert = alertBox();
   const holder = h('div', {});
-  let sequence = 0;
 
   async function retry(delivery, button) {
     button.disabled = true;
     try {
       await api(`${endpointPath(endpointId)}/deliveries/${encodeURIComponent(delivery.id)}/retry`, { method: 'POST' });
-      await pager.reload();
+      await deliveryList.reload();
     } catch (error) {
-      if (!signal.aborted) showError(deliveriesAlert, error);
+      if (!signal.aborted) showError(deliveryList.alert, error);
       button.disabled = false;
     }
   }
@@ -71,26 +74,18 @@ export function renderWebhook(main, { params, signal, navigate }) {
     ];
   }
 
-  async function loadDeliveries(after) {
-    const mine = ++sequence;
-    try {
-      const page = await api(`${endpointPath(endpointId)}/deliveries${query({ limit: PAGE_SIZE, after })}`);
-      if (mine !== sequence || signal.aborted) return null;
-      hideAlert(deliveriesAlert);
-      holder.replaceChildren(table({
-        caption: 'Deliveries',
-        captionHidden: true,
-        columns: ['Event id', 'Event type', 'State', 'Attempts', 'Last error', 'Next attempt', 'Action'],
-        rows: page.data.map(deliveryRow),
-        empty: 'No deliveries yet.',
-      }));
-      return page;
-    } catch (error) {
-      if (mine === sequence && !signal.aborted) showError(deliveriesAlert, error);
-      return null;
-    }
-  }
-  const pager = createPager(loadDeliveries);
+  const deliveryList = pagedList({
+    signal,
+    content: holder,
+    fetchPage: (after) => api(`${endpointPath(endpointId)}/deliveries${query({ limit: PAGE_SIZE, after })}`),
+    render: (page) => holder.replaceChildren(table({
+      caption: 'Deliveries',
+      captionHidden: true,
+      columns: ['Event id', 'Event type', 'State', 'Attempts', 'Last result', 'Next attempt', 'Action'],
+      rows: page.data.map(deliveryRow),
+      empty: 'No deliveries yet.',
+    })),
+  });
 
   function actionButton(text, handler, variant = '') {
     const button = h('button', { type: 'button', class: `button ${variant}` }, text);
@@ -144,7 +139,7 @@ export function renderWebhook(main, { params, signal, navigate }) {
       showEndpoint(endpoint);
       if (deliveries.hidden) {
         deliveries.hidden = false;
-        pager.reset();
+        deliveryList.reset();
       }
     } catch (error) {
       if (signal.aborted) return;
@@ -156,12 +151,12 @@ export function renderWebhook(main, { params, signal, navigate }) {
   const refresh = h('button', { type: 'button', class: 'button button-small' }, 'Refresh');
   refresh.addEventListener('click', () => {
     loadEndpoint();
-    pager.reload();
+    deliveryList.reload();
   });
 
   const deliveries = h('section', { class: 'section', 'aria-labelledby': 'deliveries-heading', hidden: true },
     h('div', { class: 'section-head' }, h('h2', { id: 'deliveries-heading' }, 'Deliveries'), refresh),
-    h('div', { class: 'card card-flush' }, deliveriesAlert, holder, h('div', { class: 'card-foot' }, pager.element)));
+    deliveryList.element);
   main.append(h('div', { class: 'page' },
     h('p', { class: 'crumbs' }, routeLink('/webhooks', '← Webhook endpoints')),
     h('div', { class: 'page-head' }, h('div', { class: 'grow' }, heading, facts), actions),

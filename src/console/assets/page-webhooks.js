@@ -1,9 +1,9 @@
 // The webhook endpoints page: the list, and "New endpoint".
 
-import { h, field, table, routeLink, badge, timeNode, alertBox, showError, hideAlert, showMessages, uid } from './dom.js';
+import { h, field, table, routeLink, badge, timeNode, showMessages, uid } from './dom.js';
 import { api, query, newIdempotencyKey } from './api.js';
 import { formatInstant } from './time.js';
-import { createPager } from './pager.js';
+import { pagedList } from './list-page.js';
 import { openDialog, cancelButton, submitButton } from './dialog.js';
 import { openSecretDialog } from './secret-dialog.js';
 import { EVENT_TYPES } from './event-types.js';
@@ -83,35 +83,24 @@ function openNewEndpointDialog(onCreated) {
 
 export function renderWebhooks(main, { signal }) {
   document.title = 'Webhook endpoints · tenantd';
-  const alert = alertBox();
   const holder = h('div', {});
-  let sequence = 0;
-
-  async function load(after) {
-    const mine = ++sequence;
-    try {
-      const page = await api(`/v1/webhook-endpoints${query({ limit: PAGE_SIZE, after })}`);
-      if (mine !== sequence || signal.aborted) return null;
-      hideAlert(alert);
-      holder.replaceChildren(table({
-        caption: 'Endpoints',
-        captionHidden: true,
-        columns: ['URL', 'State', 'Events', 'Tenant', 'Created'],
-        rows: page.data.map(endpointRow),
-        empty: 'No endpoints yet. Add one with “New endpoint” to have events POSTed to your service.',
-      }));
-      return page;
-    } catch (error) {
-      if (mine === sequence && !signal.aborted) showError(alert, error);
-      return null;
-    }
-  }
-  const pager = createPager(load);
+  const list = pagedList({
+    signal,
+    content: holder,
+    fetchPage: (after) => api(`/v1/webhook-endpoints${query({ limit: PAGE_SIZE, after })}`),
+    render: (page) => holder.replaceChildren(table({
+      caption: 'Endpoints',
+      captionHidden: true,
+      columns: ['URL', 'State', 'Events', 'Tenant', 'Created'],
+      rows: page.data.map(endpointRow),
+      empty: 'No endpoints yet. Add one with “New endpoint” to have events POSTed to your service.',
+    })),
+  });
   const create = h('button', { type: 'button', class: 'button button-primary' }, 'New endpoint');
-  create.addEventListener('click', () => openNewEndpointDialog(() => pager.reset()));
+  create.addEventListener('click', () => openNewEndpointDialog(() => list.reset()));
 
   main.append(h('div', { class: 'page' },
     h('div', { class: 'page-head' }, h('h1', {}, 'Webhook endpoints'), create),
-    h('div', { class: 'card card-flush' }, alert, holder, h('div', { class: 'card-foot' }, pager.element))));
-  pager.reset();
+    list.element));
+  list.reset();
 }
