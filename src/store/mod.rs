@@ -384,6 +384,36 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
 }
 
 pub(crate) use queries::{Due, Sending};
+
+/// A queued write either backend's writer can run: the one handle ([`Store`]) serves every
+/// backend, so its queue holds jobs built for all of them (each operation compiled once per
+/// backend, no dispatch inside it). The write path itself is generic over the job object
+/// ([`write::Queueable`]); this is the one list of the backends' write connections.
+pub(crate) trait AnyJob:
+    write::Job<sqlite::WriteConnection> + write::Job<postgres::blocking::Blocking>
+{
+}
+
+impl<T> AnyJob for T where
+    T: write::Job<sqlite::WriteConnection> + write::Job<postgres::blocking::Blocking>
+{
+}
+
+impl write::Queueable for dyn AnyJob {
+    fn queue<O: write::WriteOp>(op: O, reply: write::Reply<O::Output>) -> Box<Self> {
+        Box::new(write::Queued { op, reply })
+    }
+}
+
+/// A database in memory at this build's schema (SQLite), seen through the seam alone: for the
+/// tests of what is written once for every backend ([`verify`], [`mod@copy`]).
+#[cfg(test)]
+pub(crate) fn in_memory_for_tests() -> impl sql::Sql {
+    sqlite::in_memory()
+}
+
+/// What the store's write queue holds.
+pub(crate) type Command = write::WriteCommand<dyn AnyJob>;
 pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.

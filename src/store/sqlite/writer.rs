@@ -354,9 +354,9 @@ mod tests {
     use super::*;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
+    use crate::store::Command as WriteCommand;
     use crate::store::ops::{CreateTenant, Created};
     use crate::store::verify;
-    use crate::store::write::WriteCommand;
     use crate::store::{FAULT_ROLLBACK_NAME, Keyed, StoredResponse, Written};
 
     /// A writer on a fresh database in `dir`.
