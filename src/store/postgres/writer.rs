@@ -24,8 +24,9 @@ use crate::domain::Timestamp;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::batch::Batches;
 use crate::store::write::chain;
+use crate::store::write::delta::Delta;
 use crate::store::write::state::WriterState;
-use crate::store::write::stats::{Delta, Stats};
+use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// How often (in seconds) an idle writer looks for reservations due to expire, since another

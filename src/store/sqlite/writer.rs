@@ -25,8 +25,9 @@ use crate::store::sql::Sql;
 use crate::store::write::Finish;
 use crate::store::write::batch::{self, Batches};
 use crate::store::write::chain;
+use crate::store::write::delta::Delta;
 use crate::store::write::state::WriterState;
-use crate::store::write::stats::{Delta, Stats};
+use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// The state of the store thread.

@@ -2,8 +2,8 @@
 //! Each operation runs inside a savepoint of its own ([`WriterState::guarded`]); the writer
 //! commits, then answers: a command's [`Finish`] waits for the batch's outcome.
 
+use super::delta::Delta;
 use super::state::WriterState;
-use super::stats::Delta;
 use super::{Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
 use crate::audit::Head;
 use crate::store::sql::Sql;

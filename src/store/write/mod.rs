@@ -14,14 +14,18 @@
 //! | [`chain`] | appending to the audit chain and reading its head |
 //! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
 //! | [`outbox`] | the events a change writes, in its transaction; thresholds crossed |
+//! | [`subscribers`] | the enabled webhook endpoints, as the outbox decides which take an event |
+//! | [`delta`] | what the open batch changed, counted as it runs |
 //! | [`stats`] | the counters `/metrics` shows, changed only by committed batches |
 
 pub(crate) mod batch;
 pub(crate) mod chain;
+pub(crate) mod delta;
 mod idempotency;
 mod outbox;
 pub(crate) mod state;
 pub(crate) mod stats;
+mod subscribers;
 
 use std::time::Duration;
 

@@ -1,29 +1,12 @@
 //! The outbox: each event written in the transaction of the change it reports, so there is
 //! never an event without its change nor a change without its event.
 
-use crate::domain::{
-    Budget, DeliveryId, EndpointId, EventId, EventType, EventTypes, Figures, TenantId, Timestamp,
-};
+use crate::domain::{Budget, DeliveryId, EndpointId, EventId, Figures, Timestamp};
 use crate::store::StoreError;
-use crate::store::rows::{self, ENDPOINT_COLUMNS};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
+use crate::store::write::subscribers::{self, Subscriber};
 use crate::views::EventData;
-
-/// An enabled webhook endpoint, as far as deciding which events it takes.
-#[derive(Debug, Clone)]
-pub(crate) struct Subscriber {
-    id: EndpointId,
-    types: EventTypes,
-    tenant: Option<TenantId>,
-}
-
-impl Subscriber {
-    /// Whether it takes an event of `kind` about `tenant`.
-    fn takes(&self, kind: EventType, tenant: &TenantId) -> bool {
-        self.types.matches(kind) && self.tenant.as_ref().is_none_or(|t| t == tenant)
-    }
-}
 
 impl<D: Sql> WriterState<D> {
     /// Writes the event `data` tells of, written at `at`, inside the caller's transaction;
@@ -73,21 +56,7 @@ impl<D: Sql> WriterState<D> {
     /// The enabled endpoints, read once until they may have changed.
     fn enabled_endpoints(&mut self) -> Result<&[Subscriber], StoreError> {
         if self.subscribers().is_none() {
-            let read = self.db().query(
-                &format!(
-                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
-                     WHERE state = 'enabled' ORDER BY id"
-                ),
-                &[],
-                |row| {
-                    let e = rows::endpoint(row)?;
-                    Ok(Subscriber {
-                        id: e.id,
-                        types: e.event_types,
-                        tenant: e.tenant_id,
-                    })
-                },
-            )?;
+            let read = subscribers::enabled(self.db())?;
             *self.subscribers() = Some(read);
         }
         Ok(self.subscribers().as_deref().unwrap_or_default())

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::outbox::Subscriber;
-use super::stats::Delta;
+use super::delta::Delta;
+use super::subscribers::Subscriber;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
 use crate::domain::Timestamp;
