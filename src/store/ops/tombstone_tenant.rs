@@ -8,7 +8,6 @@ use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
-use crate::views::EventData;
 
 /// A tenant's tombstone.
 #[derive(Debug)]
@@ -47,7 +46,7 @@ impl WriteOp for TombstoneTenant {
         w.counts().tenant_moved(&state);
         let tenant = queries::tenant(w.db(), &id)?
             .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))?;
-        w.publish(now, EventData::TenantTombstoned(&tenant))?;
+        w.publish_tenant_tombstoned(now, &tenant)?;
         Ok(tenant)
     }
 }
