@@ -383,7 +383,7 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
-pub(crate) use queries::{Due, Sending};
+pub(crate) use queries::webhooks::{Due, Sending};
 
 /// A queued write either backend's writer can run: the one handle ([`Store`]) serves every
 /// backend, so its queue holds jobs built for all of them (each operation compiled once per

@@ -13,7 +13,8 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::durability::Durability;
-use super::queries::{Due, Reads, Sending};
+use super::queries::reads::Reads;
+use super::queries::webhooks::{Due, Sending};
 use super::write::stats::Stats;
 use super::write::{Reply, WriteCommand, WriteOp};
 use super::{

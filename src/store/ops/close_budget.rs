@@ -29,7 +29,7 @@ impl WriteOp for CloseBudget {
             budget: id,
             actor,
         } = self;
-        let (mut budget, active) = queries::budget_to_write(w.db(), &tenant, id.as_ref())?;
+        let (mut budget, active) = queries::budgets::budget_to_write(w.db(), &tenant, id.as_ref())?;
         if !active {
             return Err(StoreError::TenantTombstoned);
         }

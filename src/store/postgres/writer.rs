@@ -160,7 +160,7 @@ impl Writer {
         let stats = Stats::default();
         stats.load(&mut db).map_err(failed)?;
         let head = chain::load_head(&mut db).map_err(failed)?;
-        let latest = queries::latest_ulid(&mut db).map_err(failed)?;
+        let latest = queries::due::latest_ulid(&mut db).map_err(failed)?;
         Ok(Self {
             state: WriterState::new(db, &config, head, latest),
             url: url.to_owned(),
@@ -199,7 +199,7 @@ impl Writer {
         let begun = began.and_then(|()| {
             let (head, at) = chain::last_event(self.state.db())?;
             if head != *self.state.head() {
-                let latest = queries::latest_and_soonest(self.state.db())?;
+                let latest = queries::due::latest_and_soonest(self.state.db())?;
                 self.state.catch_up(at, latest.ulid);
                 let events = u64::try_from(head.seq).unwrap_or(0);
                 self.stats.audit_events.store(events, Ordering::Relaxed);

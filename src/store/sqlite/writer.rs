@@ -188,7 +188,7 @@ impl Writer {
         checkpointer.watch(&mut conn, Arc::clone(&stats.wal_frames))?;
         let unreadable = |e: StoreError| open::OpenError::Io(format!("{e:?}"));
         let head = chain::load_head(&mut conn).map_err(unreadable)?;
-        let latest = queries::latest_ulid(&mut conn).map_err(unreadable)?;
+        let latest = queries::due::latest_ulid(&mut conn).map_err(unreadable)?;
         stats.load(&mut conn).map_err(unreadable)?;
         leave_syncs_to_the_syncer(&conn)?;
         let syncer = Syncer::start(&config.path, Arc::clone(&durability))

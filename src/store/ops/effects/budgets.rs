@@ -12,7 +12,7 @@ impl<D: Sql> WriterState<D> {
     /// Inserts a new open budget, its renewal if it has a policy or thresholds, its first
     /// period if it has a policy, and its opening-deposit entry (in that period).
     pub(crate) fn insert_budget(&mut self, budget: &mut Budget) -> Result<(), StoreError> {
-        let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
+        let [credited, debited, spent, reserved] = queries::budgets::figure_params(&budget.figures);
         // A clash on an open budget's name comes back as `BudgetNameTaken`.
         self.db().send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \

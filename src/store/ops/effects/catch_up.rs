@@ -27,7 +27,7 @@ impl<D: Sql> WriterState<D> {
     /// be read, a budget that breaks the invariant) is logged and left due, and the others are
     /// recorded; the writer then tries again after a pause rather than at once.
     pub(crate) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
-        let due = queries::due(self.db(), now, limit)?;
+        let due = queries::due::due(self.db(), now, limit)?;
         let mut swept = Swept {
             found: due.len(),
             failed: 0,
@@ -46,7 +46,7 @@ impl<D: Sql> WriterState<D> {
             }
         }
         if swept.failed == 0 && swept.found < limit {
-            let soonest = queries::next_expiry(self.db())?.unwrap_or(Timestamp::MAX);
+            let soonest = queries::due::next_expiry(self.db())?.unwrap_or(Timestamp::MAX);
             self.set_next_expiry(soonest);
         }
         Ok(swept)
@@ -60,7 +60,7 @@ impl<D: Sql> WriterState<D> {
         now: Timestamp,
         limit: usize,
     ) -> Result<Swept, StoreError> {
-        let due = queries::due_boundaries(self.db(), now, limit)?;
+        let due = queries::due::due_boundaries(self.db(), now, limit)?;
         let mut swept = Swept {
             found: 0,
             failed: 0,
@@ -81,7 +81,7 @@ impl<D: Sql> WriterState<D> {
             left = left.saturating_sub(recorded.max(1));
         }
         if swept.failed == 0 && left > 0 {
-            let soonest = queries::next_boundary(self.db())?.unwrap_or(Timestamp::MAX);
+            let soonest = queries::due::next_boundary(self.db())?.unwrap_or(Timestamp::MAX);
             self.set_next_boundary(soonest);
         }
         Ok(swept)
@@ -98,7 +98,7 @@ impl<D: Sql> WriterState<D> {
         limit: usize,
     ) -> Result<Option<usize>, StoreError> {
         let caught_up = self.guarded(true, |w| {
-            let mut budget = queries::budget(w.db(), tenant, Some(budget))?;
+            let mut budget = queries::budgets::budget(w.db(), tenant, Some(budget))?;
             if !budget.is_open() {
                 return Ok(0);
             }
@@ -118,7 +118,7 @@ impl<D: Sql> WriterState<D> {
 
     /// The tenant, if it exists and is active: `404`, then `409 tenant_tombstoned`.
     pub(crate) fn active_tenant(&mut self, tenant: &TenantId) -> Result<(), StoreError> {
-        match queries::tenant_active(self.db(), tenant)? {
+        match queries::tenants::tenant_active(self.db(), tenant)? {
             None => Err(StoreError::TenantNotFound),
             Some(false) => Err(StoreError::TenantTombstoned),
             Some(true) => Ok(()),
@@ -133,7 +133,7 @@ impl<D: Sql> WriterState<D> {
         id: Option<&BudgetId>,
         now: Timestamp,
     ) -> Result<Budget, StoreError> {
-        let (mut budget, active) = queries::budget_to_write(self.db(), tenant, id)?;
+        let (mut budget, active) = queries::budgets::budget_to_write(self.db(), tenant, id)?;
         if !active {
             return Err(StoreError::TenantTombstoned);
         }
@@ -186,7 +186,7 @@ impl<D: Sql> WriterState<D> {
             return Ok(());
         }
         let now = self.now();
-        for reservation in queries::due_in_budget(self.db(), &budget.id, by)? {
+        for reservation in queries::reservations::due_in_budget(self.db(), &budget.id, by)? {
             self.expire(budget, reservation, now)?;
         }
         Ok(())

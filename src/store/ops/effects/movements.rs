@@ -52,7 +52,7 @@ impl<D: Sql> WriterState<D> {
     /// each and no event of their own; the figures are written and the budget is marked
     /// closed at `now`.
     pub(crate) fn close(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
-        let mut active = queries::active_in_budget(self.db(), &budget.id)?;
+        let mut active = queries::reservations::active_in_budget(self.db(), &budget.id)?;
         let holds: Vec<_> = active.iter().map(Reservation::hold).collect();
         let (figures, released) = rules::release_all(budget.figures, &holds, now)?;
         for (reservation, (draft, state, after)) in active.iter_mut().zip(released) {
@@ -79,7 +79,7 @@ impl<D: Sql> WriterState<D> {
 
     /// Writes the budget's figures.
     pub(crate) fn write_figures(&mut self, budget: &Budget) -> Result<(), StoreError> {
-        let [credited, debited, spent, reserved] = queries::figure_params(&budget.figures);
+        let [credited, debited, spent, reserved] = queries::budgets::figure_params(&budget.figures);
         self.db().send(
             "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
              spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
