@@ -1,16 +1,45 @@
 //! The store: what every backend implements, in domain terms.
 //!
 //! Handlers send typed commands and get domain values back ([`Tenant`], [`Created`]); the
-//! store never renders JSON or knows a URL. A keyed write ([`Keyed`]) is the one idempotency
-//! wrapper: the backend looks the key up, runs the write and records the response the handler
-//! rendered, all in the write's own transaction, so exactly one effect happens per key.
+//! store knows no URL. It renders JSON in one place only, `write/outbox.rs`: an event's `data`
+//! is the JSON the API showed of the objects it names at the instant of the change, and it is
+//! written in the change's own transaction, so the outbox renders it there with the views'
+//! rendering (`crate::views::EventData`). The operations hand the outbox domain values; no
+//! other file of the store names `crate::views`. A keyed write ([`Keyed`]) is the one
+//! idempotency wrapper: the backend looks the key up, runs the write and records the response
+//! the handler rendered (its own closure, run in the write's transaction), so exactly one
+//! effect happens per key.
 //!
 //! Two backends implement it: SQLite ([`sqlite`], one file: a writer thread that
 //! group-commits, reader threads, a sync thread and a checkpoint thread) and PostgreSQL
 //! ([`postgres`], any number of instances on one database). Both run the same write
 //! operations ([`ops`], through the batch engine in [`write`]), the same queries ([`queries`])
 //! and the same `audit verify` ([`verify`]) over one seam ([`sql`]); nothing outside their
-//! folders names `rusqlite` or `tokio_postgres`.
+//! folders names `rusqlite` or `tokio_postgres`, and the backend-neutral code (`write/`,
+//! `ops/`, `queries/`, `threads.rs`, `verify.rs`) names no backend: the backends depend on it,
+//! and only this file lists them ([`AnyJob`], [`Store::open`]).
+//!
+//! # Adding a write operation
+//!
+//! - `ops/<name>.rs`: the type, its [`write::WriteOp`] impl (what it reads, the rule it runs
+//!   from `domain::rules`, what it writes, its audit event through `WriterState::record`);
+//! - `ops/mod.rs`: its `mod` line and its `pub(crate) use`;
+//! - and, only when it needs them: a query in the `queries/` file of what it reads, a step
+//!   shared with other operations in the `ops/effects/` file of its job, and a `publish_…`
+//!   method in `write/outbox.rs` for an event of a new kind.
+//!
+//! The batch engine, the queue and the threads never change for one.
+//!
+//! # Adding a backend
+//!
+//! - a folder of its own (`<backend>/`) with its connection type, which implements the seam
+//!   [`sql::Sql`] (statements, parameters, rows, snapshots, streamed reads: that alone runs
+//!   every operation and query), its writer, which implements [`write::batch::Batches`] (how a
+//!   batch begins, commits and fails) and is run by [`write::batch::run`], and its `open`,
+//!   which hands that loop and a connection for each reader ([`queries::reads::Reads`], which
+//!   any `Sql + Send` is) to [`threads::start`];
+//! - this file: its connection type in [`AnyJob`]'s bounds, and its arm in [`Store::open`]
+//!   (and in [`verify_audit`], [`describe`] and [`copy()`] when it serves those).
 //!
 //! # Bounds
 //!
@@ -383,7 +412,37 @@ fn run_guarded<T>(op: impl FnOnce() -> Result<T, StoreError>) -> Result<T, Store
     })
 }
 
-pub(crate) use queries::{Due, Sending};
+pub(crate) use queries::webhooks::{Due, Sending};
+
+/// A queued write either backend's writer can run: the one handle ([`Store`]) serves every
+/// backend, so its queue holds jobs built for all of them (each operation compiled once per
+/// backend, no dispatch inside it). The write path itself is generic over the job object
+/// ([`write::Queueable`]); this is the one list of the backends' write connections.
+pub(crate) trait AnyJob:
+    write::Job<sqlite::WriteConnection> + write::Job<postgres::blocking::Blocking>
+{
+}
+
+impl<T> AnyJob for T where
+    T: write::Job<sqlite::WriteConnection> + write::Job<postgres::blocking::Blocking>
+{
+}
+
+impl write::Queueable for dyn AnyJob {
+    fn queue<O: write::WriteOp>(op: O, reply: write::Reply<O::Output>) -> Box<Self> {
+        Box::new(write::Queued { op, reply })
+    }
+}
+
+/// A database in memory at this build's schema (SQLite), seen through the seam alone: for the
+/// tests of what is written once for every backend ([`verify`], [`mod@copy`]).
+#[cfg(test)]
+pub(crate) fn in_memory_for_tests() -> impl sql::Sql {
+    sqlite::in_memory()
+}
+
+/// What the store's write queue holds.
+pub(crate) type Command = write::WriteCommand<dyn AnyJob>;
 pub(crate) use threads::{Store, StoreThreads};
 
 /// Why the store could not be opened.

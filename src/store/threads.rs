@@ -13,12 +13,13 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::durability::Durability;
-use super::queries::{Due, Reads, Sending};
+use super::queries::reads::Reads;
+use super::queries::webhooks::{Due, Sending};
 use super::write::stats::Stats;
 use super::write::{Reply, WriteCommand, WriteOp};
 use super::{
-    CREDENTIAL_WAIT_MAX, Credential, ListQuery, OpenError, Page, SETTLE_WAIT_MAX, StoreConfig,
-    StoreError, StoreGauges, run_guarded,
+    CREDENTIAL_WAIT_MAX, Command, Credential, ListQuery, OpenError, Page, SETTLE_WAIT_MAX,
+    StoreConfig, StoreError, StoreGauges, run_guarded,
 };
 use crate::domain::{
     Budget, BudgetId, Delivery, Endpoint, EndpointId, EntryId, Event, EventId, LedgerEntry,
@@ -29,7 +30,7 @@ use crate::domain::{
 /// oneshot channels.
 #[derive(Clone)]
 pub(crate) struct Store {
-    writes: flume::Sender<WriteCommand>,
+    writes: flume::Sender<Command>,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
     stats: Arc<Stats>,
@@ -40,7 +41,7 @@ pub(crate) struct Store {
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
 pub(crate) struct StoreThreads {
     writer: JoinHandle<()>,
-    writes: flume::Sender<WriteCommand>,
+    writes: flume::Sender<Command>,
     readers: Vec<JoinHandle<()>>,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
@@ -52,7 +53,7 @@ pub(crate) struct StoreThreads {
 pub(crate) fn start(
     config: &StoreConfig,
     stats: Arc<Stats>,
-    writer: impl FnOnce(&flume::Receiver<WriteCommand>) + Send + 'static,
+    writer: impl FnOnce(&flume::Receiver<Command>) + Send + 'static,
     readers: Vec<Box<dyn Reads>>,
     durability: Option<Arc<Durability>>,
 ) -> Result<(Store, StoreThreads), OpenError> {

@@ -154,7 +154,7 @@ mod tests {
 
     /// A SQLite database in memory at this build's schema, seen through the seam alone.
     fn sqlite() -> impl Sql {
-        crate::store::sqlite::in_memory()
+        crate::store::in_memory_for_tests()
     }
 
     /// Appends a row of free text (no typed event) after `head`; the schema's insert trigger

@@ -181,7 +181,7 @@ fn pending<D: Sql>(
 
 /// Disables an endpoint that keeps failing, by the system, audited.
 fn disable<D: Sql>(w: &mut WriterState<D>, id: &EndpointId) -> Result<(), StoreError> {
-    let mut endpoint = queries::endpoint(w.db(), Some(id))?;
+    let mut endpoint = queries::webhooks::endpoint(w.db(), Some(id))?;
     endpoint.state = EndpointState::Disabled(DisabledReason::Failing);
     super::endpoints::write_endpoint(w, &endpoint, false)?;
     let now = w.now();

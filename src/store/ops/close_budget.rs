@@ -8,7 +8,6 @@ use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
-use crate::views::EventData;
 
 /// A budget's close.
 #[derive(Debug)]
@@ -30,7 +29,7 @@ impl WriteOp for CloseBudget {
             budget: id,
             actor,
         } = self;
-        let (mut budget, active) = queries::budget_to_write(w.db(), &tenant, id.as_ref())?;
+        let (mut budget, active) = queries::budgets::budget_to_write(w.db(), &tenant, id.as_ref())?;
         if !active {
             return Err(StoreError::TenantTombstoned);
         }
@@ -41,7 +40,7 @@ impl WriteOp for CloseBudget {
         w.catch_up_budget(&mut budget, now)?;
         w.close(&mut budget, now)?;
         w.record(now, &actor, &rules::close(&tenant, &budget.id))?;
-        w.publish(now, EventData::BudgetClosed(&budget))?;
+        w.publish_budget_closed(now, &budget)?;
         Ok(budget)
     }
 }

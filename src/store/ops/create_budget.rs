@@ -7,7 +7,6 @@ use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
-use crate::views::EventData;
 
 /// A budget create.
 #[derive(Debug)]
@@ -59,7 +58,7 @@ impl WriteOp for CreateBudget {
                 thresholds: budget.thresholds.clone(),
             };
             w.record(now, &actor, &event)?;
-            w.publish(now, EventData::BudgetCreated(&budget))?;
+            w.publish_budget_created(now, &budget)?;
             Ok(budget)
         })
     }

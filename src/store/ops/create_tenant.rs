@@ -10,7 +10,6 @@ use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
-use crate::views::EventData;
 
 /// A tenant create as the store receives it.
 #[derive(Debug)]
@@ -95,7 +94,7 @@ fn create<D: Sql>(
         state: TenantState::Active,
         budget,
     };
-    w.publish(now, EventData::TenantCreated(&tenant))?;
+    w.publish_tenant_created(now, &tenant)?;
     #[cfg(test)]
     inject_faults(w, new.name.as_str());
     Ok(Created { tenant, token })

@@ -264,7 +264,8 @@ impl WriteOp for RetryDelivery {
         } = self;
         w.keyed(keyed, |w| {
             let endpoint = live_endpoint(w, endpoint.as_ref())?;
-            let mut delivery = queries::delivery(w.db(), &endpoint.id, delivery.as_ref())?;
+            let mut delivery =
+                queries::webhooks::delivery(w.db(), &endpoint.id, delivery.as_ref())?;
             if endpoint.state != EndpointState::Enabled {
                 return Err(StoreError::EndpointDisabled);
             }
@@ -312,7 +313,9 @@ fn known_tenant<D: Sql>(
     tenant: Option<&TenantId>,
 ) -> Result<(), StoreError> {
     match tenant {
-        Some(t) if !queries::tenant_exists(w.db(), t)? => Err(StoreError::UnknownTenantFilter),
+        Some(t) if !queries::tenants::tenant_exists(w.db(), t)? => {
+            Err(StoreError::UnknownTenantFilter)
+        }
         _ => Ok(()),
     }
 }
@@ -322,7 +325,7 @@ pub(crate) fn live_endpoint<D: Sql>(
     w: &mut WriterState<D>,
     id: Option<&EndpointId>,
 ) -> Result<Endpoint, StoreError> {
-    queries::endpoint(w.db(), id)
+    queries::webhooks::endpoint(w.db(), id)
 }
 
 /// Writes `e`'s columns; `state_changed` resets its run of failures (an endpoint enabled again

@@ -47,7 +47,8 @@ fn settle<D: Sql>(
     actor: &Actor,
 ) -> Result<Reservation, StoreError> {
     let now = w.now();
-    let (mut reservation, active, mut budget) = queries::reservation_to_settle(w.db(), tenant, id)?;
+    let (mut reservation, active, mut budget) =
+        queries::reservations::reservation_to_settle(w.db(), tenant, id)?;
     if !active {
         return Err(StoreError::TenantTombstoned);
     }

@@ -8,7 +8,6 @@ use crate::store::sql::{Param, Sql};
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
-use crate::views::EventData;
 
 /// A tenant's tombstone.
 #[derive(Debug)]
@@ -24,13 +23,13 @@ impl WriteOp for TombstoneTenant {
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Tenant, StoreError> {
         let TombstoneTenant { id, actor } = self;
-        let tenant = queries::tenant(w.db(), &id)?.ok_or(StoreError::TenantNotFound)?;
+        let tenant = queries::tenants::tenant(w.db(), &id)?.ok_or(StoreError::TenantNotFound)?;
         if tenant.state != TenantState::Active {
             return Ok(tenant);
         }
         let now = w.now();
-        for budget in queries::open_budgets(w.db(), &id)? {
-            let mut budget = queries::budget(w.db(), &id, Some(&budget))?;
+        for budget in queries::budgets::open_budgets(w.db(), &id)? {
+            let mut budget = queries::budgets::budget(w.db(), &id, Some(&budget))?;
             w.catch_up_budget(&mut budget, now)?;
             w.close(&mut budget, now)?;
         }
@@ -45,9 +44,9 @@ impl WriteOp for TombstoneTenant {
         )?;
         w.record(now, &actor, &rules::tombstone(&id))?;
         w.counts().tenant_moved(&state);
-        let tenant = queries::tenant(w.db(), &id)?
+        let tenant = queries::tenants::tenant(w.db(), &id)?
             .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))?;
-        w.publish(now, EventData::TenantTombstoned(&tenant))?;
+        w.publish_tenant_tombstoned(now, &tenant)?;
         Ok(tenant)
     }
 }

@@ -9,7 +9,6 @@ use crate::store::StoreError;
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
-use crate::views::EventData;
 
 /// What a `PATCH` may change; an absent member (`None`) is left as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,7 +70,7 @@ impl WriteOp for UpdateBudget {
             w.write_thresholds(&budget)?;
         }
         w.record(now, &actor, &event)?;
-        w.publish(now, EventData::BudgetUpdated(&budget))?;
+        w.publish_budget_updated(now, &budget)?;
         Ok(budget)
     }
 }

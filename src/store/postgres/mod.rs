@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
-use super::queries::Reads;
+use super::queries::reads::Reads;
 use super::write::batch;
 use super::{StoreConfig, threads};
 

@@ -24,8 +24,9 @@ use crate::domain::Timestamp;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::batch::Batches;
 use crate::store::write::chain;
+use crate::store::write::delta::Delta;
 use crate::store::write::state::WriterState;
-use crate::store::write::stats::{Delta, Stats};
+use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// How often (in seconds) an idle writer looks for reservations due to expire, since another
@@ -159,7 +160,7 @@ impl Writer {
         let stats = Stats::default();
         stats.load(&mut db).map_err(failed)?;
         let head = chain::load_head(&mut db).map_err(failed)?;
-        let latest = queries::latest_ulid(&mut db).map_err(failed)?;
+        let latest = queries::due::latest_ulid(&mut db).map_err(failed)?;
         Ok(Self {
             state: WriterState::new(db, &config, head, latest),
             url: url.to_owned(),
@@ -198,7 +199,7 @@ impl Writer {
         let begun = began.and_then(|()| {
             let (head, at) = chain::last_event(self.state.db())?;
             if head != *self.state.head() {
-                let latest = queries::latest_and_soonest(self.state.db())?;
+                let latest = queries::due::latest_and_soonest(self.state.db())?;
                 self.state.catch_up(at, latest.ulid);
                 let events = u64::try_from(head.seq).unwrap_or(0);
                 self.stats.audit_events.store(events, Ordering::Relaxed);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rusqlite::ErrorCode;
 
 use super::durability::Durability;
-use super::queries::Reads;
+use super::queries::reads::Reads;
 use super::threads::{self, Store, StoreThreads};
 use super::write::batch;
 use super::{BackupSummary, OpenError, StoreConfig, StoreError};

@@ -25,8 +25,9 @@ use crate::store::sql::Sql;
 use crate::store::write::Finish;
 use crate::store::write::batch::{self, Batches};
 use crate::store::write::chain;
+use crate::store::write::delta::Delta;
 use crate::store::write::state::WriterState;
-use crate::store::write::stats::{Delta, Stats};
+use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
 /// The state of the store thread.
@@ -187,7 +188,7 @@ impl Writer {
         checkpointer.watch(&mut conn, Arc::clone(&stats.wal_frames))?;
         let unreadable = |e: StoreError| open::OpenError::Io(format!("{e:?}"));
         let head = chain::load_head(&mut conn).map_err(unreadable)?;
-        let latest = queries::latest_ulid(&mut conn).map_err(unreadable)?;
+        let latest = queries::due::latest_ulid(&mut conn).map_err(unreadable)?;
         stats.load(&mut conn).map_err(unreadable)?;
         leave_syncs_to_the_syncer(&conn)?;
         let syncer = Syncer::start(&config.path, Arc::clone(&durability))
@@ -354,9 +355,9 @@ mod tests {
     use super::*;
     use crate::audit::Actor;
     use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Name, NewTenant};
+    use crate::store::Command as WriteCommand;
     use crate::store::ops::{CreateTenant, Created};
     use crate::store::verify;
-    use crate::store::write::WriteCommand;
     use crate::store::{FAULT_ROLLBACK_NAME, Keyed, StoredResponse, Written};
 
     /// A writer on a fresh database in `dir`.

@@ -2,9 +2,9 @@
 //! Each operation runs inside a savepoint of its own ([`WriterState::guarded`]); the writer
 //! commits, then answers: a command's [`Finish`] waits for the batch's outcome.
 
+use super::delta::Delta;
 use super::state::WriterState;
-use super::stats::Delta;
-use super::{AnyJob, Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
+use super::{Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
 use crate::audit::Head;
 use crate::store::sql::Sql;
 use crate::store::{BOUNDARY_SWEEP_MAX, EXPIRE_SWEEP_MAX, StoreError, run_guarded};
@@ -56,10 +56,10 @@ pub(crate) fn answer_all(answers: Vec<Finish>, outcome: &Result<(), StoreError>)
 /// transaction cannot begin, is ended by the database itself, or a savepoint cannot be closed
 /// cleanly, no further command of the batch runs and every command is answered with the
 /// error: nothing runs outside the transaction.
-pub(crate) fn run_batch<W: Batches>(writer: &mut W, batch: &mut Vec<WriteCommand>)
-where
-    dyn AnyJob: Job<W::Db>,
-{
+pub(crate) fn run_batch<W: Batches, J: ?Sized + Job<W::Db>>(
+    writer: &mut W,
+    batch: &mut Vec<WriteCommand<J>>,
+) {
     // Expiries and boundaries that are due are recorded first, in the batch's transaction; a
     // sweep that leaves more due leaves `next_expiry` or `next_boundary` due, so the next
     // batch sweeps again at once.
@@ -74,10 +74,8 @@ where
     }
     for command in batch.drain(..) {
         let done: Finish = match (command, &failed) {
-            (WriteCommand::Op(job), Some(_)) => {
-                Job::<W::Db>::refuse(job, StoreError::Internal("not run".into()))
-            }
-            (WriteCommand::Op(job), None) => Job::<W::Db>::run(job, writer.state(), writes > 0),
+            (WriteCommand::Op(job), Some(_)) => job.refuse(StoreError::Internal("not run".into())),
+            (WriteCommand::Op(job), None) => job.run(writer.state(), writes > 0),
             (WriteCommand::CheckWritable(reply), Some(_)) => {
                 finish(reply, Err(StoreError::Internal("not run".into())))
             }
@@ -162,10 +160,10 @@ fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
 ///
 /// It blocks for one command, then takes whatever else is already queued, up to the batch's
 /// bound, and runs the lot as one batch: no time is spent waiting for a batch to fill.
-pub(crate) fn run<W: Batches>(mut writer: W, queue: &flume::Receiver<WriteCommand>)
-where
-    dyn AnyJob: Job<W::Db>,
-{
+pub(crate) fn run<W: Batches, J: ?Sized + Job<W::Db>>(
+    mut writer: W,
+    queue: &flume::Receiver<WriteCommand<J>>,
+) {
     let mut batch = Vec::with_capacity(writer.batch_max());
     let mut stopping = false;
     loop {

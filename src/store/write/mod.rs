@@ -14,14 +14,18 @@
 //! | [`chain`] | appending to the audit chain and reading its head |
 //! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
 //! | [`outbox`] | the events a change writes, in its transaction; thresholds crossed |
+//! | [`subscribers`] | the enabled webhook endpoints, as the outbox decides which take an event |
+//! | [`delta`] | what the open batch changed, counted as it runs |
 //! | [`stats`] | the counters `/metrics` shows, changed only by committed batches |
 
 pub(crate) mod batch;
 pub(crate) mod chain;
+pub(crate) mod delta;
 mod idempotency;
 mod outbox;
 pub(crate) mod state;
 pub(crate) mod stats;
+mod subscribers;
 
 use std::time::Duration;
 
@@ -75,10 +79,12 @@ pub(crate) trait Job<D>: Send {
     fn refuse(self: Box<Self>, error: StoreError) -> Finish;
 }
 
-/// An operation and its reply channel.
-struct Queued<O: WriteOp> {
-    op: O,
-    reply: Reply<O::Output>,
+/// An operation and its reply channel: what a job object boxes.
+pub(crate) struct Queued<O: WriteOp> {
+    /// The operation.
+    pub(crate) op: O,
+    /// Where its answer goes.
+    pub(crate) reply: Reply<O::Output>,
 }
 
 impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
@@ -92,34 +98,39 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     }
 }
 
-/// A job either backend's writer can run: the queue is the same type whichever backend
-/// serves it.
-pub(crate) trait AnyJob:
-    Job<super::sqlite::WriteConnection> + Job<super::postgres::blocking::Blocking>
-{
+/// A job object the write queue can hold, made from any operation: `dyn Job<D>` for a queue
+/// that one backend serves, or the store's `dyn AnyJob` (in the store's root), which every
+/// backend can run. The engine is generic over it, so it names no backend.
+pub(crate) trait Queueable {
+    /// `op`, to be answered on `reply`, boxed as this job object.
+    fn queue<O: WriteOp>(op: O, reply: Reply<O::Output>) -> Box<Self>;
 }
 
-impl<T> AnyJob for T where
-    T: Job<super::sqlite::WriteConnection> + Job<super::postgres::blocking::Blocking>
-{
+impl<D: Sql> Queueable for dyn Job<D> {
+    fn queue<O: WriteOp>(op: O, reply: Reply<O::Output>) -> Box<Self> {
+        Box::new(Queued { op, reply })
+    }
 }
 
-/// What the writer's queue holds.
-pub(crate) enum WriteCommand {
+/// What the writer's queue holds; `J` is the job object its operations are boxed as
+/// ([`Queueable`]).
+pub(crate) enum WriteCommand<J: ?Sized> {
     /// A write operation.
-    Op(Box<dyn AnyJob>),
+    Op(Box<J>),
     /// Answers once a write transaction could begin: the readiness probe.
     CheckWritable(Reply<()>),
     /// Refuses new commands, finishes the queued ones, checkpoints and ends the thread.
     Shutdown,
 }
 
-impl WriteCommand {
+impl<J: ?Sized + Queueable> WriteCommand<J> {
     /// `op`, to be answered on `reply`.
     pub(crate) fn op<O: WriteOp>(op: O, reply: Reply<O::Output>) -> Self {
-        Self::Op(Box::new(Queued { op, reply }))
+        Self::Op(J::queue(op, reply))
     }
+}
 
+impl<J: ?Sized> WriteCommand<J> {
     /// Whether the command writes (and so needs a write transaction).
     pub(crate) fn writes(&self) -> bool {
         matches!(self, Self::Op(_))

@@ -1,34 +1,105 @@
 //! The outbox: each event written in the transaction of the change it reports, so there is
 //! never an event without its change nor a change without its event.
+//!
+//! The operations hand it domain values (a tenant, a budget, an entry: one method a kind of
+//! event), and this file alone renders them: an event's `data` is the JSON the API showed of
+//! those objects at the instant of the change, so it is written with the change, in its
+//! transaction, by the views' own rendering ([`EventData`]). Nothing else in the store calls
+//! into `crate::views`.
 
 use crate::domain::{
-    Budget, DeliveryId, EndpointId, EventId, EventType, EventTypes, Figures, TenantId, Timestamp,
+    Budget, DeliveryId, EndpointId, EventId, Figures, LedgerEntry, Reservation, Statement, Tenant,
+    Timestamp,
 };
 use crate::store::StoreError;
-use crate::store::rows::{self, ENDPOINT_COLUMNS};
 use crate::store::sql::{Param, Sql};
 use crate::store::write::state::WriterState;
+use crate::store::write::subscribers::{self, Subscriber};
 use crate::views::EventData;
 
-/// An enabled webhook endpoint, as far as deciding which events it takes.
-#[derive(Debug, Clone)]
-pub(crate) struct Subscriber {
-    id: EndpointId,
-    types: EventTypes,
-    tenant: Option<TenantId>,
-}
-
-impl Subscriber {
-    /// Whether it takes an event of `kind` about `tenant`.
-    fn takes(&self, kind: EventType, tenant: &TenantId) -> bool {
-        self.types.matches(kind) && self.tenant.as_ref().is_none_or(|t| t == tenant)
-    }
-}
-
 impl<D: Sql> WriterState<D> {
+    /// Writes `tenant.created` for `tenant`, at `at`.
+    pub(crate) fn publish_tenant_created(
+        &mut self,
+        at: Timestamp,
+        tenant: &Tenant,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::TenantCreated(tenant))
+    }
+
+    /// Writes `tenant.tombstoned` for `tenant`, now tombstoned, at `at`.
+    pub(crate) fn publish_tenant_tombstoned(
+        &mut self,
+        at: Timestamp,
+        tenant: &Tenant,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::TenantTombstoned(tenant))
+    }
+
+    /// Writes `budget.created` for `budget`, at `at`.
+    pub(crate) fn publish_budget_created(
+        &mut self,
+        at: Timestamp,
+        budget: &Budget,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::BudgetCreated(budget))
+    }
+
+    /// Writes `budget.updated` for `budget` as it now stands, at `at`.
+    pub(crate) fn publish_budget_updated(
+        &mut self,
+        at: Timestamp,
+        budget: &Budget,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::BudgetUpdated(budget))
+    }
+
+    /// Writes `budget.closed` for `budget`, now closed, at `at`.
+    pub(crate) fn publish_budget_closed(
+        &mut self,
+        at: Timestamp,
+        budget: &Budget,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::BudgetClosed(budget))
+    }
+
+    /// Writes `budget.credited` or `budget.debited` for `entry` and the budget it left, at
+    /// `at`; nothing for an entry of the spend path (a charge, a hold, a commit, a release),
+    /// which writes no event.
+    pub(crate) fn publish_budget_moved(
+        &mut self,
+        at: Timestamp,
+        budget: &Budget,
+        entry: &LedgerEntry,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::BudgetMoved(budget, entry))
+    }
+
+    /// Writes `budget.period_reset`: `budget` in its new period, the statement of the period
+    /// that `closed`, and the refill or forfeit `entry`, at `at`.
+    pub(crate) fn publish_period_reset(
+        &mut self,
+        at: Timestamp,
+        budget: &Budget,
+        closed: &Statement,
+        entry: &LedgerEntry,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::PeriodReset(budget, closed, entry))
+    }
+
+    /// Writes `reservation.expired` for `reservation` and its `budget`, at `at`.
+    pub(crate) fn publish_reservation_expired(
+        &mut self,
+        at: Timestamp,
+        reservation: &Reservation,
+        budget: &Budget,
+    ) -> Result<(), StoreError> {
+        self.publish(at, EventData::ReservationExpired(reservation, budget))
+    }
+
     /// Writes the event `data` tells of, written at `at`, inside the caller's transaction;
     /// nothing for a movement of the spend path, which writes none.
-    pub(crate) fn publish(&mut self, at: Timestamp, data: EventData<'_>) -> Result<(), StoreError> {
+    fn publish(&mut self, at: Timestamp, data: EventData<'_>) -> Result<(), StoreError> {
         let Some(kind) = data.kind() else {
             return Ok(());
         };
@@ -73,21 +144,7 @@ impl<D: Sql> WriterState<D> {
     /// The enabled endpoints, read once until they may have changed.
     fn enabled_endpoints(&mut self) -> Result<&[Subscriber], StoreError> {
         if self.subscribers().is_none() {
-            let read = self.db().query(
-                &format!(
-                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
-                     WHERE state = 'enabled' ORDER BY id"
-                ),
-                &[],
-                |row| {
-                    let e = rows::endpoint(row)?;
-                    Ok(Subscriber {
-                        id: e.id,
-                        types: e.event_types,
-                        tenant: e.tenant_id,
-                    })
-                },
-            )?;
+            let read = subscribers::enabled(self.db())?;
             *self.subscribers() = Some(read);
         }
         Ok(self.subscribers().as_deref().unwrap_or_default())

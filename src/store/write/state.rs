@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::outbox::Subscriber;
-use super::stats::Delta;
+use super::delta::Delta;
+use super::subscribers::Subscriber;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
 use crate::domain::Timestamp;
@@ -262,10 +262,10 @@ impl<D: Sql> WriterState<D> {
     /// A wait lasts at most [`WAKE_INTERVAL_MAX`] and is then computed again, since the
     /// monotonic clock it sleeps on does not follow a step of the system clock (or a pause of
     /// the machine).
-    pub(crate) fn wait(
+    pub(crate) fn wait<J: ?Sized>(
         &self,
-        queue: &flume::Receiver<WriteCommand>,
-    ) -> Result<Option<WriteCommand>, ()> {
+        queue: &flume::Receiver<WriteCommand<J>>,
+    ) -> Result<Option<WriteCommand<J>>, ()> {
         if !self.clock.wakes() || self.next_due() == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }

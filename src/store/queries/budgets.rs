@@ -1,0 +1,177 @@
+//! What is read of budgets and their ledgers: one budget (to show, or to write), a tenant's
+//! open budgets, pages of budgets, entries and period statements, and the figures as bound
+//! parameters.
+
+use super::page;
+use super::tenants;
+use crate::domain::{
+    Budget, BudgetId, EntryId, Figures, LedgerEntry, Statement, TenantId, TenantState,
+};
+use crate::store::rows::{
+    self, Columns, ENTRY_COLUMNS, PERIOD_COLUMNS, budget_columns, budget_renewal_join,
+};
+use crate::store::sql::{Param, Sql, text};
+use crate::store::{ListQuery, Page, StoreError};
+
+/// The budget `id` of tenant `tenant`: `budget_not_found` for none (or an id that is not one),
+/// `tenant_not_found` when the tenant itself is unknown.
+pub(crate) fn budget(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&BudgetId>,
+) -> Result<Budget, StoreError> {
+    super::of_tenant(
+        db,
+        tenant,
+        id.map(BudgetId::as_str),
+        StoreError::BudgetNotFound,
+        concat!(
+            "SELECT ",
+            budget_columns!("budgets"),
+            " FROM budgets",
+            budget_renewal_join!("budgets"),
+            " WHERE budgets.id = CAST(?1 AS TEXT) AND budgets.tenant_id = CAST(?2 AS TEXT)"
+        ),
+        |row| rows::budget(row, 0),
+    )
+}
+
+/// The budget `id` of tenant `tenant`, as [`budget`] finds it, and whether the tenant is
+/// active: what a write on a budget reads first, in one statement.
+pub(crate) fn budget_to_write(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    id: Option<&BudgetId>,
+) -> Result<(Budget, bool), StoreError> {
+    super::of_tenant(
+        db,
+        tenant,
+        id.map(BudgetId::as_str),
+        StoreError::BudgetNotFound,
+        concat!(
+            "SELECT t.state, ",
+            budget_columns!("b"),
+            " FROM budgets b JOIN tenants t ON t.id = b.tenant_id",
+            budget_renewal_join!("b"),
+            " WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
+        ),
+        |row| {
+            Ok((
+                rows::budget(row, 1)?,
+                text(row, 0)? == TenantState::Active.name(),
+            ))
+        },
+    )
+}
+
+/// The ids of the tenant's open budgets.
+pub(crate) fn open_budgets(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+) -> Result<Vec<BudgetId>, StoreError> {
+    db.query(
+        "SELECT id FROM budgets WHERE tenant_id = CAST(?1 AS TEXT) AND state = 'open' ORDER BY id",
+        &[tenant.as_str().into()],
+        |row| Columns::new(row, 0).parse(0, "budget id", BudgetId::parse),
+    )
+}
+
+/// The figures of `f` as the four stored columns' parameters, in order.
+pub(crate) fn figure_params(f: &Figures) -> [Param<'static>; 4] {
+    [
+        Param::Amount(f.credited),
+        Param::Amount(f.debited),
+        Param::Amount(f.spent),
+        Param::Amount(f.reserved),
+    ]
+}
+
+/// A page of the tenant's budgets; `tenant_not_found` for an unknown tenant, read in the same
+/// snapshot as the page.
+pub(crate) fn list_budgets<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page<Budget>, StoreError> {
+    db.in_snapshot(|db| {
+        if !tenants::tenant_exists(db, tenant)? {
+            return Err(StoreError::TenantNotFound);
+        }
+        let select = concat!(
+            "SELECT ",
+            budget_columns!("budgets"),
+            " FROM budgets",
+            budget_renewal_join!("budgets")
+        );
+        let filters = [("budgets.tenant_id", tenant.as_str())];
+        page::page(
+            db,
+            select,
+            "budgets.id",
+            "budgets.state",
+            &filters,
+            query,
+            |row| rows::budget(row, 0),
+        )
+    })
+}
+
+/// A page of a budget's ledger entries.
+pub(crate) fn list_entries<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    query: &ListQuery,
+) -> Result<Page<LedgerEntry>, StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let select = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries");
+        let filters = [("budget_id", budget.id.as_str())];
+        page::page(db, &select, "id", "kind", &filters, query, |row| {
+            rows::entry(row)
+        })
+    })
+}
+
+/// One ledger entry of a budget: `entry_not_found` for none (or another budget's).
+pub(crate) fn entry<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    id: Option<&EntryId>,
+) -> Result<LedgerEntry, StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let Some(id) = id else {
+            return Err(StoreError::EntryNotFound);
+        };
+        db.query_opt(
+            &format!(
+                "SELECT {ENTRY_COLUMNS} FROM ledger_entries \
+                 WHERE id = CAST(?1 AS TEXT) AND budget_id = CAST(?2 AS TEXT)"
+            ),
+            &[id.as_str().into(), budget.id.as_str().into()],
+            |row| rows::entry(row),
+        )?
+        .ok_or(StoreError::EntryNotFound)
+    })
+}
+
+/// A page of a budget's period statements, with the budget (a current period's totals are
+/// the budget's less those it began with).
+pub(crate) fn list_periods<D: Sql>(
+    db: &mut D,
+    tenant: &TenantId,
+    budget_id: Option<&BudgetId>,
+    query: &ListQuery,
+) -> Result<(Budget, Page<Statement>), StoreError> {
+    db.in_snapshot(|db| {
+        let budget = budget(db, tenant, budget_id)?;
+        let select = format!("SELECT {PERIOD_COLUMNS} FROM periods");
+        let filters = [("budget_id", budget.id.as_str())];
+        let page = page::page(db, &select, "id", "state", &filters, query, |row| {
+            rows::statement(row)
+        })?;
+        Ok((budget, page))
+    })
+}

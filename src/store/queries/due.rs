@@ -1,0 +1,139 @@
+//! What the writer reads of time: the expiries and period boundaries due, the soonest of
+//! each, and the greatest id and time another instance may have written.
+
+use crate::domain::{BudgetId, Reservation, TenantId, Timestamp};
+use crate::store::StoreError;
+use crate::store::rows::{self, Columns, RESERVATION_COLUMNS};
+use crate::store::sql::{Param, Sql};
+
+/// Up to `limit` active reservations, of any budget, whose time is up at `now`, soonest first.
+pub(crate) fn due(
+    db: &mut impl Sql,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<Reservation>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    db.query(
+        &format!(
+            "SELECT {RESERVATION_COLUMNS} FROM reservations \
+             WHERE state = 'active' AND expires_at <= ?1 ORDER BY expires_at \
+             LIMIT CAST(?2 AS BIGINT)"
+        ),
+        &[Param::Text(&now.to_string()), limit.into()],
+        |row| rows::reservation(row),
+    )
+}
+
+/// When the soonest active reservation expires, if any is active.
+pub(crate) fn next_expiry(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
+    let soonest = db.query_opt(
+        "SELECT min(expires_at) FROM reservations WHERE state = 'active'",
+        &[],
+        |row| {
+            row.column(0)?
+                .map(|raw| {
+                    Timestamp::parse(&raw)
+                        .ok_or_else(|| row.corrupt(0, format!("a bad expires_at {raw:?}")))
+                })
+                .transpose()
+        },
+    )?;
+    Ok(soonest.flatten())
+}
+
+/// Up to `limit` open budgets whose period ended by `now`, soonest first: their tenants and
+/// ids.
+pub(crate) fn due_boundaries(
+    db: &mut impl Sql,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<(TenantId, BudgetId)>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    db.query(
+        "SELECT b.tenant_id, b.id FROM budget_renewals r JOIN budgets b ON b.id = r.budget_id \
+         WHERE r.period_ends_at IS NOT NULL AND r.period_ends_at <= ?1 \
+         ORDER BY r.period_ends_at LIMIT CAST(?2 AS BIGINT)",
+        &[Param::Text(&now.to_string()), limit.into()],
+        |row| {
+            let c = Columns::new(row, 0);
+            Ok((
+                c.parse(0, "tenant id", TenantId::parse)?,
+                c.parse(1, "budget id", BudgetId::parse)?,
+            ))
+        },
+    )
+}
+
+/// When the soonest current period of an open budget ends, if any has one.
+pub(crate) fn next_boundary(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
+    let soonest = db.query_opt(
+        "SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL",
+        &[],
+        |row| {
+            row.column(0)?
+                .map(|raw| {
+                    Timestamp::parse(&raw)
+                        .ok_or_else(|| row.corrupt(0, format!("a bad period_ends_at {raw:?}")))
+                })
+                .transpose()
+        },
+    )?;
+    Ok(soonest.flatten())
+}
+
+/// The greatest ULID of any id stored, so that new ids sort after every one of them.
+pub(crate) fn latest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
+    Ok(latest_and_soonest(db)?.ulid)
+}
+
+/// What a writer must know after another wrote, in one statement: the greatest ULID of any
+/// id stored, when the soonest active reservation expires, and when the soonest period ends.
+pub(crate) struct Latest {
+    /// The greatest ULID of any id stored.
+    pub(crate) ulid: Option<ulid::Ulid>,
+    /// The soonest expiry of an active reservation.
+    pub(crate) expiry: Option<Timestamp>,
+    /// The soonest end of an open budget's period.
+    pub(crate) boundary: Option<Timestamp>,
+}
+
+/// See [`Latest`].
+pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError> {
+    let found = db.query_opt(
+        "SELECT (SELECT max(id) FROM tenants), (SELECT max(id) FROM budgets), \
+         (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
+         (SELECT max(id) FROM periods), (SELECT max(id) FROM events), \
+         (SELECT min(expires_at) FROM reservations WHERE state = 'active'), \
+         (SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL)",
+        &[],
+        |row| {
+            let mut latest = None;
+            for i in 0..6 {
+                let ulid = row
+                    .column(i)?
+                    .as_deref()
+                    .and_then(|id| id.get(4..))
+                    .and_then(|text| ulid::Ulid::from_string(text).ok());
+                latest = latest.max(ulid);
+            }
+            let time = |i: usize| {
+                row.column(i)?
+                    .map(|raw| {
+                        Timestamp::parse(&raw)
+                            .ok_or_else(|| row.corrupt(i, format!("a bad instant {raw:?}")))
+                    })
+                    .transpose()
+            };
+            Ok(Latest {
+                ulid: latest,
+                expiry: time(6)?,
+                boundary: time(7)?,
+            })
+        },
+    )?;
+    Ok(found.unwrap_or(Latest {
+        ulid: None,
+        expiry: None,
+        boundary: None,
+    }))
+}
