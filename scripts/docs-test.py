@@ -11,6 +11,7 @@ server started as `make run` starts it (an admin token in ./admin.token, the dat
   block fails when its last command exits non-zero or it runs longer than BLOCK_SECONDS.
 - ```sh server: the server is stopped and this command started in its place, in the
   background; the next block runs once /readyz answers 200.
+- ```sh quiet: run, and must print nothing (a check that prints only what is wrong).
 - ```sh no-run: not run (a production set-up, a command that needs a VM or a network).
 - ```<language> file=NAME: written to NAME in the page's directory, for the blocks after it.
 - ```json, ```text or ``` after a ```sh block (and before the next one): the output that
@@ -135,7 +136,7 @@ def blocks(path: Path) -> list[Block]:
     out: list[Block] = []
     last_run: Block | None = None
     for b in found:
-        if b.lang == "sh" and not b.marks:
+        if b.lang == "sh" and not {"no-run", "server"} & set(b.marks):
             last_run = b
         elif b.lang == "sh":
             last_run = None
@@ -374,6 +375,9 @@ def run_page(rel: str, show: bool) -> list[str]:
                 print(f"--- {where}\n{output.rstrip()}\n")
             if status != 0:
                 failures.append(f"{where}: the block's last command exited {status}; its output:\n{output}")
+                break
+            if "quiet" in block.marks and output.strip():
+                failures.append(f"{where}: the block prints nothing on the page, but printed:\n{output}")
                 break
             if block.expected is not None and not matches(page, block.expected.text, output):
                 failures.append(
