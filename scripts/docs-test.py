@@ -16,9 +16,10 @@ server started as `make run` starts it (an admin token in ./admin.token, the dat
 - ```<language> file=NAME: written to NAME in the page's directory, for the blocks after it.
 - ```json, ```text or ``` after a ```sh block (and before the next one): the output that
   block must give, matched as docs/testing.md says ("The docs run as written"): white space
-  is free, `…` and `[..]` stand for any text, times, request ids, hashes, secrets and
-  signatures match any of their kind, and an id (`ten_…`, `bud_…`, …) matches any id of its
-  kind the first time it is seen on the page and the same id every time after.
+  is free, `…` and `[..]` stand for any text, times, request ids, tokens, secrets and
+  signatures match any of their kind, and an id (`ten_…`, `bud_…`, …) or a SHA-256 in hex
+  matches any of its kind the first time it is seen on the page and the same one every time
+  after.
   Other output blocks (after prose, with no command before them) are illustrations.
 
 127.0.0.1:8080 (the server) and 127.0.0.1:9000 (the webhook receiver) are replaced by free
@@ -62,7 +63,7 @@ EXEMPT = {
     "docs/postgres.md": "its commands name a production PostgreSQL (db.internal) and "
     "copy a deployment's file; tests/api/postgres_copy.rs runs the same copies",
     "docs/authentication.md": "its one command needs a production identity provider; "
-    "tests/api/oidc*.rs runs tenantd against the test provider of tests/oidc/",
+    "tests/api/oidc.rs runs tenantd against the test provider of tests/oidc/",
     "docs/console.md": "the console is used in a browser; make console-test walks it",
     "docs/architecture.md": "it has no walk-through",
     "docs/decisions.md": "it has no walk-through",
@@ -77,7 +78,7 @@ READY_SECONDS = 15
 PORTS = {"8080": "server", "9000": "receiver"}
 
 FENCE = re.compile(r"^(```+)\s*(.*)$")
-ID = re.compile(r"\b(ten|bud|res|ent|per|evt|whe|whd)_[0-9A-Z]{26}\b")
+ID = re.compile(r"\b(?:(?:ten|bud|res|ent|per|evt|whe|whd)_[0-9A-Z]{26}|[0-9a-f]{64})\b")
 # Everything else that differs from run to run, each matched by any text of its kind.
 ANY = [
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z"), r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{3})?Z"),
@@ -85,7 +86,6 @@ ANY = [
     (re.compile(r"\btkn_[0-9A-Z…]+_[0-9a-f…]+"), r"tkn_[0-9A-Z]{26}_[0-9a-f]{64}"),
     (re.compile(r"whsec_[A-Za-z0-9+/]{43}="), r"whsec_[A-Za-z0-9+/]{43}="),
     (re.compile(r"v1,[A-Za-z0-9+/]{43}="), r"v1,[A-Za-z0-9+/]{43}="),
-    (re.compile(r"\b[0-9a-f]{64}\b"), r"[0-9a-f]{64}"),
 ]
 WILDCARD = re.compile(r"…|\[\.\.\]")
 SPACE = re.compile(r"\s+")
@@ -198,7 +198,8 @@ def pattern(page: Page, expected: str) -> tuple[re.Pattern[str], dict[str, str]]
                 name = f"id{len(seen)}"
                 seen[written] = name
                 groups[name] = written
-                out.append(f"(?P<{name}>{written[:4]}[0-9A-Z]{{26}})")
+                kind_rx = "[0-9a-f]{64}" if len(written) == 64 else written[:4] + "[0-9A-Z]{26}"
+                out.append(f"(?P<{name}>{kind_rx})")
         else:
             out.append(ANY[int((kind or "a0")[1:])][1])
     out.append(re.escape(text[pos:]))
