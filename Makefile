@@ -9,7 +9,7 @@ PG_DIR     ?= target/postgres/primary
 BACKEND    ?= sqlite
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test test-with-postgres check console-test bench bench-with-postgres bench-ab crash-test static clean help fuzz \
+.PHONY: run build test test-with-postgres check console-test docs-test bench bench-with-postgres bench-ab crash-test static clean help fuzz \
 	api-fuzz openapi-check postgres-up postgres-down
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make test    formatting, lints and every test (what CI runs)"
 	@echo "make check   the quick loop: formatting, lints and cargo test (no root needed)"
 	@echo "make console-test  the web console in headless Chromium (part of make test)"
+	@echo "make docs-test  the walk-throughs of README.md and docs/ run as written (part of make test)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
@@ -63,6 +64,7 @@ test:
 	scripts/faketime.sh >/dev/null
 	scripts/openapi-check.sh
 	$(MAKE) --no-print-directory console-test
+	$(MAKE) --no-print-directory docs-test
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
 
 # The web console in Debian's Chromium, headless, driven by Playwright (tests/console/): the
@@ -73,6 +75,17 @@ console-test: build
 	scripts/node-deps.sh
 	scripts/browser-deps.sh
 	scripts/console-test.sh
+
+# The walk-throughs of README.md and docs/ run as written, each page in a fresh directory with
+# a fresh database and its own server, and their outputs are compared with the pages'
+# (scripts/docs-test.py; docs/testing.md says how, and which pages do not run and why). The
+# webhook page verifies signatures with the Python and npm `standardwebhooks` packages:
+# scripts/webhook-deps.sh installs the first, `npm ci` in tests/docs/ the second.
+docs-test: build
+	scripts/webhook-deps.sh
+	@[ tests/docs/node_modules/.package-lock.json -nt tests/docs/package-lock.json ] || \
+		npm ci --prefix tests/docs --no-audit --no-fund --loglevel=error
+	scripts/docs-test.py
 
 # The api suite runs twice: on SQLite files (with every other test), then on PostgreSQL,
 # each server on a fresh database of its own (TENANTD_TEST_BACKEND=postgres, see
