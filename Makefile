@@ -82,6 +82,8 @@ console-test: build
 # webhook page verifies signatures with the Python and npm `standardwebhooks` packages:
 # scripts/webhook-deps.sh installs the first, `npm ci` in tests/docs/ the second.
 docs-test: build
+	@command -v jq >/dev/null && command -v sqlite3 >/dev/null || \
+		scripts/debian-install.sh docs-test "jq and sqlite3 (the pages use them)" jq sqlite3
 	scripts/webhook-deps.sh
 	@[ tests/docs/node_modules/.package-lock.json -nt tests/docs/package-lock.json ] || \
 		npm ci --prefix tests/docs --no-audit --no-fund --loglevel=error
