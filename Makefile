@@ -48,6 +48,8 @@ run: build
 	@echo "stop with Ctrl-C"
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
+# What the steps need beside Rust (Debian, npm and Python packages) is installed by
+# scripts/test-deps.sh in the background while clippy compiles, and waited for after it.
 # The authentication tests need a real identity provider: scripts/node-deps.sh installs
 # Node.js (when missing) and the pinned packages of tests/oidc/ and tests/openapi/; the
 # webhook tests check signatures with the third-party `standardwebhooks` Python package,
@@ -58,10 +60,9 @@ run: build
 # TENANTD_TEST_POSTGRES_URL and TENANTD_TEST_POSTGRES_ADMIN_URL to them.
 test:
 	$(CARGO) fmt --all -- --check
+	scripts/test-deps.sh start target/test-deps
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
-	scripts/node-deps.sh
-	scripts/webhook-deps.sh
-	scripts/faketime.sh >/dev/null
+	scripts/test-deps.sh wait target/test-deps
 	scripts/openapi-check.sh
 	$(MAKE) --no-print-directory console-test
 	$(MAKE) --no-print-directory docs-test
@@ -89,9 +90,11 @@ docs-test: build
 		npm ci --prefix tests/docs --no-audit --no-fund --loglevel=error
 	scripts/docs-test.py
 
-# The api suite runs twice: on SQLite files (with every other test), then on PostgreSQL,
-# each server on a fresh database of its own (TENANTD_TEST_BACKEND=postgres, see
-# tests/api/helpers/pg.rs), without the tests below, which need the SQLite file itself:
+# The unit and property tests run first. The api suite runs twice (scripts/api-tests.sh, which
+# compiles the suite's own code at opt-level 1 and the binary under test as released): on
+# SQLite files, then on PostgreSQL, each server on a fresh database of its own
+# (TENANTD_TEST_BACKEND=postgres, see tests/api/helpers/pg.rs), without the tests below, which
+# need the SQLite file itself:
 # - backup::  `tenantd backup` is SQLite's (on PostgreSQL it exits 2 and names pg_dump:
 #   postgres_copy::backup_on_postgres_names_pg_dump).
 # - the file: its mode 0600 (config::the_database_file_is_private), and the revision-1 and
@@ -126,8 +129,9 @@ BACKEND_FREE_TESTS := postgres_copy:: postgres_instances::
 test-with-postgres:
 	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
 		{ echo "test-with-postgres: run by make test (through scripts/with-postgres.sh)"; exit 2; }
-	$(CARGO) test --release --locked
-	TENANTD_TEST_BACKEND=postgres $(CARGO) test --release --locked --test api -- \
+	$(CARGO) test --release --locked --lib --bins
+	scripts/api-tests.sh
+	TENANTD_TEST_BACKEND=postgres scripts/api-tests.sh \
 		$(addprefix --skip ,$(SQLITE_ONLY_TESTS) $(BACKEND_FREE_TESTS))
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
@@ -166,7 +170,7 @@ check:
 # kill -9 at random instants under creates and tombstones, CRASH_CYCLES times (CI runs 10).
 CRASH_CYCLES ?= 200
 crash-test:
-	CRASH_CYCLES=$(CRASH_CYCLES) $(CARGO) test --release --locked --test api crash -- --nocapture
+	CRASH_CYCLES=$(CRASH_CYCLES) scripts/api-tests.sh crash --nocapture
 
 # The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
 # BACKEND=postgres runs it beside a private PostgreSQL cluster in PG_DIR (started afresh and

@@ -4,6 +4,7 @@
 #   scripts/api-fuzz.sh                     # the full run (make api-fuzz): about 5 minutes
 #   API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh   # the bounded CI run
 #   scripts/api-fuzz.sh --report ndjson        # arguments go to `schemathesis run`
+#   scripts/api-fuzz.sh --install              # only installs Schemathesis (scripts/test-deps.sh)
 #
 # Creates .venv-api-fuzz/ with a pinned Schemathesis, builds target/release/tenantd
 # (cargo build --release --locked: a no-op when it is up to date), starts it on
@@ -114,6 +115,8 @@ if [[ $("$VENV/bin/python" -m pip show schemathesis 2>/dev/null | sed -n 's/^Ver
     log "installing schemathesis==$SCHEMATHESIS_VERSION"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
+# --install: Schemathesis only, then nothing else (scripts/test-deps.sh).
+[[ ${1:-} == --install ]] && exit 0
 
 # 2. The release binary (the OpenAPI document is embedded in it).
 log "cargo build --release --locked"

@@ -11,6 +11,7 @@
 # The generated clients are left in target/openapi-clients/.
 #
 #   scripts/openapi-check.sh
+#   scripts/openapi-check.sh --install   # only installs the tools (scripts/test-deps.sh)
 #
 # The tools are the npm packages pinned in tests/openapi/package-lock.json, installed (with
 # Node.js where it is missing) by scripts/node-deps.sh. Redocly 2 needs Node.js 20.19 or
@@ -31,7 +32,24 @@ LINT_TIMEOUT=300     # seconds for each linter, generator and the walk-through
 say() { echo "openapi-check: $*" >&2; }
 die() { say "$*"; exit 1; }
 
+# The Python client generator, pinned, in a virtual environment of its own.
+install_python_client() {
+    if [ "$("$venv/bin/python" -m pip show openapi-python-client 2>/dev/null \
+        | sed -n 's/^Version: //p')" != "$PYTHON_CLIENT_VERSION" ]; then
+        say "installing openapi-python-client==$PYTHON_CLIENT_VERSION in $venv"
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+        timeout "$INSTALL_TIMEOUT" "$venv/bin/python" -m pip install --quiet \
+            --disable-pip-version-check "openapi-python-client==$PYTHON_CLIENT_VERSION" \
+            || die "pip install openapi-python-client failed (or took over ${INSTALL_TIMEOUT}s)"
+    fi
+}
+
 "$root/scripts/node-deps.sh"
+# --install: only what the checks need, then nothing else (scripts/test-deps.sh).
+if [ "${1:-}" = --install ]; then
+    install_python_client
+    exit 0
+fi
 export PATH="$dir/node_modules/.bin:$PATH"
 say "node $(node --version)"
 
@@ -64,14 +82,7 @@ fi
 say "openapi.json passes Redocly's recommended ruleset and spectral:oas"
 
 # 2. The Python client, generated and driven against a live server.
-if [ "$("$venv/bin/python" -m pip show openapi-python-client 2>/dev/null \
-    | sed -n 's/^Version: //p')" != "$PYTHON_CLIENT_VERSION" ]; then
-    say "installing openapi-python-client==$PYTHON_CLIENT_VERSION in $venv"
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    timeout "$INSTALL_TIMEOUT" "$venv/bin/python" -m pip install --quiet \
-        --disable-pip-version-check "openapi-python-client==$PYTHON_CLIENT_VERSION" \
-        || die "pip install openapi-python-client failed (or took over ${INSTALL_TIMEOUT}s)"
-fi
+install_python_client
 rm -rf "$out" && mkdir -p "$out/python" "$out/typescript"
 generated="$out/python/generate.log"
 timeout "$LINT_TIMEOUT" "$venv/bin/openapi-python-client" generate --path "$doc" --meta none \
