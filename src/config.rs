@@ -3,9 +3,9 @@
 //!
 //! This file holds the command line's shape: the subcommands, `--db`, `--listen`,
 //! `--public-url` and the admin token. Each subsystem declares its own flags beside its code
-//! (`oidc::flags`, `server::LimitArgs`, `webhook::flags`, `console::flags`), with their checks,
-//! and `serve`'s flags flatten them in; only the store's flags are declared here
-//! (`StoreArgs`). The dependency goes one way: from here to each subsystem.
+//! (`oidc::flags`, `server::LimitArgs`, `store::flags`, `webhook::flags`, `console::flags`),
+//! with their checks, and `serve`'s flags flatten them in, so this file only assembles them.
+//! The dependency goes one way: from here to each subsystem.
 //!
 //! Each flag names its environment variable (clap reads it, and a flag beats it), its range
 //! and its default beside its help text, so `--help`, the checks and the defaults cannot
@@ -20,7 +20,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::builder::RangedU64ValueParser;
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -37,6 +36,7 @@ use crate::oidc::flags::OidcArgs;
 use crate::server::{self, millis};
 use crate::server::{LimitArgs, Limits};
 use crate::store;
+use crate::store::flags::StoreArgs;
 use crate::webhook::flags::{WebhookArgs, WebhookConfig};
 
 /// The shortest admin token accepted: 32 characters of hex are 128 bits, beyond guessing.
@@ -371,85 +371,6 @@ struct ServeArgs {
     console: ConsoleArgs,
 }
 
-/// The store's flags: its queues, threads and how long it keeps what it keeps.
-#[derive(Args, Debug)]
-struct StoreArgs {
-    /// Writes committed in one transaction, at most (1 to 4096)
-    ///
-    /// More spread one fsync over more writes; fewer bound the wait of the first write in a
-    /// batch.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = store::COMMIT_BATCH_MAX_DEFAULT,
-        value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096)
-    )]
-    commit_batch_max: usize,
-
-    /// Store commands that may wait, per queue (1 to 1000000)
-    ///
-    /// Beyond it, a request is answered 503 instead of memory growing.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = store::QUEUE_DEPTH_DEFAULT,
-        value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
-    )]
-    store_queue_depth: usize,
-
-    /// Threads answering reads (1 to 64; by default one per core, at most 4)
-    ///
-    /// Each has its own read-only connection, so reads do not wait behind writes.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = store::readers_default(),
-        value_parser = RangedU64ValueParser::<usize>::new().range(1..=64)
-    )]
-    readers: usize,
-
-    /// Tenant-token checks that may wait for the credential lookup (1 to 1000000)
-    ///
-    /// Beyond it, a check waits up to its timeout instead of being refused.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = store::QUEUE_DEPTH_DEFAULT,
-        value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
-    )]
-    auth_queue_depth: usize,
-
-    /// Seconds an Idempotency-Key replays its first answer (1 to 86400)
-    ///
-    /// The most, 86400, is the 24 hours the API promises.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "N",
-        default_value_t = store::IDEMPOTENCY_TTL_MAX.as_secs(),
-        value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::IDEMPOTENCY_TTL_MAX.as_secs())
-    )]
-    idempotency_ttl_s: u64,
-
-    /// Days an event is kept before it is erased (1 to 3650)
-    ///
-    /// Events are erased within a minute of passing this age, with their webhook deliveries.
-    #[arg(
-        long,
-        next_line_help = true,
-        value_name = "DAYS",
-        env = "TENANTD_EVENT_RETENTION",
-        hide_env_values = true,
-        default_value_t = store::EVENT_RETENTION_DAYS_DEFAULT,
-        value_parser = RangedU64ValueParser::<u64>::new().range(1..=store::EVENT_RETENTION_DAYS_MAX)
-    )]
-    event_retention: u64,
-}
-
 /// Clap's id of `--admin-token-file` (its field's name), to ask where its value came from.
 const ADMIN_TOKEN_FILE_ID: &str = "admin_token_file";
 
@@ -468,7 +389,7 @@ fn serve(
         (None, _) => TokenFile::Absent,
     };
     let oidc = args.oidc.config().map_err(invalid)?;
-    let store = args.store;
+    let store = args.store.settings();
     Ok(Command::Serve(Box::new(ServeConfig {
         listen: args.listen,
         db: args.db.db,
@@ -477,11 +398,11 @@ fn serve(
         oidc,
         limits: args.limits.limits(),
         commit_batch_max: store.commit_batch_max,
-        store_queue_depth: store.store_queue_depth,
+        store_queue_depth: store.queue_depth,
         readers: store.readers,
-        auth_queue_depth: store.auth_queue_depth,
-        idempotency_ttl: Duration::from_secs(store.idempotency_ttl_s),
-        event_retention: Duration::from_secs(store.event_retention * 86_400),
+        auth_queue_depth: store.credential_queue_depth,
+        idempotency_ttl: store.idempotency_ttl,
+        event_retention: store.event_retention,
         webhooks: args.webhooks.config(),
         console: args.console.config(),
     })))

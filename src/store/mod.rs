@@ -53,6 +53,7 @@
 
 mod copy;
 mod durability;
+pub(crate) mod flags;
 #[cfg(test)]
 mod model_tests;
 pub(crate) mod ops;
