@@ -14,7 +14,7 @@
 # less: at opt-level 3 it alone takes four minutes of CPU to compile, at 1 under one.
 #
 # Most tests spend their time waiting (for the server, the receiver, PostgreSQL or a period to
-# pass), so three run at once on two cores unless RUST_TEST_THREADS says otherwise.
+# pass), so four run at once on two cores unless RUST_TEST_THREADS says otherwise.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +31,6 @@ exe=$(printf '%s\n' "$built" | grep '"name":"api","src_path"' \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
 [ -n "$exe" ] && [ -x "$exe" ] || { say "cargo rustc named no test executable"; exit 1; }
 
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-3}"
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 say "$exe ${TENANTD_TEST_BACKEND:+(TENANTD_TEST_BACKEND=$TENANTD_TEST_BACKEND) }$RUST_TEST_THREADS at a time"
 exec "$exe" "$@"

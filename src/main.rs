@@ -62,8 +62,11 @@ fn serve(config: ServeConfig) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        // The handlers are in place before the "listening on" line: a SIGTERM sent as soon as
+        // it is read stops the server gracefully rather than by the signal's default action.
+        let shutdown = shutdown_signal();
         let listener = listen(config.listen).map_err(|e| cannot_listen(config.listen, &e))?;
-        tenantd::run(listener, config, shutdown_signal()).await
+        tenantd::run(listener, config, shutdown).await
     });
     match result {
         Ok(()) => {
@@ -105,13 +108,17 @@ fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves at the first SIGINT or SIGTERM. The handlers are installed when this is called,
+/// not when the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT can be handled");
     let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM can be handled");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => log::info!("SIGINT received"),
-        _ = terminate.recv() => log::info!("SIGTERM received"),
+    async move {
+        tokio::select! {
+            _ = interrupt.recv() => log::info!("SIGINT received"),
+            _ = terminate.recv() => log::info!("SIGTERM received"),
+        }
     }
 }
 
