@@ -9,7 +9,7 @@ PG_DIR     ?= target/postgres/primary
 BACKEND    ?= sqlite
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test test-with-postgres check console-test docs-test bench bench-with-postgres bench-ab crash-test static clean help fuzz \
+.PHONY: run build test test-with-postgres check console-test docs-test docs-test-postgres bench bench-with-postgres bench-ab crash-test static clean help fuzz \
 	api-fuzz openapi-check postgres-up postgres-down
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make check   the quick loop: formatting, lints and cargo test (no root needed)"
 	@echo "make console-test  the web console in headless Chromium (part of make test)"
 	@echo "make docs-test  the walk-throughs of README.md and docs/ run as written (part of make test)"
+	@echo "                (docs/postgres.md beside PostgreSQL: make docs-test-postgres, inside make test)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
@@ -79,16 +80,25 @@ console-test: build
 
 # The walk-throughs of README.md and docs/ run as written, each page in a fresh directory with
 # a fresh database and its own server, and their outputs are compared with the pages'
-# (scripts/docs-test.py; docs/testing.md says how, and which pages do not run and why). The
+# (scripts/docs-test.py; docs/testing.md says how, and which pages do not run and why); the
+# authentication page against the identity provider of tests/oidc/ (scripts/node-deps.sh). The
 # webhook page verifies signatures with the Python and npm `standardwebhooks` packages:
 # scripts/webhook-deps.sh installs the first, `npm ci` in tests/docs/ the second.
 docs-test: build
+	scripts/node-deps.sh
 	@command -v jq >/dev/null && command -v sqlite3 >/dev/null || \
 		scripts/debian-install.sh docs-test "jq and sqlite3 (the pages use them)" jq sqlite3
 	scripts/webhook-deps.sh
 	@[ tests/docs/node_modules/.package-lock.json -nt tests/docs/package-lock.json ] || \
 		npm ci --prefix tests/docs --no-audit --no-fund --loglevel=error
 	scripts/docs-test.py
+
+# The pages that run beside PostgreSQL (docs/postgres.md), each on a fresh database of the
+# cluster that scripts/with-postgres.sh starts; make test runs this inside test-with-postgres.
+docs-test-postgres: build
+	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
+		{ echo "docs-test-postgres: run it through scripts/with-postgres.sh (make test does)"; exit 2; }
+	scripts/docs-test.py docs/postgres.md
 
 # The unit and property tests run first. The api suite runs twice (scripts/api-tests.sh, which
 # compiles the suite's own code at opt-level 1 and the binary under test as released): on
@@ -133,6 +143,7 @@ test-with-postgres:
 	scripts/api-tests.sh
 	TENANTD_TEST_BACKEND=postgres scripts/api-tests.sh \
 		$(addprefix --skip ,$(SQLITE_ONLY_TESTS) $(BACKEND_FREE_TESTS))
+	$(MAKE) --no-print-directory docs-test-postgres
 	$(CARGO) bench --locked --bench load -- --smoke
 	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 	scripts/postgres-schema-check.sh

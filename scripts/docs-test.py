@@ -3,6 +3,13 @@
 
     scripts/docs-test.py [--show] [PAGE ...]      (make docs-test builds the binary first)
 
+The pages in POSTGRES_PAGES need a PostgreSQL cluster: TENANTD_TEST_POSTGRES_URL (the role
+tenantd's URL) and TENANTD_TEST_POSTGRES_ADMIN_URL (a superuser's), as
+scripts/with-postgres.sh exports them (make docs-test-postgres runs them so, inside make
+test). Each run of such a page gets a fresh database that the role owns, its URL in the
+page's DATABASE_URL, dropped at the end. Without the two variables those pages are left out
+of the default list with a message, and named on the command line they are a usage error.
+
 Each page runs in a fresh temporary directory of its own, with a fresh database, against a
 server started as `make run` starts it (an admin token in ./admin.token, the database in
 ./tenantd.db). The page's fenced blocks are taken in order:
@@ -22,7 +29,7 @@ server started as `make run` starts it (an admin token in ./admin.token, the dat
   after.
   Other output blocks (after prose, with no command before them) are illustrations.
 
-127.0.0.1:8080 (the server) and 127.0.0.1:9000 (the webhook receiver) are replaced by free
+127.0.0.1:8080 (the server), :8081 (a second one) and :9000 (the webhook receiver) are replaced by free
 ports in what runs, and back in what is compared, so runs never clash over ports.
 `--show` prints every block's output (to regenerate a page's outputs from a real run).
 Exit status: 0 when every page gives its outputs, 1 when one does not, 2 on a usage error.
@@ -30,6 +37,7 @@ Exit status: 0 when every page gives its outputs, 1 when one does not, 2 on a us
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -56,14 +64,25 @@ PAGES = [
     "docs/webhooks.md",
     "docs/audit.md",
     "docs/operations.md",
+    "docs/authentication.md",
 ]
+
+# The pages that run beside a PostgreSQL cluster (see the module's doc).
+POSTGRES_PAGES = ["docs/postgres.md"]
+POSTGRES_URL = "TENANTD_TEST_POSTGRES_URL"
+POSTGRES_ADMIN_URL = "TENANTD_TEST_POSTGRES_ADMIN_URL"
+# How long one psql statement (CREATE or DROP DATABASE) may take.
+PSQL_SECONDS = 60
+
+# The pages that run beside the OpenID provider of tests/oidc/ (scripts/node-deps.sh installs
+# it): its issuer in OIDC_ISSUER, and a client registered for the page (the client-credentials
+# grant, the admin scope) in OIDC_CLIENT_ID and OIDC_CLIENT_SECRET.
+OIDC_PAGES = ["docs/authentication.md"]
+# How long the provider may take to listen.
+PROVIDER_SECONDS = 30
 
 # The pages that do not run, and why (docs/testing.md says the same).
 EXEMPT = {
-    "docs/postgres.md": "its commands name a production PostgreSQL (db.internal) and "
-    "copy a deployment's file; tests/api/postgres_copy.rs runs the same copies",
-    "docs/authentication.md": "its one command needs a production identity provider; "
-    "tests/api/oidc.rs runs tenantd against the test provider of tests/oidc/",
     "docs/console.md": "the console is used in a browser; make console-test walks it",
     "docs/architecture.md": "it has no walk-through",
     "docs/decisions.md": "it has no walk-through",
@@ -75,7 +94,7 @@ BLOCK_SECONDS = 60
 # How long a server may take to answer /readyz after it starts.
 READY_SECONDS = 15
 # The ports the pages are written for, and what each stands for.
-PORTS = {"8080": "server", "9000": "receiver"}
+PORTS = {"8080": "server", "8081": "second server", "9000": "receiver"}
 
 FENCE = re.compile(r"^(```+)\s*(.*)$")
 ID = re.compile(r"\b(?:(?:ten|bud|res|ent|per|evt|whe|whd)_[0-9A-Z]{26}|[0-9a-f]{64})\b")
@@ -111,6 +130,10 @@ class Page:
     ports: dict[str, int]
     ids: dict[str, str] = field(default_factory=dict)
     server: subprocess.Popen | None = None
+    database_url: str | None = None
+    # Variables the page's commands and servers get beside the usual ones.
+    env: dict[str, str] = field(default_factory=dict)
+    provider: subprocess.Popen | None = None
     shell: subprocess.Popen | None = None
     lines: "queue.Queue[str | None]" = field(default_factory=queue.Queue)
 
@@ -231,7 +254,8 @@ def start_server(page: Page, command: str) -> None:
     stop_server(page)
     log = open(page.dir / "server.log", "ab")
     page.server = subprocess.Popen(
-        ["bash", "-c", "exec " + command],
+        # `env` lets the command begin with variables (TENANTD_DB=… tenantd serve).
+        ["bash", "-c", "exec env " + command],
         cwd=page.dir,
         env=environment(page),
         stdin=subprocess.DEVNULL,
@@ -277,6 +301,9 @@ def environment(page: Page) -> dict[str, str]:
     env["PATH"] = f"{venv}:{env.get('PATH', '/usr/bin:/bin')}"
     env["NODE_PATH"] = str(ROOT / "tests" / "docs" / "node_modules")
     env["TENANTD_LISTEN"] = f"127.0.0.1:{page.ports['server']}"
+    if page.database_url is not None:
+        env["DATABASE_URL"] = page.database_url
+    env.update(page.env)
     env["RUST_LOG"] = "warn"
     return env
 
@@ -344,6 +371,93 @@ def stop_shell(page: Page) -> None:
         page.shell.wait()
 
 
+def psql(url: str, sql: str) -> None:
+    """Runs one statement with psql on `url`; the URL is never printed."""
+    done = subprocess.run(
+        ["psql", url, "-XqAt", "-v", "ON_ERROR_STOP=1", "-c", sql],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=PSQL_SECONDS,
+    )
+    if done.returncode != 0:
+        raise Failure(f"psql {sql!r} failed: {done.stderr.strip()}")
+
+
+def database(name: str) -> str:
+    """A fresh database of that name on the cluster, owned by tenantd's role: its URL."""
+    url, admin = os.environ[POSTGRES_URL], os.environ[POSTGRES_ADMIN_URL]
+    base, _, query = url.partition("?")
+    authority = base.index("://") + 3
+    slash = base.index("/", authority)
+    psql(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    psql(admin, f"CREATE DATABASE {name} OWNER tenantd")
+    return base[:slash] + "/" + name + ("?" + query if query else "")
+
+
+def start_provider(page: Page) -> None:
+    """Starts the test provider on a free port and registers a client for the page."""
+    port = free_port()
+    page.provider = subprocess.Popen(
+        ["node", "provider.mjs", "--port", str(port)],
+        cwd=ROOT / "tests" / "oidc",
+        stdin=subprocess.PIPE,  # it stops when this closes
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    issuer = f"http://127.0.0.1:{port}"
+    lines: "queue.Queue[str | None]" = queue.Queue()
+
+    def pump() -> None:
+        assert page.provider is not None and page.provider.stdout is not None
+        for line in page.provider.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + PROVIDER_SECONDS
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise Failure(f"the identity provider did not listen within {PROVIDER_SECONDS} s")
+        if line is None:
+            raise Failure("the identity provider exited (scripts/node-deps.sh installs it)")
+        if line.strip() == f"listening on {issuer}":
+            break
+    body = b'{"scope": "tenantd:admin", "tenantd_permissions": []}'
+    request = urllib.request.Request(
+        issuer + "/reg", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as r:
+        client = json.load(r)
+    page.env.update(
+        OIDC_ISSUER=issuer,
+        OIDC_CLIENT_ID=client["client_id"],
+        OIDC_CLIENT_SECRET=client["client_secret"],
+    )
+
+
+def stop_provider(page: Page) -> None:
+    """Closes the provider's stdin, which ends it; SIGKILL if it lingers."""
+    if page.provider is None:
+        return
+    try:
+        if page.provider.stdin is not None:
+            page.provider.stdin.close()
+        page.provider.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(page.provider.pid, signal.SIGKILL)
+        page.provider.wait()
+
+
+def has_postgres() -> bool:
+    """Whether the cluster's two URLs are given."""
+    return bool(os.environ.get(POSTGRES_URL) and os.environ.get(POSTGRES_ADMIN_URL))
+
+
 def run_page(rel: str, show: bool) -> list[str]:
     """Runs one page; a list of its failures, each saying where, what was expected, what came."""
     failures: list[str] = []
@@ -351,6 +465,10 @@ def run_page(rel: str, show: bool) -> list[str]:
     page = Page(rel, tmp, {name: free_port() for name in PORTS.values()})
     try:
         (tmp / "target").symlink_to(ROOT / "target")
+        if rel in POSTGRES_PAGES:
+            page.database_url = database(f"tenantd_docs_{os.getpid()}")
+        if rel in OIDC_PAGES:
+            start_provider(page)
         token = tmp / "admin.token"
         token.write_text(os.urandom(32).hex())
         token.chmod(0o600)
@@ -391,6 +509,12 @@ def run_page(rel: str, show: bool) -> list[str]:
     finally:
         stop_shell(page)
         stop_server(page)
+        stop_provider(page)
+        if page.database_url is not None:
+            try:
+                psql(os.environ[POSTGRES_ADMIN_URL], f"DROP DATABASE IF EXISTS tenantd_docs_{os.getpid()} WITH (FORCE)")
+            except (Failure, subprocess.TimeoutExpired) as e:
+                failures.append(f"{rel}: its database was not dropped: {e}")
         if failures and os.environ.get("DOCS_TEST_KEEP"):
             print(f"docs-test: {rel} kept in {tmp}", file=sys.stderr)
         else:
@@ -400,13 +524,21 @@ def run_page(rel: str, show: bool) -> list[str]:
 
 def main(argv: list[str]) -> int:
     show = "--show" in argv
-    pages = [a for a in argv if a != "--show"] or PAGES
+    named = [a for a in argv if a != "--show"]
+    pages = named or PAGES + (POSTGRES_PAGES if has_postgres() else [])
     if not BIN.exists():
         print(f"docs-test: {BIN} is missing: run make build (make docs-test does)", file=sys.stderr)
         return 2
     for rel in pages:
         if not (ROOT / rel).exists():
             print(f"docs-test: no page {rel}", file=sys.stderr)
+            return 2
+        if rel in POSTGRES_PAGES and not has_postgres():
+            print(
+                f"docs-test: {rel} needs PostgreSQL: {POSTGRES_URL} and {POSTGRES_ADMIN_URL} "
+                "(run it as make docs-test-postgres does, through scripts/with-postgres.sh)",
+                file=sys.stderr,
+            )
             return 2
     failed = 0
     started = time.monotonic()
@@ -417,7 +549,10 @@ def main(argv: list[str]) -> int:
         for f in failures:
             print(f, file=sys.stderr)
         failed += bool(failures)
-    if pages is PAGES:
+    if not named:
+        if not has_postgres():
+            for rel in POSTGRES_PAGES:
+                print(f"docs-test: {rel}: not run here: it needs PostgreSQL (make docs-test-postgres)")
         for rel, why in EXEMPT.items():
             print(f"docs-test: {rel}: not run: {why}")
     print(f"docs-test: {len(pages) - failed} of {len(pages)} pages as written ({time.monotonic() - started:.1f} s)")
