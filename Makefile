@@ -7,6 +7,7 @@ TOKEN_FILE ?= ./admin.token
 BIN        := target/release/tenantd
 PG_DIR     ?= target/postgres/primary
 BACKEND    ?= sqlite
+PG_DELAY_MS ?= 0
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
 .PHONY: run build test test-with-postgres check console-test docs-test docs-test-postgres bench bench-with-postgres bench-ab crash-test static clean help fuzz \
@@ -22,6 +23,7 @@ help:
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
+	@echo "            PG_DELAY_MS=1  with PostgreSQL 1 ms away each way (a delaying proxy in the benchmark)"
 	@echo "make bench-ab  the benchmark against BASE=<git revision> in alternating runs (ROUNDS=3)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
 	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
@@ -188,6 +190,9 @@ crash-test:
 # stopped at the end, see scripts/with-postgres.sh), every server on a database of its own
 # there: with one tenantd instance, then with three on the one database; then, the cluster
 # stopped, the same BENCH_ARGS on SQLite, so the three tables come from one run.
+# PG_DELAY_MS=1 puts PostgreSQL 1 ms away each way, as a managed database across a network
+# is: the benchmark's own delaying proxy (benches/load/delay.rs) carries the instances'
+# connections, and the report's first note gives the round trip measured through it (pgbench).
 # The boundary row moves the server's clock with libfaketime (scripts/faketime.sh installs
 # it); it runs on SQLite only, and the PostgreSQL runs say they leave it out.
 bench:
@@ -205,9 +210,9 @@ endif
 bench-with-postgres:
 	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
 		{ echo "bench-with-postgres: run by make bench BACKEND=postgres"; exit 2; }
-	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 1 \
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 1 --pg-delay-ms $(PG_DELAY_MS) \
 		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
-	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 \
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 --pg-delay-ms $(PG_DELAY_MS) \
 		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
 
 # The OpenAPI document through the linters of client generators' users (pinned npm packages

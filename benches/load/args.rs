@@ -18,6 +18,9 @@ use crate::scratch::database_url;
 /// Most keep-alive connections `--connections` opens.
 const CONNECTIONS_MAX: u64 = 4096;
 
+/// The longest delay `--pg-delay-ms` takes, each way, in milliseconds.
+const PG_DELAY_MS_MAX: f64 = 50.0;
+
 /// Most tenantd instances `--instances` starts on one database.
 const INSTANCES_MAX: u64 = 64;
 
@@ -136,6 +139,13 @@ struct Cli {
     #[arg(long = "postgres-url", value_name = "URL")]
     postgres_url: Option<String>,
 
+    /// A network delay between the instances and PostgreSQL, each way, in milliseconds (0 to
+    /// 50; needs --postgres): a delaying proxy on 127.0.0.1 in front of the cluster, as a
+    /// managed database across a network answers; the round trip through it is measured and
+    /// shown [default: 0]
+    #[arg(long = "pg-delay-ms", value_name = "MS")]
+    pg_delay_ms: Option<f64>,
+
     /// tenantd processes on the one database, connections dealt out to them round-robin
     /// (more than 1 only with --postgres) [default: 1]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=INSTANCES_MAX))]
@@ -174,6 +184,8 @@ pub(crate) struct Postgres {
     pub(crate) admin: String,
     /// tenantd's URL (role `tenantd`), whose database name each server replaces by its own.
     pub(crate) url: String,
+    /// The delay each way between the instances and the cluster (`--pg-delay-ms`).
+    pub(crate) delay: Duration,
 }
 
 /// What a run does, the command line resolved.
@@ -286,7 +298,7 @@ impl Args {
             server: cli.server,
             server_log: cli.server_log,
             only: cli.only,
-            postgres: postgres(cli.postgres, cli.postgres_url)?,
+            postgres: postgres(cli.postgres, cli.postgres_url, cli.pg_delay_ms)?,
             instances: count(cli.instances.unwrap_or(INSTANCES_DEFAULT)),
         };
         if args.instances > 1 && args.postgres.is_none() {
@@ -305,12 +317,26 @@ impl Args {
 
 /// The PostgreSQL cluster of `--postgres` and `--postgres-url`, which come together. A URL is
 /// never repeated in a message: it may hold a password.
-fn postgres(admin: Option<String>, url: Option<String>) -> Result<Option<Postgres>, String> {
+fn postgres(
+    admin: Option<String>,
+    url: Option<String>,
+    delay_ms: Option<f64>,
+) -> Result<Option<Postgres>, String> {
+    let delay = match delay_ms {
+        Some(ms) if (0.0..=PG_DELAY_MS_MAX).contains(&ms) => Duration::from_secs_f64(ms / 1000.0),
+        Some(ms) => {
+            return Err(format!("--pg-delay-ms is 0 to {PG_DELAY_MS_MAX}, not {ms}"));
+        }
+        None => Duration::ZERO,
+    };
     match (admin, url) {
         (Some(admin), Some(url)) => {
             database_url(&url, "x")
                 .ok_or("--postgres-url must name a database: postgres://…/NAME")?;
-            Ok(Some(Postgres { admin, url }))
+            Ok(Some(Postgres { admin, url, delay }))
+        }
+        (None, None) if delay_ms.is_some() => {
+            Err("--pg-delay-ms needs --postgres (a delay in front of PostgreSQL)".into())
         }
         (None, None) => Ok(None),
         (Some(_), None) => Err("--postgres needs --postgres-url (tenantd's URL)".into()),

@@ -36,6 +36,7 @@
 mod args;
 mod boundary;
 mod client;
+mod delay;
 mod report;
 mod server;
 mod spend;
@@ -103,6 +104,11 @@ async fn run(args: &Args) -> Result<Report, String> {
     let mut notes: Vec<String> = Vec::new();
     let no_paths = Arc::new(Vec::new());
     let mut db_bytes = 0;
+    if let Some(postgres) = args.postgres.as_ref().filter(|p| !p.delay.is_zero()) {
+        let line = server::round_trip_line(&postgres.url, postgres.delay)?;
+        eprintln!("{line}");
+        notes.push(line);
+    }
 
     if wanted(Group::Base) {
         eprintln!("server: health, reads and the mix at {} tenants", args.base);

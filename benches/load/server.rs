@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::args::Args;
 use crate::client::seed_from_clock;
+use crate::delay::{DelayProxy, rewrite_url};
 use crate::scratch::{Scratch, psql};
 use crate::wire;
 
@@ -31,6 +32,8 @@ pub(crate) struct Server {
     pub(crate) database: Option<Scratch>,
     /// The PostgreSQL cluster's postmaster, when it runs on this machine.
     postmaster: Option<u32>,
+    /// The instances' URL through the delaying proxy (`--pg-delay-ms`), and the proxy.
+    delayed: Option<(String, DelayProxy)>,
 }
 
 /// One tenantd process.
@@ -59,12 +62,17 @@ impl Server {
             .map(|p| Scratch::create(&p.admin, &p.url, "bench"))
             .transpose()?;
         let postmaster = args.postgres.as_ref().and_then(|p| postmaster(&p.admin));
+        let delayed = match (&args.postgres, &database) {
+            (Some(p), Some(database)) if !p.delay.is_zero() => Some(delayed(database, p.delay)?),
+            _ => None,
+        };
         let mut server = Server {
             instances: Vec::with_capacity(args.instances),
             token,
             dir,
             database,
             postmaster,
+            delayed,
         };
         // One after another: the first applies the schema.
         for _ in 0..args.instances {
@@ -95,9 +103,10 @@ impl Server {
         };
         let mut command = Command::new(&args.server);
         command.arg("serve").arg("--listen").arg(addr.to_string());
-        match &self.database {
-            Some(database) => command.arg("--db").arg(&database.url),
-            None => command.arg("--db").arg(self.dir.path().join("tenantd.db")),
+        match (&self.delayed, &self.database) {
+            (Some((url, _)), _) => command.arg("--db").arg(url),
+            (None, Some(database)) => command.arg("--db").arg(&database.url),
+            (None, None) => command.arg("--db").arg(self.dir.path().join("tenantd.db")),
         };
         let child = command
             .arg("--admin-token-file")
@@ -348,4 +357,68 @@ fn database_bytes(database: &Scratch) -> u64 {
     .ok()
     .and_then(|size| size.parse().ok())
     .unwrap_or(0)
+}
+
+/// A delaying proxy in front of the database's cluster, and the URL through it.
+fn delayed(database: &Scratch, delay: Duration) -> Result<(String, DelayProxy), String> {
+    let unreachable: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let (target, _) = rewrite_url(&database.url, unreachable).ok_or(
+        "--pg-delay-ms needs a --postgres-url of one host and port (postgres://USER:PASS@HOST:PORT/DB)",
+    )?;
+    let proxy = DelayProxy::start(target, delay)?;
+    let (_, url) = rewrite_url(&database.url, proxy.addr()).expect("rewritten once already");
+    Ok((url, proxy))
+}
+
+/// Queries `pgbench` sends on one connection to measure a round trip.
+const ROUND_TRIPS: u32 = 200;
+
+/// The PostgreSQL round trip directly and through the proxy of `--pg-delay-ms`, as the
+/// report's first note says it: the mean latency of [`ROUND_TRIPS`] `SELECT 1` on one
+/// connection, by `pgbench` (Debian's postgresql package has it).
+pub(crate) fn round_trip_line(url: &str, delay: Duration) -> Result<String, String> {
+    let unreachable: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let (target, _) = rewrite_url(url, unreachable)
+        .ok_or("--pg-delay-ms needs a --postgres-url of one host and port")?;
+    let proxy = DelayProxy::start(target, delay)?;
+    let (_, through) = rewrite_url(url, proxy.addr()).expect("rewritten once already");
+    let ms = delay.as_secs_f64() * 1000.0;
+    Ok(format!(
+        "PostgreSQL round trip (pgbench, {ROUND_TRIPS} × SELECT 1 on one connection, mean): \
+         {:.2} ms direct, {:.2} ms through the {ms:.2} ms proxy",
+        pgbench_latency_ms(url)?,
+        pgbench_latency_ms(&through)?,
+    ))
+}
+
+/// The mean latency `pgbench` reports for [`ROUND_TRIPS`] `SELECT 1` on `url`. The URL is
+/// an argument, never in a message.
+fn pgbench_latency_ms(url: &str) -> Result<f64, String> {
+    let pgbench = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|e| format!("no /usr/lib/postgresql for pgbench: {e}"))?
+        .flatten()
+        .map(|version| version.path().join("bin/pgbench"))
+        .filter(|path| path.exists())
+        .max()
+        .ok_or("no /usr/lib/postgresql/*/bin/pgbench")?;
+    let script = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+    std::fs::write(script.path(), "SELECT 1;\n").map_err(|e| e.to_string())?;
+    let out = Command::new(pgbench)
+        .args(["-n", "-c", "1", "-t", &ROUND_TRIPS.to_string(), "-f"])
+        .arg(script.path())
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run pgbench: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|line| line.strip_prefix("latency average = "))
+        .and_then(|rest| rest.trim_end_matches(" ms").trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "pgbench gave no latency (exit {:?}): {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
 }
