@@ -71,6 +71,8 @@ PAGES = [
 POSTGRES_PAGES = ["docs/postgres.md"]
 POSTGRES_URL = "TENANTD_TEST_POSTGRES_URL"
 POSTGRES_ADMIN_URL = "TENANTD_TEST_POSTGRES_ADMIN_URL"
+# The database a PostgreSQL page runs on, made afresh for it and dropped after it.
+DATABASE = f"tenantd_docs_{os.getpid()}"
 # How long one psql statement (CREATE or DROP DATABASE) may take.
 PSQL_SECONDS = 60
 
@@ -466,7 +468,7 @@ def run_page(rel: str, show: bool) -> list[str]:
     try:
         (tmp / "target").symlink_to(ROOT / "target")
         if rel in POSTGRES_PAGES:
-            page.database_url = database(f"tenantd_docs_{os.getpid()}")
+            page.database_url = database(DATABASE)
         if rel in OIDC_PAGES:
             start_provider(page)
         token = tmp / "admin.token"
@@ -512,7 +514,7 @@ def run_page(rel: str, show: bool) -> list[str]:
         stop_provider(page)
         if page.database_url is not None:
             try:
-                psql(os.environ[POSTGRES_ADMIN_URL], f"DROP DATABASE IF EXISTS tenantd_docs_{os.getpid()} WITH (FORCE)")
+                psql(os.environ[POSTGRES_ADMIN_URL], f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
             except (Failure, subprocess.TimeoutExpired) as e:
                 failures.append(f"{rel}: its database was not dropped: {e}")
         if failures and os.environ.get("DOCS_TEST_KEEP"):

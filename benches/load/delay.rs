@@ -116,26 +116,32 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
     let _ = writer.join();
 }
 
-/// The host and port of a `postgres://` URL, and the URL with them replaced by `to`. `None`
-/// for a form this cannot rewrite (several hosts, a socket directory, no port): the caller
-/// says so without repeating the URL, which may hold a password.
-pub(crate) fn rewrite_url(url: &str, to: SocketAddr) -> Option<(SocketAddr, String)> {
-    let authority_at = url.find("://")? + 3;
+/// A proxy in front of the host and port of a `postgres://` URL, and the URL through it. An
+/// error for a form this cannot rewrite (several hosts, a socket directory, no port), which
+/// names the form without repeating the URL: it may hold a password.
+pub(crate) fn proxied(url: &str, delay: Duration) -> Result<(String, DelayProxy), String> {
+    const FORM: &str = "--pg-delay-ms needs a --postgres-url of one host and port (postgres://USER:PASS@HOST:PORT/DB)";
+    let authority_at = url.find("://").ok_or(FORM)? + 3;
     let rest = &url[authority_at..];
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let authority = &rest[..end];
     let host_at = authority.rfind('@').map_or(0, |at| at + 1);
     let host_port = &authority[host_at..];
     if host_port.contains(',') || host_port.is_empty() {
-        return None;
+        return Err(FORM.into());
     }
-    let target = host_port.to_socket_addrs().ok()?.next()?;
-    let rewritten = format!(
+    let target = host_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or(FORM)?;
+    let proxy = DelayProxy::start(target, delay)?;
+    let through = format!(
         "{}{}{}{}",
         &url[..authority_at],
         &authority[..host_at],
-        to,
+        proxy.addr(),
         &rest[end..]
     );
-    Some((target, rewritten))
+    Ok((through, proxy))
 }

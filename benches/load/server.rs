@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::args::Args;
 use crate::client::seed_from_clock;
-use crate::delay::{DelayProxy, rewrite_url};
+use crate::delay::{DelayProxy, proxied};
 use crate::scratch::{Scratch, psql};
 use crate::wire;
 
@@ -63,7 +63,9 @@ impl Server {
             .transpose()?;
         let postmaster = args.postgres.as_ref().and_then(|p| postmaster(&p.admin));
         let delayed = match (&args.postgres, &database) {
-            (Some(p), Some(database)) if !p.delay.is_zero() => Some(delayed(database, p.delay)?),
+            (Some(p), Some(database)) if !p.delay.is_zero() => {
+                Some(proxied(&database.url, p.delay)?)
+            }
             _ => None,
         };
         let mut server = Server {
@@ -359,17 +361,6 @@ fn database_bytes(database: &Scratch) -> u64 {
     .unwrap_or(0)
 }
 
-/// A delaying proxy in front of the database's cluster, and the URL through it.
-fn delayed(database: &Scratch, delay: Duration) -> Result<(String, DelayProxy), String> {
-    let unreachable: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let (target, _) = rewrite_url(&database.url, unreachable).ok_or(
-        "--pg-delay-ms needs a --postgres-url of one host and port (postgres://USER:PASS@HOST:PORT/DB)",
-    )?;
-    let proxy = DelayProxy::start(target, delay)?;
-    let (_, url) = rewrite_url(&database.url, proxy.addr()).expect("rewritten once already");
-    Ok((url, proxy))
-}
-
 /// Queries `pgbench` sends on one connection to measure a round trip.
 const ROUND_TRIPS: u32 = 200;
 
@@ -377,11 +368,8 @@ const ROUND_TRIPS: u32 = 200;
 /// report's first note says it: the mean latency of [`ROUND_TRIPS`] `SELECT 1` on one
 /// connection, by `pgbench` (Debian's postgresql package has it).
 pub(crate) fn round_trip_line(url: &str, delay: Duration) -> Result<String, String> {
-    let unreachable: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let (target, _) = rewrite_url(url, unreachable)
-        .ok_or("--pg-delay-ms needs a --postgres-url of one host and port")?;
-    let proxy = DelayProxy::start(target, delay)?;
-    let (_, through) = rewrite_url(url, proxy.addr()).expect("rewritten once already");
+    // The proxy stays up until both are measured.
+    let (through, _proxy) = proxied(url, delay)?;
     let ms = delay.as_secs_f64() * 1000.0;
     Ok(format!(
         "PostgreSQL round trip (pgbench, {ROUND_TRIPS} × SELECT 1 on one connection, mean): \
