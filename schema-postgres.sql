@@ -1,16 +1,19 @@
 -- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 6 (SQLite's
--- `PRAGMA user_version = 6`), which the schema_version table records. (SQLite's migration 4
--- only rewrote two of its CHECKs in a form SQLite runs faster; they accept what they did, and
+-- `PRAGMA user_version = 6`), plus version 7, which is PostgreSQL's alone (the audit rows
+-- that wait for their place in the chain, and each tenant's last id: see audit_pending and
+-- tenants.last_id below); SQLite's next migration takes 8, so that each number names one
+-- schema. The schema_version table records the version. (SQLite's migration 4 only rewrote
+-- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
 -- those that schema.sql's migrations leave. A database made by the version-3 file (before
--- periods and charges) is brought to version 6 by the sections at the end, which add what
--- migrations 5 and 6 add; on a new database those sections find everything in place.
+-- periods and charges) is brought to version 7 by the sections at the end, which add what
+-- migrations 5, 6 and 7 add; on a new database those sections find everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 6. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 7. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
 -- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
@@ -20,9 +23,10 @@
 --   exactly what SQLite holds, so that the chain verifies byte for byte.
 -- * Every text column is COLLATE "C": comparisons and the order of keys and pages are
 --   bytewise, as SQLite's BINARY collation, whatever the database's default collation.
--- * Writers append to the audit chain one at a time, holding the lock of chain_head's one
---   row; the insert trigger on audit_events checks that a new row continues the last one
---   (see below).
+-- * A change's audit row is written to audit_pending, in the change's transaction; a chainer
+--   (one at a time, holding the lock of chain_head's one row) moves the pending rows into
+--   the chain after they commit, in the order of their ids. The insert trigger on
+--   audit_events checks that a new row continues the last one (see below).
 -- * A refused write raises SQLSTATE 23000 (integrity_constraint_violation) with the same
 --   message as SQLite's RAISE(ABORT, ...). TRUNCATE, which SQLite lacks and which bypasses
 --   DELETE triggers, is refused wherever DELETE is.
@@ -33,8 +37,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 6 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (6)',
+        IF (SELECT max(version) FROM schema_version) > 7 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (7)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -42,13 +46,13 @@ BEGIN
 END
 $$;
 
--- The schema version: 6, as SQLite's user_version for the same schema.
+-- The schema version: 7 (SQLite's user_version 6, and what only PostgreSQL has).
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 6)
-    ON CONFLICT (id) DO UPDATE SET version = 6;
+INSERT INTO schema_version (id, version) VALUES (1, 7)
+    ON CONFLICT (id) DO UPDATE SET version = 7;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -114,12 +118,13 @@ CREATE TABLE IF NOT EXISTS audit_events (
     hash        text COLLATE "C" NOT NULL
 );
 
--- The chain's lock: one row that every writer locks before it appends. A writer appends
--- with, in one transaction:
---   SELECT id FROM chain_head WHERE id = 1 FOR UPDATE;
+-- The chain's lock: one row that the chainer locks before it appends (`tenantd copy` too,
+-- into an empty database). It appends with, in one transaction:
+--   SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED;  -- or another chains
 --   SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1;  -- the head
+--   DELETE FROM audit_pending ... RETURNING ...;                   -- the oldest pending
 --   INSERT INTO audit_events ... (seq = head seq + 1, prev_hash = head hash);
--- The row lock orders the writers, so seq has no gaps and no two events share a parent (a
+-- The row lock orders the chainers, so seq has no gaps and no two events share a parent (a
 -- sequence would leave gaps behind rolled-back transactions). The row is never updated: a
 -- head kept in it would be rewritten by every event, and a transaction that appends many
 -- (a batch, `tenantd copy`) would leave a chain of dead row versions that each later lookup
@@ -128,6 +133,32 @@ CREATE TABLE IF NOT EXISTS chain_head (
     id integer PRIMARY KEY CHECK (id = 1)
 );
 INSERT INTO chain_head (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
+
+-- Audit rows written with their change and not yet in the chain (version 7). Writers of
+-- different tenants never wait for one another, so none of them may hold the chain's lock
+-- from its first statement to its COMMIT: each writes its row here, and the chainer links
+-- the committed ones into audit_events in id order and deletes them, in one transaction.
+-- A tenant's writes take the tenant's row lock first (tenants, below), so a tenant's rows
+-- get their ids, and commit, in the order of its changes; the chain keeps that order. The
+-- columns are audit_events' own but the link (seq, prev_hash, hash), which the chainer
+-- computes.
+CREATE TABLE IF NOT EXISTS audit_pending (
+    id          bigserial PRIMARY KEY,
+    occurred_at text COLLATE "C" NOT NULL,
+    actor       text COLLATE "C" NOT NULL,
+    action      text COLLATE "C" NOT NULL,
+    tenant_id   text COLLATE "C" NOT NULL,
+    payload     text COLLATE "C" NOT NULL
+);
+
+-- A pending row is what a change recorded: it is chained as written, or not at all.
+CREATE OR REPLACE TRIGGER audit_pending_no_update
+BEFORE UPDATE ON audit_pending
+FOR EACH ROW EXECUTE FUNCTION tenantd_refuse('pending audit events are immutable');
+
+CREATE OR REPLACE TRIGGER audit_pending_no_truncate
+BEFORE TRUNCATE ON audit_pending
+FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('pending audit events are immutable');
 
 -- A new event must take the next seq and link to the last stored event (seq 0 and 64 zeros
 -- for the first). The chain's lock is taken here too (at once when the writer holds it
@@ -579,3 +610,9 @@ CREATE INDEX IF NOT EXISTS webhook_deliveries_endpoint ON webhook_deliveries (en
 CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries
     (endpoint_id, next_attempt_at) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (event_id);
+
+-- Version 7: what only PostgreSQL has. The last id any write of the tenant made: a write
+-- takes the tenant's row lock with `SELECT last_id ... FOR NO KEY UPDATE NOWAIT`, makes its
+-- ids after it (so a budget's entries, made through any instance, sort in the order they
+-- were made) and stores its own last id. NULL until the first such write.
+ALTER TABLE tenants ADD COLUMN IF NOT EXISTS last_id text COLLATE "C";

@@ -53,6 +53,11 @@ impl IdGenerator {
         }
     }
 
+    /// The last id made or skipped past (`None` before the first).
+    pub(crate) fn last(&self) -> Option<Ulid> {
+        (self.last != 0).then_some(Ulid(self.last))
+    }
+
     /// Makes the next id sort after `latest` as well (an id another writer stored).
     pub(crate) fn skip_past(&mut self, latest: Option<Ulid>) {
         self.last = self.last.max(latest.map_or(0, |ulid| ulid.0));

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::domain::{
     BudgetState, DeliveryState, EntryKind, EventType, ReservationState, TenantState,
 };
-use crate::store::StoreGauges;
+use crate::store::{CHAIN_DELAY_BOUNDS_MS, StoreGauges};
 
 /// The statuses this service answers with; anything else is counted as `other`.
 const STATUSES: [u16; 16] = [
@@ -165,6 +165,33 @@ impl Metrics {
             );
         }
 
+        out.push_str(
+            "# HELP tenantd_audit_chaining_seconds Time from a change to its audit row's place \
+             in the chain, for the rows this instance chained (PostgreSQL).\n\
+             # TYPE tenantd_audit_chaining_seconds histogram\n",
+        );
+        let mut cumulative = 0;
+        for (i, bound) in CHAIN_DELAY_BOUNDS_MS.iter().enumerate() {
+            cumulative += gauges.chain_delays[i];
+            let _ = writeln!(
+                out,
+                "tenantd_audit_chaining_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                *bound as f64 / 1e3
+            );
+        }
+        cumulative += gauges.chain_delays[CHAIN_DELAY_BOUNDS_MS.len()];
+        let _ = writeln!(
+            out,
+            "tenantd_audit_chaining_seconds_bucket{{le=\"+Inf\"}} {cumulative}\n\
+             tenantd_audit_chaining_seconds_sum {}\n\
+             tenantd_audit_chaining_seconds_count {cumulative}\n\
+             # HELP tenantd_audit_chaining_max_seconds The longest of those times.\n\
+             # TYPE tenantd_audit_chaining_max_seconds gauge\n\
+             tenantd_audit_chaining_max_seconds {}",
+            gauges.chain_delay_sum_ms as f64 / 1e3,
+            gauges.chain_delay_max_ms as f64 / 1e3
+        );
+
         let _ = writeln!(
             out,
             "# HELP tenantd_store_queue_depth Commands waiting for the store, by queue.\n\
@@ -184,7 +211,7 @@ impl Metrics {
             (
                 "tenantd_audit_events",
                 "gauge",
-                "Length of the audit chain.",
+                "Audit events recorded: chained, or waiting for their place in the chain.",
                 gauges.audit_events,
             ),
             (

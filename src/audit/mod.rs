@@ -121,7 +121,12 @@ impl Head {
 
     /// The row that records `event` after this head, and its hash.
     pub(crate) fn link(&self, occurred_at: &str, actor: &Actor, event: &AuditEvent) -> Linked {
-        let entry = Entry::new(self.seq + 1, occurred_at, actor, event);
+        self.link_entry(Entry::new(self.seq + 1, occurred_at, actor, event))
+    }
+
+    /// `entry` (its `seq` whatever it was: a pending row's) as the row after this head.
+    pub(crate) fn link_entry(&self, mut entry: Entry) -> Linked {
+        entry.seq = self.seq + 1;
         let hash = link_hash(&self.hash, &entry);
         Linked {
             entry,

@@ -42,7 +42,7 @@ impl From<StoreError> for ApiError {
             StoreError::AmountOverflow => Self::AmountOverflow,
             StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
             StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),
-            StoreError::Unavailable(cause) => Self::Unavailable(cause),
+            StoreError::Unavailable(cause) | StoreError::Busy(cause) => Self::Unavailable(cause),
             StoreError::Internal(cause) => Self::Internal(cause),
         }
     }
@@ -104,7 +104,7 @@ pub(super) fn keyed<T>(
     method: &'static str,
     path: &str,
     fingerprint: BodyFingerprint,
-    render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
+    render: impl Fn(&T) -> StoredResponse + Send + Sync + 'static,
 ) -> Option<Keyed<T>> {
     key.map(|key| Keyed {
         principal: principal.idempotency_scope(),
@@ -112,7 +112,7 @@ pub(super) fn keyed<T>(
         method,
         path: path.to_owned(),
         fingerprint,
-        render: Box::new(render),
+        render: std::sync::Arc::new(render),
     })
 }
 

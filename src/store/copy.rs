@@ -570,10 +570,12 @@ mod tests {
         }
     }
 
-    /// The tables of PostgreSQL's schema that are not copied: the schema's version and the
-    /// chain's lock row, which `create_schema` makes in every PostgreSQL database and which
-    /// SQLite has no need of (its version is `PRAGMA user_version`; its writer is the only one).
-    const POSTGRES_ONLY: [&str; 2] = ["schema_version", "chain_head"];
+    /// The tables of PostgreSQL's schema that are not copied: the schema's version, the
+    /// chain's lock row, which `create_schema` makes in every PostgreSQL database, and the
+    /// audit rows waiting for their place in the chain (a copy's source has none: it waits
+    /// for them to be chained). SQLite has no need of them (its version is `PRAGMA
+    /// user_version`; its writer is the only one, and chains as it writes).
+    const POSTGRES_ONLY: [&str; 3] = ["schema_version", "chain_head", "audit_pending"];
 
     /// The tables `schema` creates, read from its text: the name after each `CREATE TABLE`.
     /// A schema that drops or renames a table is refused: its text alone does not say what is

@@ -67,7 +67,10 @@ mod verify;
 mod write;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use std::time::Duration;
+pub(crate) use write::stats::{CHAIN_DELAY_BOUNDS_MS, CHAIN_DELAY_BUCKETS};
 
 use crate::audit::Head;
 pub(crate) use crate::domain::Page;
@@ -240,6 +243,11 @@ pub(crate) enum StoreError {
     /// The database cannot take the command now (full, read-only, locked, closed). The text
     /// is for the log only.
     Unavailable(String),
+    /// Another writer holds a row the command needs (a lock not granted at once or within the
+    /// session's `lock_timeout`, a deadlock, a serialization failure): nothing of the command
+    /// was done, and it may be sent again at once. [`threads::Store::write`] sends it again
+    /// for a while before it answers [`StoreError::Unavailable`]. The text is for the log only.
+    Busy(String),
     /// A bug: a panic in a command or data that breaks an invariant. For the log only.
     Internal(String),
 }
@@ -249,7 +257,9 @@ impl std::fmt::Display for StoreError {
     /// database's own words for what it could not do, a refusal's name otherwise.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Unavailable(cause) | Self::Internal(cause) => f.write_str(cause),
+            Self::Unavailable(cause) | Self::Busy(cause) | Self::Internal(cause) => {
+                f.write_str(cause)
+            }
             refusal => write!(f, "{refusal:?}"),
         }
     }
@@ -281,8 +291,9 @@ impl std::fmt::Debug for StoredResponse {
     }
 }
 
-/// Turns a write's result into the response a replay will send.
-pub(crate) type Render<T> = Box<dyn FnOnce(&T) -> StoredResponse + Send>;
+/// Turns a write's result into the response a replay will send (shared: a write sent again
+/// after [`StoreError::Busy`] renders with the same).
+pub(crate) type Render<T> = Arc<dyn Fn(&T) -> StoredResponse + Send + Sync>;
 
 /// What binds an `Idempotency-Key`: the principal it belongs to, the request it was sent with,
 /// and how to render the answer to keep.
@@ -299,6 +310,19 @@ pub(crate) struct Keyed<T> {
     pub(crate) fingerprint: BodyFingerprint,
     /// The handler's rendering of a fresh result, run inside the write's transaction.
     pub(crate) render: Render<T>,
+}
+
+impl<T> Clone for Keyed<T> {
+    fn clone(&self) -> Self {
+        Self {
+            principal: self.principal.clone(),
+            key: self.key.clone(),
+            method: self.method,
+            path: self.path.clone(),
+            fingerprint: self.fingerprint,
+            render: Arc::clone(&self.render),
+        }
+    }
 }
 
 impl<T> std::fmt::Debug for Keyed<T> {
@@ -383,8 +407,15 @@ pub(crate) struct StoreGauges {
     pub(crate) events_written: [u64; crate::domain::EventType::ALL.len()],
     /// Webhook deliveries by state, in [`crate::domain::DeliveryState::NAMES`] order.
     pub(crate) deliveries: [u64; crate::domain::DeliveryState::NAMES.len()],
-    /// Length of the audit chain.
+    /// Audit events recorded (chained, or waiting for their place in the chain).
     pub(crate) audit_events: u64,
+    /// How long audit rows waited for their place in the chain (PostgreSQL), by bucket of
+    /// [`CHAIN_DELAY_BOUNDS_MS`], the last bucket above them.
+    pub(crate) chain_delays: [u64; CHAIN_DELAY_BUCKETS],
+    /// The sum of those waits, in milliseconds.
+    pub(crate) chain_delay_sum_ms: u64,
+    /// The longest of those waits, in milliseconds.
+    pub(crate) chain_delay_max_ms: u64,
     /// Write transactions committed.
     pub(crate) batches: u64,
     /// Write commands in committed batches.

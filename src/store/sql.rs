@@ -102,6 +102,13 @@ pub(crate) type Row<'r> = dyn TextRow<Error = RowError> + 'r;
 
 /// A connection the commands and queries run on.
 pub(crate) trait Sql {
+    /// Whether writers on other connections share this database (PostgreSQL, with any number
+    /// of instances): a write then takes its tenant's row lock before it reads
+    /// ([`crate::store::write::state::WriterState::lock_tenant`]), and its audit row waits in
+    /// `audit_pending` for the chainer. SQLite's one writer does neither: it links each row
+    /// into the chain inside the change's transaction.
+    const SHARED: bool = false;
+
     /// Runs one statement; how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError>;
 

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -25,6 +26,17 @@ use crate::domain::{
     Budget, BudgetId, Delivery, Endpoint, EndpointId, EntryId, Event, EventId, LedgerEntry,
     Reservation, ReservationId, Statement, Tenant, TenantId, Timestamp,
 };
+
+/// The first pause before a write that found its rows busy is sent again.
+const BUSY_PAUSE_MIN: Duration = Duration::from_millis(2);
+
+/// The longest pause between two tries of a busy write.
+const BUSY_PAUSE_MAX: Duration = Duration::from_millis(100);
+
+/// How long a write whose rows stay busy is tried before it is answered `503`: a row held by
+/// another writer of the database is held for one batch, but a session outside the service
+/// may hold it longer.
+const BUSY_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// A cheap, cloneable handle to the store: typed commands to its threads, answered on
 /// oneshot channels.
@@ -127,6 +139,12 @@ impl Store {
                 .each_ref()
                 .map(|c| c.load(Ordering::Relaxed)),
             audit_events: stats.audit_events.load(Ordering::Relaxed),
+            chain_delays: stats
+                .chain_delays
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed)),
+            chain_delay_sum_ms: stats.chain_delay_sum_ms.load(Ordering::Relaxed),
+            chain_delay_max_ms: stats.chain_delay_max_ms.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
             wal_frames: stats.wal_frames.load(Ordering::Relaxed),
@@ -138,8 +156,29 @@ impl Store {
 
     /// Runs a write operation in the writer's next batch and waits for its answer, which
     /// comes once the batch is committed (and durable).
+    ///
+    /// An operation that found a row it needs held by another writer ([`StoreError::Busy`]:
+    /// nothing of it was done) is sent again after a pause that doubles from
+    /// [`BUSY_PAUSE_MIN`] to [`BUSY_PAUSE_MAX`], for [`BUSY_WAIT_MAX`] in all; then it is
+    /// answered [`StoreError::Unavailable`] (a `503`).
     pub(crate) async fn write<O: WriteOp>(&self, op: O) -> Result<O::Output, StoreError> {
-        ask(&self.writes, |reply| WriteCommand::op(op, reply)).await
+        let started = tokio::time::Instant::now();
+        let mut pause = BUSY_PAUSE_MIN;
+        loop {
+            let again = op.clone();
+            match ask(&self.writes, |reply| WriteCommand::op(again, reply)).await {
+                Err(StoreError::Busy(cause)) => {
+                    if started.elapsed() + pause > BUSY_WAIT_MAX {
+                        return Err(StoreError::Unavailable(format!(
+                            "still busy after {BUSY_WAIT_MAX:?}: {cause}"
+                        )));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(BUSY_PAUSE_MAX);
+                }
+                answer => return answer,
+            }
+        }
     }
 
     async fn read<T>(

@@ -962,3 +962,116 @@ fn a_stalled_endpoint_does_not_slow_api_requests() {
         );
     }
 }
+
+/// How long the outside session holds the locked tenant's rows.
+const OUTSIDE_LOCK: Duration = Duration::from_secs(3);
+
+/// Writes of different tenants never wait for one another: with one tenant's rows locked by
+/// a session outside the service (`SELECT … FOR UPDATE` in psql), credits to other tenants
+/// through each of three instances complete within a second each, and the locked tenant's
+/// credit, sent while the lock is held, completes once it goes.
+#[test]
+fn a_tenant_locked_from_outside_holds_up_no_other_tenant() {
+    let db = TestDb::new();
+    let instances = Instances::start(&db.url, INSTANCES);
+    let admin = instances.admin.clone();
+    let (_, locked_tid, locked_bid) =
+        create_tenant(&instances.addrs[0], &admin, "locked-from-outside", "0");
+    let others: Vec<(String, String)> = (0..INSTANCES)
+        .map(|i| {
+            let (_, tid, bid) =
+                create_tenant(&instances.addrs[i], &admin, &format!("free-{i}"), "0");
+            (tid, bid)
+        })
+        .collect();
+    let credit = json!({ "amount_atomic": "1" });
+
+    // The outside session: locks the tenant's row and its budgets', holds them, commits.
+    let script = format!(
+        "BEGIN; SELECT id FROM tenants WHERE id = '{locked_tid}' FOR UPDATE; \
+         SELECT id FROM budgets WHERE tenant_id = '{locked_tid}' FOR UPDATE; \
+         SELECT pg_sleep({}); COMMIT;",
+        OUTSIDE_LOCK.as_secs()
+    );
+    let mut outside = Command::new("psql")
+        .args([
+            db.url.as_str(),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            &script,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("psql runs");
+    let locked_at = Instant::now();
+    let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()";
+    while db.psql(held) != "1" {
+        assert!(
+            locked_at.elapsed() < OUTSIDE_LOCK,
+            "the outside session never held the lock"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+
+    // The locked tenant's credit, through the first instance, waits for the lock.
+    let waiting = {
+        let (addr, admin) = (instances.addrs[0].clone(), admin.clone());
+        let path = budget_path(&locked_tid, &locked_bid, "credits");
+        let body = credit.clone();
+        thread::spawn(move || {
+            let sent = Instant::now();
+            let resp = post(&addr, &admin, &path, &body, None).expect("an answer");
+            (resp, sent.elapsed())
+        })
+    };
+    // Meanwhile, every instance credits every other tenant, each within a second.
+    for (i, addr) in instances.addrs.iter().enumerate() {
+        for (tid, bid) in &others {
+            let sent = Instant::now();
+            let resp = post(
+                addr,
+                &admin,
+                &budget_path(tid, bid, "credits"),
+                &credit,
+                None,
+            )
+            .expect("an answer");
+            let took = sent.elapsed();
+            assert_eq!(resp.status, 201, "instance {i}: {}", resp.describe());
+            assert!(
+                took < Duration::from_secs(1),
+                "instance {i}: a credit to {tid} took {took:?} while another tenant was locked"
+            );
+        }
+    }
+    assert!(
+        locked_at.elapsed() < OUTSIDE_LOCK,
+        "the other tenants' credits ran while the lock was held"
+    );
+    let (resp, took) = waiting.join().expect("the locked tenant's credit");
+    assert!(
+        outside.wait().expect("psql ends").success(),
+        "the outside session committed"
+    );
+    assert_eq!(resp.status, 201, "once the lock went: {}", resp.describe());
+    assert!(
+        locked_at.elapsed() >= OUTSIDE_LOCK && took < OUTSIDE_LOCK + Duration::from_secs(5),
+        "the locked tenant's credit completed once the lock went, after {took:?}"
+    );
+    let budget = get(
+        &instances.addrs[1],
+        &admin,
+        &format!("/v1/tenants/{locked_tid}/budgets/{locked_bid}"),
+    );
+    assert_eq!(
+        budget.json()["credited_atomic"],
+        "1",
+        "{}",
+        budget.describe()
+    );
+    assert_verifies(&db.url, "after the outside lock");
+}

@@ -19,7 +19,7 @@ use crate::store::{StoreError, queries};
 /// Takes on every enabled endpoint that no other instance holds (or whose holder's lease ran
 /// out), and renews the leases this instance holds, until `now + lease`. Answers how many it
 /// holds.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ClaimEndpoints {
     /// This instance, as leases name it.
     pub(crate) owner: String,
@@ -74,7 +74,7 @@ pub(crate) struct Attempted {
 /// for good; the endpoint's run of failures, and the endpoint disabled by the system after
 /// `disable_after` failures in a row. Nothing for a delivery that is gone (its endpoint was
 /// deleted, its event erased) or no longer pending.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RecordAttempt {
     /// The outcome.
     pub(crate) attempt: Attempted,

@@ -10,7 +10,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
 
 /// A budget's close.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CloseBudget {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -29,6 +29,7 @@ impl WriteOp for CloseBudget {
             budget: id,
             actor,
         } = self;
+        w.lock_tenant(&tenant)?;
         let (mut budget, active) = queries::budgets::budget_to_write(w.db(), &tenant, id.as_ref())?;
         if !active {
             return Err(StoreError::TenantTombstoned);

@@ -9,7 +9,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
 
 /// A budget create.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CreateBudget {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -31,6 +31,7 @@ impl WriteOp for CreateBudget {
             actor,
             keyed,
         } = self;
+        w.lock_tenant(&tenant)?;
         w.keyed(keyed, |w| {
             w.active_tenant(&tenant)?;
             let now = w.now();

@@ -12,7 +12,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
 
 /// A tenant create as the store receives it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CreateTenant {
     /// What to create.
     pub(crate) tenant: NewTenant,
@@ -78,6 +78,7 @@ fn create<D: Sql>(
         thresholds: new.thresholds.clone(),
     };
     w.insert_budget(&mut budget)?;
+    w.hold_new_tenant(&id);
     let event = AuditEvent::TenantCreated {
         id: id.clone(),
         name: new.name.clone(),

@@ -21,7 +21,7 @@ pub(crate) const PREVIOUS_SECRET_SECONDS: u32 = 24 * 60 * 60;
 pub(crate) type SecretBytes = [u8; 32];
 
 /// `POST /v1/webhook-endpoints`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CreateEndpoint {
     /// What to make.
     pub(crate) endpoint: NewEndpoint,
@@ -87,7 +87,7 @@ impl WriteOp for CreateEndpoint {
 }
 
 /// `PATCH /v1/webhook-endpoints/<whe>`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct UpdateEndpoint {
     /// Which (`None`: the path named none that could exist).
     pub(crate) id: Option<EndpointId>,
@@ -146,7 +146,7 @@ impl WriteOp for UpdateEndpoint {
 }
 
 /// `DELETE /v1/webhook-endpoints/<whe>`: final; its secret is wiped and its deliveries erased.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct DeleteEndpoint {
     /// Which.
     pub(crate) id: Option<EndpointId>,
@@ -193,7 +193,7 @@ impl WriteOp for DeleteEndpoint {
 
 /// `POST /v1/webhook-endpoints/<whe>/rotate-secret`: a new secret; the one it replaces goes on
 /// signing beside it for [`PREVIOUS_SECRET_SECONDS`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RotateSecret {
     /// Which.
     pub(crate) id: Option<EndpointId>,
@@ -243,7 +243,7 @@ impl WriteOp for RotateSecret {
 }
 
 /// `POST /v1/webhook-endpoints/<whe>/deliveries/<whd>/retry`: one more attempt, now.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RetryDelivery {
     /// Whose.
     pub(crate) endpoint: Option<EndpointId>,
@@ -325,6 +325,15 @@ pub(crate) fn live_endpoint<D: Sql>(
     w: &mut WriterState<D>,
     id: Option<&EndpointId>,
 ) -> Result<Endpoint, StoreError> {
+    // Where writers share the database, the endpoint's row is locked first, without waiting
+    // (as a tenant's is: `WriterState::lock_tenant`), so that two changes of one endpoint
+    // through two instances run one after the other. Sent with the read below.
+    if let (true, Some(id)) = (D::SHARED, id) {
+        w.db().send(
+            "SELECT 1 FROM webhook_endpoints WHERE id = ?1 FOR NO KEY UPDATE NOWAIT",
+            &[id.as_str().into()],
+        )?;
+    }
     queries::webhooks::endpoint(w.db(), id)
 }
 

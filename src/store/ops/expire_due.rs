@@ -7,7 +7,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{BOUNDARY_SWEEP_MAX, EXPIRE_SWEEP_MAX, StoreError};
 
 /// Records every expiry and boundary due now; answers how many.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ExpireDue;
 
 impl WriteOp for ExpireDue {

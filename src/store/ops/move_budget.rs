@@ -10,7 +10,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
 
 /// A credit, a debit or a charge.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct MoveBudget {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -35,6 +35,7 @@ impl WriteOp for MoveBudget {
             actor,
             keyed,
         } = self;
+        w.lock_tenant(&tenant)?;
         w.keyed(keyed, |w| {
             let now = w.now();
             let mut budget = w.open_budget(&tenant, id.as_ref(), now)?;

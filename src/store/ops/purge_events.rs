@@ -13,7 +13,7 @@ use crate::store::{EVENT_PURGE_BATCH, StoreError};
 /// Erases up to [`EVENT_PURGE_BATCH`] events written more than `retention` ago, oldest
 /// first, with their webhook deliveries; answers how many events (a full batch: run it
 /// again).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PurgeEvents {
     /// How long an event is kept.
     pub(crate) retention: Duration,

@@ -7,7 +7,7 @@ use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
 
 /// Erases the idempotency records older than the replay window; answers how many.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PurgeExpired;
 
 impl WriteOp for PurgeExpired {

@@ -10,7 +10,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written};
 
 /// A reservation request.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Reserve {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -32,6 +32,7 @@ impl WriteOp for Reserve {
             actor,
             keyed,
         } = self;
+        w.lock_tenant(&tenant)?;
         w.keyed(keyed, |w| reserve(w, &tenant, &new, &actor))
     }
 }

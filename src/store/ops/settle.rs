@@ -10,7 +10,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{Keyed, StoreError, Written, queries};
 
 /// A commit, release or extend of a reservation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct SettleReservation {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -35,6 +35,7 @@ impl WriteOp for SettleReservation {
             actor,
             keyed,
         } = self;
+        w.lock_tenant(&tenant)?;
         w.keyed(keyed, |w| settle(w, &tenant, id.as_ref(), action, &actor))
     }
 }

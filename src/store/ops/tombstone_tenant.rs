@@ -10,7 +10,7 @@ use crate::store::write::state::WriterState;
 use crate::store::{StoreError, queries};
 
 /// A tenant's tombstone.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct TombstoneTenant {
     /// Which tenant.
     pub(crate) id: TenantId,
@@ -23,6 +23,7 @@ impl WriteOp for TombstoneTenant {
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Tenant, StoreError> {
         let TombstoneTenant { id, actor } = self;
+        w.lock_tenant(&id)?;
         let tenant = queries::tenants::tenant(w.db(), &id)?.ok_or(StoreError::TenantNotFound)?;
         if tenant.state != TenantState::Active {
             return Ok(tenant);

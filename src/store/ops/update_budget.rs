@@ -20,7 +20,7 @@ pub(crate) struct BudgetPatch {
 }
 
 /// A `PATCH` of a budget.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct UpdateBudget {
     /// Whose.
     pub(crate) tenant: TenantId,
@@ -42,6 +42,7 @@ impl WriteOp for UpdateBudget {
             patch,
             actor,
         } = self;
+        w.lock_tenant(&tenant)?;
         let now = w.now();
         let mut budget = w.open_budget(&tenant, id.as_ref(), now)?;
         let policy = patch.policy.unwrap_or_else(|| budget.policy.clone());

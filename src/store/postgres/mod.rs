@@ -8,6 +8,7 @@
 //! through the same codec.
 
 pub(crate) mod blocking;
+mod chainer;
 mod codec;
 pub(super) mod copy;
 // The one scratch database of the tests, shared with the black-box tests and the load
@@ -29,9 +30,9 @@ use super::{StoreConfig, threads};
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// The schema version the file creates: SQLite's `user_version` when it gained the same
-/// tables (SQLite's migration 4 changed nothing PostgreSQL has).
-pub(crate) const SCHEMA_VERSION: i32 = 6;
+/// The schema version the file creates: SQLite's `user_version` 6 (its migration 4 changed
+/// nothing PostgreSQL has), and 7 for what only PostgreSQL has (the pending audit rows).
+pub(crate) const SCHEMA_VERSION: i32 = 7;
 
 /// The advisory lock that lets one of several instances starting at once create the schema
 /// while the others wait ("tenantd" in ASCII).

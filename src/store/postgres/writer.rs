@@ -1,37 +1,37 @@
 //! The PostgreSQL writer: one thread of each instance, running the store's commands in
 //! batches, one transaction a batch, as the SQLite writer does.
 //!
-//! Any number of instances may write to one database. A batch begins by locking the chain's
-//! one-row lock (`chain_head`), so batches of all instances run one at a time, and every
-//! statement of a batch (`READ COMMITTED`) sees all that the batches before it committed:
-//! a key bound through another instance is replayed, a budget's figures are the latest, an
-//! expiry is recorded once. Under the lock the writer reads the chain's last event; when
-//! another instance appended since this writer's last batch, its head, clock and ids catch up
-//! with what is stored (so events, entries and ids stay in order along the chain), and the
-//! soonest expiry is read again.
+//! Any number of instances may write to one database, and no lock is taken by every batch:
+//! a command takes its tenant's row lock first, without waiting
+//! ([`WriterState::lock_tenant`]), and holds it to the batch's `COMMIT`. So a tenant's writes
+//! run one after the other, through whichever instance, and each statement (`READ
+//! COMMITTED`) sees all that the earlier ones committed: a key bound through another instance
+//! is replayed, a budget's figures are the latest, an expiry is recorded once. Writes of
+//! other tenants go on beside them. A command whose tenant another writer holds fails
+//! `Busy` alone (its savepoint rolled back) and is sent again; the rest of its batch goes on.
+//! Audit rows wait in `audit_pending` for the chainer ([`super::chainer`]), which the writer
+//! wakes after each commit.
 //!
 //! A `COMMIT` whose connection broke has an unknown outcome. The writer connects again and
-//! looks for the batch's last event: found, the batch committed and is answered; not found
-//! (or no connection to be had), every command is answered `Unavailable` (a `503`), and a
-//! keyed retry settles it.
+//! asks the server for its transaction's status (`txid_status`): committed, the batch is
+//! answered; not (or no connection to be had), every command is answered `Unavailable` (a
+//! `503`), and a keyed retry settles it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::blocking::Blocking;
+use super::chainer::Chainer;
 use crate::audit::Head;
-use crate::domain::Timestamp;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::batch::Batches;
-use crate::store::write::chain;
 use crate::store::write::delta::Delta;
 use crate::store::write::state::WriterState;
 use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
-/// How often (in seconds) an idle writer looks for reservations due to expire, since another
-/// instance (one that stopped, say) may have taken them.
-const EXPIRY_POLL_SECONDS: u32 = 1;
+/// How often (in seconds) a writer looks for reservations due to expire and periods due to
+/// end, since another instance (one that stopped, say) may have made them.
+const DUE_POLL_SECONDS: u32 = 1;
 
 /// The state of the writer thread.
 pub(super) struct Writer {
@@ -44,6 +44,11 @@ pub(super) struct Writer {
     /// Set when the connection cannot be trusted (closed, or a transaction left open): a new
     /// one is made before the next batch.
     broken: bool,
+    /// The open write transaction's id, whose status tells whether a `COMMIT` whose answer
+    /// was lost committed.
+    xid: Option<i64>,
+    /// The chainer, woken after each commit.
+    chainer: Chainer,
 }
 
 impl Batches for Writer {
@@ -58,14 +63,14 @@ impl Batches for Writer {
     }
 
     /// Replaces a connection that is closed or was left in doubt; for writes, begins the
-    /// transaction under the chain's lock and catches up with other instances.
+    /// transaction.
     fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
         if self.broken || self.state.db_ref().is_closed() {
             self.state.db().reconnect(&self.url)?;
             self.broken = false;
         }
         if writes {
-            self.begin_locked()?;
+            self.begin_write()?;
         }
         Ok(())
     }
@@ -76,8 +81,8 @@ impl Batches for Writer {
         None
     }
 
-    /// Inside a write batch the chain's lock is held already; otherwise the server must be
-    /// one that takes writes (not a standby, not read-only).
+    /// Inside a write batch a write transaction has begun already; otherwise the server must
+    /// be one that takes writes (not a standby, not read-only).
     fn check_writable(&mut self, in_transaction: bool) -> Result<(), StoreError> {
         if in_transaction {
             return Ok(());
@@ -108,10 +113,24 @@ impl Batches for Writer {
         }
     }
 
-    /// A `COMMIT` whose connection broke may have committed: the writer connects again and
-    /// looks for the batch's last event.
-    fn commit(&mut self, head_before: &Head) -> Result<(), StoreError> {
-        let Err(error) = self.state.db().run("COMMIT") else {
+    /// Stores each locked tenant's last id, then commits. A `COMMIT` whose connection broke
+    /// may have committed: the writer connects again and asks for its transaction's status.
+    fn commit(&mut self, _head_before: &Head) -> Result<(), StoreError> {
+        let (locked, last) = self.state.take_locked();
+        let stored = match last {
+            Some(last) => {
+                let last = last.to_string();
+                locked.iter().try_for_each(|tenant| {
+                    self.state.db().send(
+                        "UPDATE tenants SET last_id = ?2 WHERE id = ?1",
+                        &[tenant.as_str().into(), last.as_str().into()],
+                    )
+                })
+            }
+            None => Ok(()),
+        };
+        let Err(error) = stored.and_then(|()| self.state.db().run("COMMIT")) else {
+            self.chainer.wake();
             return Ok(());
         };
         if !self.state.db_ref().is_closed() {
@@ -120,12 +139,12 @@ impl Batches for Writer {
             return Err(error);
         }
         self.broken = true;
-        let head = self.state.head().clone();
-        if head == *head_before {
+        let Some(xid) = self.xid.take() else {
             return Err(error);
-        }
-        match self.begin(false).and_then(|()| self.stored(&head)) {
+        };
+        match self.begin(false).and_then(|()| self.committed_xid(xid)) {
             Ok(true) => {
+                self.chainer.wake();
                 log::warn!("COMMIT reported {error:?}, but the batch is in the database");
                 Ok(())
             }
@@ -140,33 +159,37 @@ impl Batches for Writer {
 
     fn committed(&mut self, delta: &Delta, commands: usize) {
         self.stats.apply(delta, commands);
-        self.poll_expiries();
+        self.poll_due();
     }
 
     fn failed(&mut self) {
-        self.poll_expiries();
+        self.poll_due();
     }
 
     fn close(self) {
+        self.chainer.stop();
         log::info!("store closed");
     }
 }
 
 impl Writer {
-    /// Connects, and reads the head, the counts and the latest id.
+    /// Connects, reads the counts and the latest id, and starts the chainer.
     pub(super) fn new(url: &str, config: StoreConfig) -> Result<Self, String> {
         let mut db = Blocking::connect(url)?;
         let failed = |e: StoreError| format!("cannot read the database: {e:?}");
-        let stats = Stats::default();
+        let stats = Arc::new(Stats::default());
         stats.load(&mut db).map_err(failed)?;
-        let head = chain::load_head(&mut db).map_err(failed)?;
         let latest = queries::due::latest_ulid(&mut db).map_err(failed)?;
+        let chainer = Chainer::start(url, Arc::clone(&stats))?;
         Ok(Self {
-            state: WriterState::new(db, &config, head, latest),
+            // Writers here never link the chain: the head stays the genesis, unused.
+            state: WriterState::new(db, &config, Head::genesis(), latest),
             url: url.to_owned(),
             config,
-            stats: Arc::new(stats),
+            stats,
             broken: false,
+            xid: None,
+            chainer,
         })
     }
 
@@ -175,57 +198,57 @@ impl Writer {
         Arc::clone(&self.stats)
     }
 
-    /// Another instance may take holds this one never hears of: the soonest expiry is
-    /// looked for again within [`EXPIRY_POLL_SECONDS`].
-    fn poll_expiries(&mut self) {
-        let poll = self.state.clock_now().plus_seconds(EXPIRY_POLL_SECONDS);
+    /// Another instance may make holds and periods this one never hears of: the soonest
+    /// expiry and boundary are looked for again within [`DUE_POLL_SECONDS`].
+    fn poll_due(&mut self) {
+        let poll = self.state.clock_now().plus_seconds(DUE_POLL_SECONDS);
         self.state.lower_next_expiry(poll);
+        self.state.lower_next_boundary(poll);
     }
 
-    /// Begins the batch's transaction under the chain's lock, and catches up with what other
-    /// instances appended since this writer's last batch.
-    fn begin_locked(&mut self) -> Result<(), StoreError> {
+    /// Begins the batch's transaction and reads its id. The endpoints are read again when an
+    /// event is written: another instance may have changed them.
+    fn begin_write(&mut self) -> Result<(), StoreError> {
         // A connection the server closed while it was idle is found out here, before the
         // batch has done anything: it is replaced, and the batch goes on.
-        const BEGIN: &str = "BEGIN; SELECT id FROM chain_head WHERE id = 1 FOR UPDATE";
-        let began = match self.state.db().run(BEGIN) {
+        let began = match self.state.db().run("BEGIN") {
             Err(StoreError::Unavailable(_)) if self.state.db_ref().is_closed() => self
                 .state
                 .db()
                 .reconnect(&self.url)
-                .and_then(|()| self.state.db().run(BEGIN)),
+                .and_then(|()| self.state.db().run("BEGIN")),
             began => began,
         };
-        let begun = began.and_then(|()| {
-            let (head, at) = chain::last_event(self.state.db())?;
-            if head != *self.state.head() {
-                let latest = queries::due::latest_and_soonest(self.state.db())?;
-                self.state.catch_up(at, latest.ulid);
-                let events = u64::try_from(head.seq).unwrap_or(0);
-                self.stats.audit_events.store(events, Ordering::Relaxed);
-                self.state.set_head(head);
-                // Another instance may have taken or settled holds, or begun periods: the
-                // soonest expiry and boundary as stored now, under the lock, are exact.
-                self.state
-                    .set_next_expiry(latest.expiry.unwrap_or(Timestamp::MAX));
-                self.state
-                    .set_next_boundary(latest.boundary.unwrap_or(Timestamp::MAX));
-            }
-            Ok(())
+        self.state.forget_subscribers();
+        let xid = began.and_then(|()| {
+            self.state
+                .db()
+                .query_opt("SELECT CAST(txid_current() AS TEXT)", &[], |row| {
+                    let xid = text(row, 0)?;
+                    xid.parse()
+                        .map_err(|_| row.corrupt(0, format!("a bad transaction id {xid:?}")))
+                })
         });
-        if begun.is_err() {
-            self.rollback();
+        match xid {
+            Ok(xid) => {
+                self.xid = xid;
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
         }
-        begun
     }
 
-    /// Whether the chain holds `head`'s event.
-    fn stored(&mut self, head: &Head) -> Result<bool, StoreError> {
-        let hash = self.state.db().query_opt(
-            "SELECT hash FROM audit_events WHERE seq = ?1",
-            &[Param::Int(head.seq)],
-            |row| Ok(text(row, 0)?.into_owned()),
-        )?;
-        Ok(hash.as_deref() == Some(head.hash.as_str()))
+    /// Whether the transaction `xid` committed, as the server says.
+    fn committed_xid(&mut self, xid: i64) -> Result<bool, StoreError> {
+        let status =
+            self.state
+                .db()
+                .query_opt("SELECT txid_status(?1)", &[Param::Int(xid)], |row| {
+                    Ok(row.column(0)?.map(|s| s.into_owned()))
+                })?;
+        Ok(status.flatten().as_deref() == Some("committed"))
     }
 }

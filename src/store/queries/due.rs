@@ -83,28 +83,15 @@ pub(crate) fn next_boundary(db: &mut impl Sql) -> Result<Option<Timestamp>, Stor
 
 /// The greatest ULID of any id stored, so that new ids sort after every one of them.
 pub(crate) fn latest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
-    Ok(latest_and_soonest(db)?.ulid)
+    greatest_ulid(db)
 }
 
-/// What a writer must know after another wrote, in one statement: the greatest ULID of any
-/// id stored, when the soonest active reservation expires, and when the soonest period ends.
-pub(crate) struct Latest {
-    /// The greatest ULID of any id stored.
-    pub(crate) ulid: Option<ulid::Ulid>,
-    /// The soonest expiry of an active reservation.
-    pub(crate) expiry: Option<Timestamp>,
-    /// The soonest end of an open budget's period.
-    pub(crate) boundary: Option<Timestamp>,
-}
-
-/// See [`Latest`].
-pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError> {
+/// The greatest ULID of any id stored.
+fn greatest_ulid(db: &mut impl Sql) -> Result<Option<ulid::Ulid>, StoreError> {
     let found = db.query_opt(
         "SELECT (SELECT max(id) FROM tenants), (SELECT max(id) FROM budgets), \
          (SELECT max(id) FROM reservations), (SELECT max(id) FROM ledger_entries), \
-         (SELECT max(id) FROM periods), (SELECT max(id) FROM events), \
-         (SELECT min(expires_at) FROM reservations WHERE state = 'active'), \
-         (SELECT min(period_ends_at) FROM budget_renewals WHERE period_ends_at IS NOT NULL)",
+         (SELECT max(id) FROM periods), (SELECT max(id) FROM events)",
         &[],
         |row| {
             let mut latest = None;
@@ -116,24 +103,8 @@ pub(crate) fn latest_and_soonest(db: &mut impl Sql) -> Result<Latest, StoreError
                     .and_then(|text| ulid::Ulid::from_string(text).ok());
                 latest = latest.max(ulid);
             }
-            let time = |i: usize| {
-                row.column(i)?
-                    .map(|raw| {
-                        Timestamp::parse(&raw)
-                            .ok_or_else(|| row.corrupt(i, format!("a bad instant {raw:?}")))
-                    })
-                    .transpose()
-            };
-            Ok(Latest {
-                ulid: latest,
-                expiry: time(6)?,
-                boundary: time(7)?,
-            })
+            Ok(latest)
         },
     )?;
-    Ok(found.unwrap_or(Latest {
-        ulid: None,
-        expiry: None,
-        boundary: None,
-    }))
+    Ok(found.flatten())
 }

@@ -418,7 +418,7 @@ mod tests {
             method: "POST",
             path: path.into(),
             fingerprint: BodyFingerprint::of(body),
-            render: Box::new(|created: &Created| StoredResponse {
+            render: std::sync::Arc::new(|created: &Created| StoredResponse {
                 status: 201,
                 location: None,
                 body: created.tenant.id.to_string(),
@@ -495,7 +495,7 @@ mod tests {
         let mut writer = writer(&dir);
         let mut panicking = keyed("admin", "k", "/v1/tenants", b"x");
         if let Some(keyed) = panicking.as_mut() {
-            keyed.render = Box::new(|_: &Created| panic!("a rendering that fails"));
+            keyed.render = std::sync::Arc::new(|_: &Created| panic!("a rendering that fails"));
         }
         let (failing, failing_answer) = create("failing", panicking);
         let (plain, plain_answer) = create("plain", None);

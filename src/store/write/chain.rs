@@ -1,23 +1,33 @@
-//! The audit chain as the writer extends it: each event linked to the head, inside the
-//! transaction of the change it records, and the head read back from the database.
+//! The audit chain as the writer extends it, and the head read back from the database.
+//!
+//! On SQLite each event is linked to the head inside the transaction of the change it
+//! records. Where writers share the database ([`Sql::SHARED`]: PostgreSQL) no writer may
+//! hold the chain's lock while it works, so each event waits in `audit_pending`, written with
+//! its change, until the chainer ([`chain_pending`]) links the committed ones in id order.
 
-use crate::audit::{Actor, AuditEvent, Head, Linked};
+use crate::audit::{Actor, AuditEvent, Entry, Head, Linked};
 use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::sql::{Param, Sql, text};
+use crate::store::sql::{Param, Row, RowError, Sql, text};
 use crate::store::write::state::WriterState;
 
 impl<D: Sql> WriterState<D> {
-    /// Appends `event` to the chain, inside the caller's transaction.
+    /// Records `event` inside the caller's transaction: appended to the chain, or pending
+    /// where writers share the database.
     pub(crate) fn record(
         &mut self,
         occurred_at: Timestamp,
         actor: &Actor,
         event: &AuditEvent,
     ) -> Result<(), StoreError> {
-        let row = self.head().link(&occurred_at.to_string(), actor, event);
-        append(self.db(), &row)?;
-        self.set_head(row.into_head());
+        let occurred_at = occurred_at.to_string();
+        if D::SHARED {
+            append_pending(self.db(), &Entry::new(0, &occurred_at, actor, event))?;
+        } else {
+            let row = self.head().link(&occurred_at, actor, event);
+            append(self.db(), &row)?;
+            self.set_head(row.into_head());
+        }
         self.counts().audit_event();
         Ok(())
     }
@@ -73,4 +83,117 @@ pub(crate) fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> 
         ],
     )?;
     Ok(())
+}
+
+/// Writes `entry` (its `seq` unused) to `audit_pending`, inside the caller's transaction.
+fn append_pending(db: &mut impl Sql, entry: &Entry) -> Result<(), StoreError> {
+    db.send(
+        "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        &[
+            entry.occurred_at.as_str().into(),
+            entry.actor.as_ref().into(),
+            entry.action.as_ref().into(),
+            entry.tenant_id.as_str().into(),
+            entry.payload.as_str().into(),
+        ],
+    )
+}
+
+/// The columns of a pending row, as [`pending_row`] reads them.
+const PENDING_COLUMNS: &str = "CAST(id AS TEXT), occurred_at, actor, action, tenant_id, payload";
+
+/// A pending row: its id, and its entry (with `seq` 0).
+fn pending_row(row: &Row<'_>) -> Result<(i64, Entry), RowError> {
+    let id = text(row, 0)?;
+    let id = id
+        .parse()
+        .map_err(|_| row.corrupt(0, format!("a bad pending id {id:?}")))?;
+    Ok((
+        id,
+        Entry {
+            seq: 0,
+            occurred_at: text(row, 1)?.into_owned(),
+            actor: text(row, 2)?.into_owned().into(),
+            action: text(row, 3)?.into_owned().into(),
+            tenant_id: text(row, 4)?.into_owned(),
+            payload: text(row, 5)?.into_owned(),
+        },
+    ))
+}
+
+/// Moves up to `limit` pending rows into the chain, the lowest ids first, in the caller's
+/// transaction, which holds the chain's lock (`chain_head`). A row is deleted and appended by
+/// the same transaction: chained exactly once, or not at all. The rows' `occurred_at`, in
+/// the order chained.
+///
+/// Only committed rows are seen, and a row of a transaction still open may have a lower id
+/// than one chained now; it is chained later, after it. Each tenant's rows keep their order:
+/// a tenant's writes take its row lock first and commit one after the other, so a later
+/// change's row has a higher id and is never seen before an earlier one's.
+pub(crate) fn chain_pending(db: &mut impl Sql, limit: i64) -> Result<Vec<String>, StoreError> {
+    let mut head = load_head(db)?;
+    let mut rows = db.query(
+        &format!(
+            "DELETE FROM audit_pending WHERE id IN \
+             (SELECT id FROM audit_pending ORDER BY id LIMIT ?1) RETURNING {PENDING_COLUMNS}"
+        ),
+        &[Param::Int(limit)],
+        pending_row,
+    )?;
+    rows.sort_by_key(|(id, _)| *id);
+    let mut chained = Vec::with_capacity(rows.len());
+    for (_, entry) in rows {
+        let row = head.link_entry(entry);
+        append(db, &row)?;
+        chained.push(row.entry.occurred_at.clone());
+        head = row.into_head();
+    }
+    db.flush()?;
+    Ok(chained)
+}
+
+/// Every pending row, in id order (none where writers do not share the database): what
+/// `audit verify` replays after the chain, as the chainer will link it, and what `tenantd
+/// copy` chains into its target.
+pub(crate) fn pending<D: Sql>(db: &mut D) -> Result<Vec<Entry>, StoreError> {
+    if !D::SHARED {
+        return Ok(Vec::new());
+    }
+    let rows = db.query(
+        &format!("SELECT {PENDING_COLUMNS} FROM audit_pending ORDER BY id"),
+        &[],
+        pending_row,
+    )?;
+    Ok(rows.into_iter().map(|(_, entry)| entry).collect())
+}
+
+/// Waits, at most `wait`, until no row waits in `audit_pending` (where writers share the
+/// database; at once elsewhere): the instances chain what they committed. How many rows still
+/// wait then.
+pub(crate) fn settle_pending<D: Sql>(
+    db: &mut D,
+    wait: std::time::Duration,
+) -> Result<usize, StoreError> {
+    if !D::SHARED {
+        return Ok(0);
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let pending = db
+            .query_opt(
+                "SELECT CAST(count(*) AS TEXT) FROM audit_pending",
+                &[],
+                |row| {
+                    let n = text(row, 0)?;
+                    n.parse::<usize>()
+                        .map_err(|_| row.corrupt(0, format!("a bad count {n:?}")))
+                },
+            )?
+            .unwrap_or(0);
+        if pending == 0 || std::time::Instant::now() >= deadline {
+            return Ok(pending);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -19,6 +19,9 @@ impl<D: Sql> WriterState<D> {
         let Some(keyed) = keyed else {
             return op(self).map(Written::Fresh);
         };
+        if D::SHARED {
+            self.lock_key(&keyed.principal, keyed.key.as_str())?;
+        }
         let now_ms = self.now().unix_ms();
         if let Some(stored) = self.replay(&keyed, now_ms)? {
             return Ok(Written::Replayed(stored));
@@ -55,6 +58,27 @@ impl<D: Sql> WriterState<D> {
             ],
         )?;
         Ok(Written::Fresh(value))
+    }
+
+    /// Takes the key's lock for the rest of the batch, without waiting, where writers share
+    /// the database: the same key sent through two instances at once (of the admin, whose
+    /// writes name no tenant yet, or under two tenants) runs once, and the other finds it
+    /// bound. A transaction-scoped advisory lock on a hash of the principal and the key; held
+    /// by another writer, the command is [`StoreError::Busy`] and is sent again.
+    fn lock_key(&mut self, principal: &str, key: &str) -> Result<(), StoreError> {
+        let scoped = format!("{principal}\n{key}");
+        let taken = self.db().query_opt(
+            "SELECT CAST(pg_try_advisory_xact_lock(hashtextextended(?1, 0)) AS TEXT)",
+            &[scoped.as_str().into()],
+            |row| Ok(text(row, 0)? == "true"),
+        )?;
+        if taken == Some(true) {
+            Ok(())
+        } else {
+            Err(StoreError::Busy(
+                "another writer holds the idempotency key".into(),
+            ))
+        }
     }
 
     /// The stored response for `keyed` if its key is bound and unexpired at `now_ms`.

@@ -59,8 +59,9 @@ pub(crate) fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, Store
 
 /// A write operation: the type's fields are its input, [`WriteOp::run`] reads what it
 /// changes, decides and writes, all on the writer's connection inside the batch's
-/// transaction (in a savepoint of its own, which a failure or a panic rolls back alone).
-pub(crate) trait WriteOp: Send + 'static {
+/// transaction (in a savepoint of its own, which a failure or a panic rolls back alone). It
+/// is `Clone` so that one that found its rows busy ([`StoreError::Busy`]) can be sent again.
+pub(crate) trait WriteOp: Clone + Send + 'static {
     /// What a successful run answers.
     type Output: Send + 'static;
 

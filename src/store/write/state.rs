@@ -10,7 +10,7 @@ use super::delta::Delta;
 use super::subscribers::Subscriber;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
-use crate::domain::Timestamp;
+use crate::domain::{TenantId, Timestamp};
 use crate::ids::IdGenerator;
 use crate::store::sql::Sql;
 use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
@@ -41,6 +41,9 @@ pub(crate) struct WriterState<D> {
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
+    /// The tenants whose row locks the open batch holds, where writers share the database
+    /// ([`WriterState::lock_tenant`]).
+    locked: Vec<TenantId>,
     /// The enabled webhook endpoints, read when an event is first written after they may
     /// have changed (`None`: to be read). Forgotten by every change of an endpoint, by every
     /// command that fails, and when another instance wrote.
@@ -56,6 +59,7 @@ pub(crate) struct WriterState<D> {
 pub(crate) struct Snapshot {
     head: Head,
     delta: Delta,
+    locked: usize,
     next_expiry: Timestamp,
     next_boundary: Timestamp,
 }
@@ -83,6 +87,7 @@ impl<D: Sql> WriterState<D> {
             next_boundary: Timestamp::from_unix_ms(0),
             poisoned: None,
             sweep_retry_at: None,
+            locked: Vec::new(),
             subscribers: None,
             #[cfg(test)]
             fail_next_rollback: false,
@@ -136,11 +141,60 @@ impl<D: Sql> WriterState<D> {
         self.ids.next(now.unix_ms())
     }
 
-    /// Makes every time and id this writer uses from now on come after `at` and `latest`:
-    /// another writer on the same database went that far.
-    pub(crate) fn catch_up(&mut self, at: Timestamp, latest: Option<ulid::Ulid>) {
-        self.last_now = self.last_now.max(at);
-        self.ids.skip_past(latest);
+    /// Takes `tenant`'s row lock for the rest of the batch where writers share the database
+    /// ([`Sql::SHARED`]), without waiting: a lock another writer holds fails the command
+    /// [`StoreError::Busy`] (its savepoint is rolled back, and it is sent again). Every write
+    /// under a tenant takes it before it reads, so a tenant's writes run one after the other
+    /// whatever the instance, while other tenants' go on. The ids made after it sort after
+    /// the last id the tenant's writes made, and the clock does not go back before that id's
+    /// instant, so a budget's entries sort, and are dated, in the order they were made;
+    /// [`WriterState::take_locked`] gives the tenants whose last id is to be stored.
+    /// SQLite's one writer orders everything: there it does nothing.
+    pub(crate) fn lock_tenant(&mut self, tenant: &TenantId) -> Result<(), StoreError> {
+        if !D::SHARED || self.locked.contains(tenant) {
+            return Ok(());
+        }
+        let last = self.db.query_opt(
+            "SELECT last_id FROM tenants WHERE id = ?1 FOR NO KEY UPDATE NOWAIT",
+            &[tenant.as_str().into()],
+            |row| {
+                row.column(0)?
+                    .map(|id| {
+                        ulid::Ulid::from_string(&id)
+                            .map_err(|_| row.corrupt(0, format!("a bad last id {id:?}")))
+                    })
+                    .transpose()
+            },
+        )?;
+        // A tenant that does not exist takes no lock; the command finds it missing.
+        if let Some(last) = last {
+            self.locked.push(tenant.clone());
+            if let Some(last) = last {
+                self.ids.skip_past(Some(last));
+                self.last_now = self
+                    .last_now
+                    .max(Timestamp::from_unix_ms(last.timestamp_ms()));
+            }
+        }
+        Ok(())
+    }
+
+    /// A tenant the open batch created: its row is the batch's own, as if locked, and its
+    /// last id is stored with the others' ([`WriterState::take_locked`]).
+    pub(crate) fn hold_new_tenant(&mut self, tenant: &TenantId) {
+        if D::SHARED {
+            self.locked.push(tenant.clone());
+        }
+    }
+
+    /// The tenants whose locks the batch took, and the last id made: what the batch stores as
+    /// each one's `last_id` before it commits. The list starts again empty.
+    pub(crate) fn take_locked(&mut self) -> (Vec<TenantId>, Option<ulid::Ulid>) {
+        (std::mem::take(&mut self.locked), self.ids.last())
+    }
+
+    /// Forgets the enabled endpoints: another writer may have changed them.
+    pub(crate) fn forget_subscribers(&mut self) {
         self.subscribers = None;
     }
 
@@ -227,6 +281,7 @@ impl<D: Sql> WriterState<D> {
         Snapshot {
             head: self.head.clone(),
             delta: self.delta.clone(),
+            locked: self.locked.len(),
             next_expiry: self.next_expiry,
             next_boundary: self.next_boundary,
         }
@@ -238,11 +293,14 @@ impl<D: Sql> WriterState<D> {
         let Snapshot {
             head,
             delta,
+            locked,
             next_expiry,
             next_boundary,
         } = snapshot;
         self.head = head;
         self.delta = delta;
+        // A savepoint rolled back releases the row locks taken after it.
+        self.locked.truncate(locked);
         self.next_expiry = next_expiry;
         self.next_boundary = next_boundary;
         // What the command read of the endpoints may have been rolled back with it.

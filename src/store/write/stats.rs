@@ -15,6 +15,13 @@ use crate::store::write::delta::{
     TENANT_STATES,
 };
 
+/// The upper bounds (milliseconds) of the chaining delays' buckets; the last bucket takes
+/// the rest.
+pub(crate) const CHAIN_DELAY_BOUNDS_MS: [u64; 9] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000];
+
+/// The buckets: one per bound, and one above the last.
+pub(crate) const CHAIN_DELAY_BUCKETS: usize = CHAIN_DELAY_BOUNDS_MS.len() + 1;
+
 /// Counters the writer keeps; they change only after a commit.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -30,7 +37,16 @@ pub(crate) struct Stats {
     pub(crate) events_written: [AtomicU64; EVENT_TYPES],
     /// Webhook deliveries by state, in [`DeliveryState::NAMES`] order.
     pub(crate) deliveries: [AtomicU64; DELIVERY_STATES],
+    /// Audit events recorded, chained or waiting for their place in the chain, as far as this
+    /// process knows (another instance's show once chained).
     pub(crate) audit_events: AtomicU64,
+    /// How long audit rows waited for their place in the chain, from their change to the
+    /// chainer's commit (PostgreSQL): counts by upper bound, [`CHAIN_DELAY_BOUNDS_MS`].
+    pub(crate) chain_delays: [AtomicU64; CHAIN_DELAY_BUCKETS],
+    /// The sum of those waits, in milliseconds.
+    pub(crate) chain_delay_sum_ms: AtomicU64,
+    /// The longest of those waits, in milliseconds.
+    pub(crate) chain_delay_max_ms: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
     /// WAL frames (pages) the writer's commits wrote: what a write costs in I/O (SQLite).
@@ -40,7 +56,7 @@ pub(crate) struct Stats {
 impl Stats {
     /// Counts what the database holds: tenants, budgets and reservations by state, entries
     /// by kind, the chain's length.
-    pub(crate) fn load(&self, db: &mut impl Sql) -> Result<(), StoreError> {
+    pub(crate) fn load<D: Sql>(&self, db: &mut D) -> Result<(), StoreError> {
         // Stores the counts of `sql`'s rows (key, count) into the slot of each key's name.
         let mut count = |sql: &str, names: &[&str], into: &[AtomicU64]| {
             let rows = db.query(sql, &[], |row| {
@@ -86,9 +102,25 @@ impl Stats {
             &self.deliveries,
         )?;
         let head = chain::load_head(db)?;
-        self.audit_events
-            .store(u64::try_from(head.seq).unwrap_or(0), Ordering::Relaxed);
+        let pending = chain::pending(db)?.len();
+        self.audit_events.store(
+            u64::try_from(head.seq).unwrap_or(0) + pending as u64,
+            Ordering::Relaxed,
+        );
         Ok(())
+    }
+
+    /// An audit row took its place in the chain `delay_ms` after its change.
+    pub(crate) fn chained(&self, delay_ms: u64) {
+        let bucket = CHAIN_DELAY_BOUNDS_MS
+            .iter()
+            .position(|bound| delay_ms <= *bound)
+            .unwrap_or(CHAIN_DELAY_BOUNDS_MS.len());
+        self.chain_delays[bucket].fetch_add(1, Ordering::Relaxed);
+        self.chain_delay_sum_ms
+            .fetch_add(delay_ms, Ordering::Relaxed);
+        self.chain_delay_max_ms
+            .fetch_max(delay_ms, Ordering::Relaxed);
     }
 
     /// Adds what a committed batch of `commands` changed.

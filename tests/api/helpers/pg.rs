@@ -5,6 +5,7 @@
 //! into a panic or an assertion message.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// A database of its own on the test cluster, owned by the unprivileged role `tenantd`,
 /// empty, dropped (`WITH (FORCE)`) when this value is dropped: the one scratch database of
@@ -62,6 +63,7 @@ pub fn psql(url: &str, sql: &str) -> String {
 /// Runs a statement that changes rows and returns how many it changed (its command tag);
 /// `Err` with psql's error when the server refuses it.
 pub fn psql_execute(url: &str, sql: &str) -> Result<usize, String> {
+    wait_chained(url);
     let out = psql_command(url, &["-c", sql]).output().expect("psql runs");
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
@@ -132,8 +134,32 @@ fn psql_command(url: &str, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs psql and returns its stdout; panics with `sql` and psql's error.
+/// How long a test waits for the audit rows of the changes it made to be chained before it
+/// reads the database: the contract's second, with room for a loaded machine.
+const CHAINED_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (at most [`CHAINED_WAIT`]) until no audit row waits in `audit_pending` for its place
+/// in the chain, so that a test reads the chain its changes made, as it would on SQLite.
+/// Whatever is pending then stays so: the caller's checks see it. Nothing to wait for where
+/// no server made the schema yet.
+pub fn wait_chained(url: &str) {
+    let deadline = Instant::now() + CHAINED_WAIT;
+    loop {
+        let out = psql_command(url, &["-qAt", "-c", "SELECT count(*) FROM audit_pending"])
+            .output()
+            .expect("psql runs");
+        let pending = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || pending.trim() == "0" || Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs psql and returns its stdout, once the changes made are chained ([`wait_chained`]);
+/// panics with `sql` and psql's error.
 fn psql_raw(url: &str, args: &[&str], sql: &str) -> Vec<u8> {
+    wait_chained(url);
     let out = psql_command(url, args).output().expect("psql runs");
     assert!(
         out.status.success(),

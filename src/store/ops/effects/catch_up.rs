@@ -98,6 +98,7 @@ impl<D: Sql> WriterState<D> {
         limit: usize,
     ) -> Result<Option<usize>, StoreError> {
         let caught_up = self.guarded(true, |w| {
+            w.lock_tenant(tenant)?;
             let mut budget = queries::budgets::budget(w.db(), tenant, Some(budget))?;
             if !budget.is_open() {
                 return Ok(0);
@@ -108,10 +109,12 @@ impl<D: Sql> WriterState<D> {
             return Err(poisoned.clone());
         }
         Ok(caught_up
-            .inspect_err(|e| {
-                log::error!(
+            .inspect_err(|e| match e {
+                // Another instance is writing the tenant, and catches the budget up first.
+                StoreError::Busy(_) => log::debug!("budget {budget} is busy; swept later"),
+                e => log::error!(
                     "the expiries and boundaries of budget {budget} cannot be recorded: {e:?}"
-                )
+                ),
             })
             .ok())
     }

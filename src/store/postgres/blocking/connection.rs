@@ -15,11 +15,13 @@ use crate::store::StoreError;
 use crate::store::postgres;
 
 /// The bounds of every store connection's session: a transaction left idle (its instance hung
-/// or cut off mid-batch) is ended by the server after 10 s, so no instance holds the chain's
-/// lock longer; a batch waits 5 s at most for that lock, then fails `Unavailable` (a `503`);
-/// no statement runs longer than 30 s.
+/// or cut off mid-batch) is ended by the server after 10 s, so no instance holds a tenant's
+/// lock longer; a statement waits 200 ms at most for a lock (a writer takes its tenants'
+/// without waiting at all, and another session may hold a row longer: the command then fails
+/// [`StoreError::Busy`], its savepoint is rolled back, the rest of its batch goes on, and it
+/// is sent again); no statement runs longer than 30 s.
 const SESSION_BOUNDS: &str = "SET idle_in_transaction_session_timeout = '10s'; \
-     SET lock_timeout = '5s'; SET statement_timeout = '30s'";
+     SET lock_timeout = '200ms'; SET statement_timeout = '30s'";
 
 impl Blocking {
     /// Connects to the database at `url` (see [`postgres::connect`]), for the store's threads.

@@ -1,8 +1,9 @@
 //! The server's errors as the store's: a clash on the two unique names is the refusal itself
 //! ([`StoreError::TenantNameTaken`], [`StoreError::BudgetNameTaken`]); a connection that is
-//! gone, a server that is shutting down, full or read-only, and a transaction that lost a
-//! race (serialization, deadlock, a lock not granted, a cancelled statement) are
-//! [`StoreError::Unavailable`]; anything else is [`StoreError::Internal`].
+//! gone, a server that is shutting down, full or read-only, and a cancelled statement are
+//! [`StoreError::Unavailable`]; a command that lost a race for a row (a lock not granted, a
+//! deadlock, a serialization failure) is [`StoreError::Busy`], to be sent again; anything else
+//! is [`StoreError::Internal`].
 
 use tokio_postgres::error::SqlState;
 
@@ -20,6 +21,9 @@ pub(super) fn store_error(e: &tokio_postgres::Error) -> StoreError {
                 _ => {}
             }
         }
+        if busy(code.code()) {
+            return StoreError::Busy(explain(e));
+        }
         if unavailable(code.code()) {
             return StoreError::Unavailable(explain(e));
         }
@@ -30,17 +34,20 @@ pub(super) fn store_error(e: &tokio_postgres::Error) -> StoreError {
     StoreError::Internal(explain(e))
 }
 
+/// Whether SQLSTATE `code` says the statement lost a race with another transaction, and
+/// would run if sent again: a serialization failure (40001), a deadlock (40P01), a lock not
+/// available (55P03: `NOWAIT`, or `lock_timeout` run out).
+fn busy(code: &str) -> bool {
+    matches!(code, "40001" | "40P01" | "55P03")
+}
+
 /// Whether SQLSTATE `code` says the database cannot take the statement now, though it may
 /// later or elsewhere: the connection (class 08), a shutdown or a start (57P01, 57P02,
-/// 57P03), resources (class 53), a read-only server (25006), a lost race (40001, 40P01,
-/// 55P03), a cancelled statement (57014).
+/// 57P03), resources (class 53), a read-only server (25006), a cancelled statement (57014).
 fn unavailable(code: &str) -> bool {
     code.starts_with("08")
         || code.starts_with("53")
-        || matches!(
-            code,
-            "57P01" | "57P02" | "57P03" | "25006" | "40001" | "40P01" | "55P03" | "57014"
-        )
+        || matches!(code, "57P01" | "57P02" | "57P03" | "25006" | "57014")
 }
 
 /// Whether `e` comes from the connection's socket (reset, cut short): the connection is
@@ -63,15 +70,17 @@ mod tests {
     #[test]
     fn sqlstates_that_mean_later_are_told_apart() {
         for code in [
-            "08000", "08006", "57P01", "57P02", "57P03", "53100", "53300", "25006", "40001",
-            "40P01", "55P03", "57014",
+            "08000", "08006", "57P01", "57P02", "57P03", "53100", "53300", "25006", "57014",
         ] {
-            assert!(unavailable(code), "{code}");
+            assert!(unavailable(code) && !busy(code), "{code}");
+        }
+        for code in ["40001", "40P01", "55P03"] {
+            assert!(busy(code) && !unavailable(code), "{code}");
         }
         for code in [
             "23505", "23000", "42601", "25P02", "22003", "XX000", "57000",
         ] {
-            assert!(!unavailable(code), "{code}");
+            assert!(!unavailable(code) && !busy(code), "{code}");
         }
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct Blocking {
 }
 
 impl Sql for Blocking {
+    const SHARED: bool = true;
+
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
         self.flush()?;
         let statement = self.statement(sql)?;
