@@ -127,7 +127,7 @@ docs-test-postgres: build
 #   revision-2 files of tests/fixtures migrated in place (upgrade::).
 # - SQLite's write lock held by the test's own connection: a keyed create answered 503 after
 #   the 1 s busy timeout, and /readyz 503 while it is held. On PostgreSQL every instance
-#   takes the chain's lock in turn and waits for it, and ready means a server that takes
+#   takes its tenants' rows without waiting, and ready means a server that takes
 #   writes (not a standby).
 # - a purged token's bytes erased from the file, its free pages and its WAL (secure_delete
 #   and a truncating checkpoint, also across kill -9). PostgreSQL keeps dead row versions

@@ -134,14 +134,15 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 6 (SQLite's user_version)" "SELECT version FROM schema_version" 6
+yields "schema_version is 7 (SQLite's user_version 6, and what only PostgreSQL has)" \
+    "SELECT version FROM schema_version" 7
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
-    "audit_events,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants,webhook_deliveries,webhook_endpoints"
+    "audit_events,audit_pending,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants,webhook_deliveries,webhook_endpoints"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
+    "audit_events_pkey,audit_pending_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -213,6 +214,17 @@ refuses "chain_head: TRUNCATE is refused" \
     "TRUNCATE chain_head" "23000: the chain's lock row never changes"
 refuses "chain_head: a second row is refused" \
     "INSERT INTO chain_head (id) VALUES (2)" "23514:"
+
+# --- audit_pending: written with a change, deleted by the chainer as it links it
+commit "audit_pending: a writer's row goes in" \
+    "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload)
+     VALUES ('$t2', 'admin', 'a', 'ten_B', '{}')"
+refuses "audit_pending: UPDATE is refused" \
+    "UPDATE audit_pending SET payload = '{\"x\":1}'" "23000: pending audit events are immutable"
+refuses "audit_pending: TRUNCATE is refused" \
+    "TRUNCATE audit_pending" "23000: pending audit events are immutable"
+commit "audit_pending: the chainer's DELETE takes it out" "DELETE FROM audit_pending"
+yields "audit_pending: nothing is left" "SELECT count(*) FROM audit_pending" 0
 
 # --- tenants
 refuses "tenants: DELETE is refused" \
@@ -427,17 +439,17 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 6"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 7" -f "$schema" 2>&1); then
+    "2 2 2 7"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 8" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 7)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 8)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"
 fi
 
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
-# release before periods and charges) is brought to version 6, its rows kept
+# release before periods and charges) is brought to version 7, its rows kept
 q "$admin_url" -c "CREATE DATABASE $old_db OWNER tenantd" >/dev/null
 new_url=$db_url
 db_url="${url%/*}/$old_db"
@@ -453,8 +465,10 @@ commit "version 3: a tenant, its budget and its opening entry" "
         VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
     INSERT INTO ledger_entries $entry_cols
         VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
-apply "the version-6 schema applies over version 3"
-yields "the upgraded schema is at version 6" "SELECT version FROM schema_version" 6
+apply "the version-7 schema applies over version 3"
+yields "the upgraded schema is at version 7" "SELECT version FROM schema_version" 7
+yields "the upgraded tenants have a last id, not yet set" \
+    "SELECT coalesce(last_id, 'none') FROM tenants WHERE id = 'ten_A'" none
 yields "the budget is kept, with no period and no thresholds" \
     "SELECT b.credited_atomic || ' ' || count(r.budget_id)
      FROM budgets b LEFT JOIN budget_renewals r ON r.budget_id = b.id

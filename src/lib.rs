@@ -22,7 +22,7 @@
 //! | `store::ops` | the write operations, one type a file, each run in the writer's transaction |
 //! | `store::write` | the batch engine, the writer's state, the audit chain's append, idempotency, counters |
 //! | `store::sqlite` | the SQLite backend: writer (group commit), syncer, checkpoints, migrations, backup, its side of `copy` |
-//! | `store::postgres` | the PostgreSQL backend: writer under the chain's lock, `numeric` amounts, TLS, schema, its side of `copy` |
+//! | `store::postgres` | the PostgreSQL backend: writer locking each tenant's row, chainer, `numeric` amounts, TLS, schema, its side of `copy` |
 //! | `audit` | the chain's link hashes; each event's payload and replay; verification as a fold over rows |
 //! | `app` | what every handler shares |
 //! | `ids` | monotonic tenant ids, tenant tokens, request ids |

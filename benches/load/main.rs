@@ -130,6 +130,7 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let name = "POST create (group commit)";
         rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
+        notes.extend(server.chaining_note("creates"));
         server.stop();
     }
     if wanted(Group::Create1) {
@@ -177,6 +178,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             committed,
             outstanding,
         )?);
+        notes.extend(server.chaining_note("spends, charges and credits"));
         server.stop();
     }
     if wanted(Group::Scale) {

@@ -183,6 +183,61 @@ impl Server {
         sample
     }
 
+    /// How long the audit rows of this server's writes waited for their place in the chain
+    /// (PostgreSQL's `tenantd_audit_chaining_seconds`, summed over the instances): the
+    /// median and the 99th percentile as the upper bounds of their buckets, and the longest.
+    /// `None` where nothing was chained (SQLite chains as it writes).
+    pub(crate) fn chaining_note(&self, what: &str) -> Option<String> {
+        let mut buckets: Vec<(f64, u64)> = Vec::new();
+        let mut max = 0.0f64;
+        for instance in &self.instances {
+            let resp = wire::request(&instance.addr.to_string(), "GET", "/metrics", &[], None);
+            let body = String::from_utf8_lossy(&resp.body);
+            for line in body.lines() {
+                if let Some(rest) = line.strip_prefix("tenantd_audit_chaining_seconds_bucket{le=\"")
+                    && let Some((le, count)) = rest.split_once("\"} ")
+                {
+                    let le = if le == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        le.parse().ok()?
+                    };
+                    let count: u64 = count.trim().parse().ok()?;
+                    match buckets.iter_mut().find(|(bound, _)| *bound == le) {
+                        Some((_, n)) => *n += count,
+                        None => buckets.push((le, count)),
+                    }
+                } else if let Some(v) = line.strip_prefix("tenantd_audit_chaining_max_seconds ") {
+                    max = max.max(v.trim().parse().ok()?);
+                }
+            }
+        }
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let total = buckets.last().map_or(0, |(_, n)| *n);
+        if total == 0 {
+            return None;
+        }
+        // The buckets are cumulative: the first whose count reaches the rank holds it.
+        let quantile = |q: f64| {
+            let rank = (q * total as f64).ceil() as u64;
+            let bound = buckets
+                .iter()
+                .find(|(_, n)| *n >= rank)
+                .map_or(f64::INFINITY, |b| b.0);
+            if bound.is_infinite() {
+                "over 5 s".to_owned()
+            } else {
+                format!("≤ {} ms", bound * 1e3)
+            }
+        };
+        Some(format!(
+            "{what}: {total} audit rows chained after their commit; p50 {}, p99 {}, max {} ms",
+            quantile(0.5),
+            quantile(0.99),
+            max * 1e3
+        ))
+    }
+
     /// The counters before a phase (`/metrics` first, so its requests are not charged).
     pub(crate) fn sample_before(&self) -> Sample {
         let metrics = self.metrics();

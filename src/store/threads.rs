@@ -4,7 +4,9 @@
 //! authentication. Every command is answered on its own oneshot channel, and no database call
 //! runs on the async runtime.
 //!
-//! A backend supplies the writer's loop and one connection for each reader ([`Reads`]).
+//! A backend supplies the writers' loops (SQLite one; PostgreSQL several, whose writes of
+//! one tenant all go to one of them: [`Writes`]) and one connection for each reader
+//! ([`Reads`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -42,7 +44,7 @@ const BUSY_WAIT_MAX: Duration = Duration::from_secs(10);
 /// oneshot channels.
 #[derive(Clone)]
 pub(crate) struct Store {
-    writes: flume::Sender<Command>,
+    writes: Writes,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
     stats: Arc<Stats>,
@@ -52,20 +54,55 @@ pub(crate) struct Store {
 
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
 pub(crate) struct StoreThreads {
-    writer: JoinHandle<()>,
-    writes: flume::Sender<Command>,
+    writers: Vec<JoinHandle<()>>,
+    writes: Writes,
     readers: Vec<JoinHandle<()>>,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
 }
 
-/// Starts the writer (`writer`, on a thread of its own, fed by the write queue), one reader
-/// thread for each of `readers` but the last, and the credential thread on the last. With
-/// `durability`, a read is answered once every commit it may have seen is durable.
+/// A writer's loop, run on a thread of its own and fed by its write queue.
+pub(crate) type WriterLoop = Box<dyn FnOnce(&flume::Receiver<Command>) + Send>;
+
+/// The write queues, one a writer: a tenant's writes go to the queue its id hashes to, so an
+/// instance's writes of one tenant never contend with one another; the rest are spread in
+/// turn.
+#[derive(Clone)]
+struct Writes {
+    queues: Arc<[flume::Sender<Command>]>,
+    turn: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Writes {
+    /// The queue for a write under `tenant` (any, in turn, for none).
+    fn queue(&self, tenant: Option<&TenantId>) -> &flume::Sender<Command> {
+        let n = self.queues.len();
+        let i = match tenant {
+            _ if n == 1 => 0,
+            Some(tenant) => {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                tenant.as_str().hash(&mut hasher);
+                (hasher.finish() % n as u64) as usize
+            }
+            None => self.turn.fetch_add(1, Ordering::Relaxed) % n,
+        };
+        &self.queues[i]
+    }
+
+    /// Commands waiting in every queue.
+    fn len(&self) -> usize {
+        self.queues.iter().map(flume::Sender::len).sum()
+    }
+}
+
+/// Starts each of `writers` on a thread of its own, fed by a write queue of its own, one
+/// reader thread for each of `readers` but the last, and the credential thread on the last.
+/// With `durability`, a read is answered once every commit it may have seen is durable.
 pub(crate) fn start(
     config: &StoreConfig,
     stats: Arc<Stats>,
-    writer: impl FnOnce(&flume::Receiver<Command>) + Send + 'static,
+    writers: Vec<WriterLoop>,
     readers: Vec<Box<dyn Reads>>,
     durability: Option<Arc<Durability>>,
 ) -> Result<(Store, StoreThreads), OpenError> {
@@ -73,7 +110,8 @@ pub(crate) fn start(
         config.queue_depth > 0
             && config.credential_queue_depth > 0
             && config.commit_batch_max > 0
-            && readers.len() > 1,
+            && readers.len() > 1
+            && !writers.is_empty(),
         "store bounds must be positive: {config:?}"
     );
     let spawn_error = |e: std::io::Error| OpenError(format!("cannot start a thread: {e}"));
@@ -95,13 +133,28 @@ pub(crate) fn start(
         threads.push(handle);
     }
 
-    let (write_tx, write_rx) = flume::bounded(config.queue_depth);
-    let handle = std::thread::Builder::new()
-        .name("tenantd-write".into())
-        .spawn(move || writer(&write_rx))
-        .map_err(spawn_error)?;
+    let mut queues = Vec::with_capacity(writers.len());
+    let mut handles = Vec::with_capacity(writers.len());
+    for (i, writer) in writers.into_iter().enumerate() {
+        let (write_tx, write_rx) = flume::bounded(config.queue_depth);
+        let name = if i == 0 {
+            "tenantd-write".to_owned()
+        } else {
+            format!("tenantd-write-{i}")
+        };
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || writer(&write_rx))
+            .map_err(spawn_error)?;
+        queues.push(write_tx);
+        handles.push(handle);
+    }
+    let write_tx = Writes {
+        queues: queues.into(),
+        turn: Arc::default(),
+    };
     let threads = StoreThreads {
-        writer: handle,
+        writers: handles,
         writes: write_tx.clone(),
         readers: threads,
         reads: read_tx.clone(),
@@ -166,7 +219,8 @@ impl Store {
         let mut pause = BUSY_PAUSE_MIN;
         loop {
             let again = op.clone();
-            match ask(&self.writes, |reply| WriteCommand::op(again, reply)).await {
+            let queue = self.writes.queue(op.tenant());
+            match ask(queue, |reply| WriteCommand::op(again, reply)).await {
                 Err(StoreError::Busy(cause)) => {
                     if started.elapsed() + pause > BUSY_WAIT_MAX {
                         return Err(StoreError::Unavailable(format!(
@@ -198,7 +252,8 @@ impl Store {
 
     /// Succeeds when a write could begin now: the readiness probe.
     pub(crate) async fn check_writable(&self) -> Result<(), StoreError> {
-        ask(&self.writes, WriteCommand::CheckWritable).await
+        // The first writer's: it sweeps what fell due first, so ready means swept.
+        ask(&self.writes.queues[0], WriteCommand::CheckWritable).await
     }
 
     /// Runs `query` on a reader and waits for its answer.
@@ -411,7 +466,7 @@ impl StoreThreads {
     /// command, checkpoint the WAL (with no reader in its way) and exit.
     pub(crate) async fn shutdown(self) -> Result<(), String> {
         let StoreThreads {
-            writer,
+            writers,
             writes,
             readers,
             reads,
@@ -434,10 +489,20 @@ impl StoreThreads {
         });
         let readers_ok = readers_stopped.await.unwrap_or(false);
         // `send_async` waits for room, so the marker queues behind every accepted command.
-        let writer_reached = writes.send_async(WriteCommand::Shutdown).await.is_ok();
+        let mut writer_reached = true;
+        for queue in writes.queues.iter() {
+            writer_reached &= queue.send_async(WriteCommand::Shutdown).await.is_ok();
+        }
         let writer_ok = matches!(
-            tokio::task::spawn_blocking(move || writer.join()).await,
-            Ok(Ok(()))
+            tokio::task::spawn_blocking(move || {
+                writers
+                    .into_iter()
+                    .map(JoinHandle::join)
+                    .filter(Result::is_err)
+                    .count()
+            })
+            .await,
+            Ok(0)
         );
         if readers_ok && writer_reached && writer_ok {
             Ok(())

@@ -23,6 +23,10 @@ pub(crate) struct CloseBudget {
 impl WriteOp for CloseBudget {
     type Output = Budget;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Budget, StoreError> {
         let CloseBudget {
             tenant,

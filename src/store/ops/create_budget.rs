@@ -24,6 +24,10 @@ pub(crate) struct CreateBudget {
 impl WriteOp for CreateBudget {
     type Output = Written<Budget>;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let CreateBudget {
             tenant,

@@ -27,6 +27,10 @@ pub(crate) struct MoveBudget {
 impl WriteOp for MoveBudget {
     type Output = Written<LedgerEntry>;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let MoveBudget {
             tenant,

@@ -25,6 +25,10 @@ pub(crate) struct Reserve {
 impl WriteOp for Reserve {
     type Output = Written<Reservation>;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let Reserve {
             tenant,

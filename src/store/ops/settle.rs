@@ -27,6 +27,10 @@ pub(crate) struct SettleReservation {
 impl WriteOp for SettleReservation {
     type Output = Written<Reservation>;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let SettleReservation {
             tenant,

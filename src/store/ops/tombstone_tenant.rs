@@ -21,6 +21,10 @@ pub(crate) struct TombstoneTenant {
 impl WriteOp for TombstoneTenant {
     type Output = Tenant;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.id)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Tenant, StoreError> {
         let TombstoneTenant { id, actor } = self;
         w.lock_tenant(&id)?;

@@ -35,6 +35,10 @@ pub(crate) struct UpdateBudget {
 impl WriteOp for UpdateBudget {
     type Output = Budget;
 
+    fn tenant(&self) -> Option<&TenantId> {
+        Some(&self.tenant)
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let UpdateBudget {
             tenant,

@@ -58,9 +58,11 @@ impl Chainer {
             let _ = wake.try_send(());
         }
     }
+}
 
-    /// Makes a last pass, then ends the thread.
-    pub(super) fn stop(mut self) {
+impl Drop for Chainer {
+    /// Makes a last pass, then ends the thread: the instance's writers are gone.
+    fn drop(&mut self) {
         drop(self.wake.take());
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()

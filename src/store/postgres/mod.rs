@@ -23,8 +23,13 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
+use std::sync::Arc;
+
+use self::chainer::Chainer;
 use super::queries::reads::Reads;
+use super::threads::WriterLoop;
 use super::write::batch;
+use super::write::stats::Stats;
 use super::{StoreConfig, threads};
 
 /// The schema, applied whole at every start: each statement is idempotent.
@@ -37,6 +42,13 @@ pub(crate) const SCHEMA_VERSION: i32 = 7;
 /// The advisory lock that lets one of several instances starting at once create the schema
 /// while the others wait ("tenantd" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0074_656e_616e_7464;
+
+/// Writer connections of an instance. A tenant's writes go to one of them, so they never
+/// contend with one another within the instance; other tenants' batches run on the others
+/// beside them, so one batch's round trips and `COMMIT` overlap another's work. Each instance
+/// holds this many, its readers (`--readers`), the credential thread's and the chainer's
+/// connections.
+const WRITERS: usize = 4;
 
 /// How long a connection attempt may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -206,8 +218,9 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     tx.commit().await.map_err(failed)
 }
 
-/// Applies the schema where it is missing, then starts the writer, the readers and the
-/// credential thread on the database at `url`, each with a connection of its own. Runs on a
+/// Applies the schema where it is missing, then starts the writers ([`WRITERS`]), the
+/// chainer, the readers and the credential thread on the database at `url`, each with a
+/// connection of its own. Runs on a
 /// thread of its own (every connection runs on a runtime of its own), so it may be called
 /// from async code.
 pub(super) fn open(
@@ -221,8 +234,24 @@ pub(super) fn open(
             let mut schema = blocking::Blocking::connect(&url)?;
             schema.create_schema()?;
             drop(schema);
-            let writer = writer::Writer::new(&url, config.clone())?;
-            let stats = writer.stats();
+            let stats = Arc::new(Stats::default());
+            let chainer = Arc::new(Chainer::start(&url, Arc::clone(&stats))?);
+            let first_swept = Arc::new(writer::FirstSwept::default());
+            let mut ids = None;
+            let mut writers: Vec<WriterLoop> = Vec::with_capacity(WRITERS);
+            for _ in 0..WRITERS {
+                let (writer, shared) = writer::Writer::new(
+                    &url,
+                    config.clone(),
+                    Arc::clone(&stats),
+                    Arc::clone(&chainer),
+                    Arc::clone(&first_swept),
+                    ids.take(),
+                )?;
+                ids = Some(shared);
+                writers.push(Box::new(move |queue: &_| batch::run(writer, queue)));
+            }
+            drop(chainer);
             let readers = (0..=config.readers)
                 .map(|_| {
                     let db = blocking::Blocking::connect_for_reads(&url)?;
@@ -230,10 +259,7 @@ pub(super) fn open(
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             threads::start(
-                &config,
-                stats,
-                move |queue| batch::run(writer, queue),
-                readers,
+                &config, stats, writers, readers,
                 // A commit is durable when it returns: reads need not wait.
                 None,
             )

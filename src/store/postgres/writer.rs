@@ -25,7 +25,7 @@ use crate::audit::Head;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::batch::Batches;
 use crate::store::write::delta::Delta;
-use crate::store::write::state::WriterState;
+use crate::store::write::state::{SharedIds, WriterState, shared_ids};
 use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
@@ -47,8 +47,50 @@ pub(super) struct Writer {
     /// The open write transaction's id, whose status tells whether a `COMMIT` whose answer
     /// was lost committed.
     xid: Option<i64>,
-    /// The chainer, woken after each commit.
-    chainer: Chainer,
+    /// The instance's chainer, woken after each commit; it makes its last pass and ends when
+    /// the last writer is gone.
+    chainer: Arc<Chainer>,
+    /// Set once the instance's first writer has run its first batch, which records every
+    /// expiry and boundary that fell due while no instance ran: the other writers wait for
+    /// it before their first, so that no write is answered from a state that has not caught
+    /// up (as with one writer).
+    first_swept: Arc<FirstSwept>,
+    /// Whether this writer has seen `first_swept` set (or set it).
+    caught_up: bool,
+}
+
+/// Whether the instance's first writer has run its first batch, and where to wait for it.
+#[derive(Default)]
+pub(super) struct FirstSwept {
+    done: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+/// How long a writer waits for the first writer's first batch before it goes on anyway.
+const FIRST_SWEEP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl FirstSwept {
+    fn set(&self) {
+        *self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.changed.notify_all();
+    }
+
+    fn wait(&self) {
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (_done, waited) = self
+            .changed
+            .wait_timeout_while(done, FIRST_SWEEP_WAIT, |done| !*done)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if waited.timed_out() {
+            log::warn!("the first writer has not swept yet; this writer goes on");
+        }
+    }
 }
 
 impl Batches for Writer {
@@ -65,6 +107,10 @@ impl Batches for Writer {
     /// Replaces a connection that is closed or was left in doubt; for writes, begins the
     /// transaction.
     fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
+        if !self.caught_up {
+            self.first_swept.wait();
+            self.caught_up = true;
+        }
         if self.broken || self.state.db_ref().is_closed() {
             self.state.db().reconnect(&self.url)?;
             self.broken = false;
@@ -160,42 +206,60 @@ impl Batches for Writer {
     fn committed(&mut self, delta: &Delta, commands: usize) {
         self.stats.apply(delta, commands);
         self.poll_due();
+        self.first_swept.set();
     }
 
     fn failed(&mut self) {
         self.poll_due();
+        self.first_swept.set();
     }
 
     fn close(self) {
-        self.chainer.stop();
-        log::info!("store closed");
+        log::info!("a writer closed");
     }
 }
 
 impl Writer {
-    /// Connects, reads the counts and the latest id, and starts the chainer.
-    pub(super) fn new(url: &str, config: StoreConfig) -> Result<Self, String> {
+    /// Connects. The first of an instance's writers (no `ids` yet) reads the counts into
+    /// `stats` and the latest id, and makes the generator the others share; each returns
+    /// it.
+    pub(super) fn new(
+        url: &str,
+        config: StoreConfig,
+        stats: Arc<Stats>,
+        chainer: Arc<Chainer>,
+        first_swept: Arc<FirstSwept>,
+        ids: Option<SharedIds>,
+    ) -> Result<(Self, SharedIds), String> {
         let mut db = Blocking::connect(url)?;
         let failed = |e: StoreError| format!("cannot read the database: {e:?}");
-        let stats = Arc::new(Stats::default());
-        stats.load(&mut db).map_err(failed)?;
-        let latest = queries::due::latest_ulid(&mut db).map_err(failed)?;
-        let chainer = Chainer::start(url, Arc::clone(&stats))?;
-        Ok(Self {
+        let first = ids.is_none();
+        let ids = match ids {
+            Some(ids) => ids,
+            None => {
+                stats.load(&mut db).map_err(failed)?;
+                shared_ids(queries::due::latest_ulid(&mut db).map_err(failed)?)
+            }
+        };
+        let mut state = WriterState::new(db, &config, Head::genesis(), Arc::clone(&ids));
+        if !first {
+            // The first writer sweeps, and answers the readiness probe after its first sweep.
+            state.leave_sweeps();
+        }
+        let writer = Self {
             // Writers here never link the chain: the head stays the genesis, unused.
-            state: WriterState::new(db, &config, Head::genesis(), latest),
+            state,
             url: url.to_owned(),
             config,
             stats,
             broken: false,
             xid: None,
             chainer,
-        })
-    }
-
-    /// The counters the handle reads for `/metrics`.
-    pub(super) fn stats(&self) -> Arc<Stats> {
-        Arc::clone(&self.stats)
+            first_swept,
+            // The first writer is the one waited for.
+            caught_up: first,
+        };
+        Ok((writer, ids))
     }
 
     /// Another instance may make holds and periods this one never hears of: the soonest
@@ -209,26 +273,26 @@ impl Writer {
     /// Begins the batch's transaction and reads its id. The endpoints are read again when an
     /// event is written: another instance may have changed them.
     fn begin_write(&mut self) -> Result<(), StoreError> {
-        // A connection the server closed while it was idle is found out here, before the
-        // batch has done anything: it is replaced, and the batch goes on.
-        let began = match self.state.db().run("BEGIN") {
+        // `BEGIN` and the id in one round trip. A connection the server closed while it was
+        // idle is found out here, before the batch has done anything: it is replaced, and
+        // the batch goes on.
+        let begin = |db: &mut Blocking| {
+            db.send("BEGIN", &[])?;
+            db.query_opt("SELECT CAST(txid_current() AS TEXT)", &[], |row| {
+                let xid = text(row, 0)?;
+                xid.parse()
+                    .map_err(|_| row.corrupt(0, format!("a bad transaction id {xid:?}")))
+            })
+        };
+        let xid = match begin(self.state.db()) {
             Err(StoreError::Unavailable(_)) if self.state.db_ref().is_closed() => self
                 .state
                 .db()
                 .reconnect(&self.url)
-                .and_then(|()| self.state.db().run("BEGIN")),
+                .and_then(|()| begin(self.state.db())),
             began => began,
         };
         self.state.forget_subscribers();
-        let xid = began.and_then(|()| {
-            self.state
-                .db()
-                .query_opt("SELECT CAST(txid_current() AS TEXT)", &[], |row| {
-                    let xid = text(row, 0)?;
-                    xid.parse()
-                        .map_err(|_| row.corrupt(0, format!("a bad transaction id {xid:?}")))
-                })
-        });
         match xid {
             Ok(xid) => {
                 self.xid = xid;

@@ -82,7 +82,7 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
     threads::start(
         &config,
         stats,
-        move |queue| batch::run(writer, queue),
+        vec![Box::new(move |queue: &_| batch::run(writer, queue))],
         readers,
         Some(durability),
     )

@@ -26,7 +26,7 @@ use crate::store::write::Finish;
 use crate::store::write::batch::{self, Batches};
 use crate::store::write::chain;
 use crate::store::write::delta::Delta;
-use crate::store::write::state::WriterState;
+use crate::store::write::state::{WriterState, shared_ids};
 use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
@@ -194,7 +194,7 @@ impl Writer {
         let syncer = Syncer::start(&config.path, Arc::clone(&durability))
             .map_err(|e| open::OpenError::Io(format!("cannot start the sync thread: {e}")))?;
         Ok(Self {
-            state: WriterState::new(conn, &config, head, latest),
+            state: WriterState::new(conn, &config, head, shared_ids(latest)),
             config,
             stats: Arc::new(stats),
             head_stale: false,

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use super::StoreError;
 use super::sql::Sql;
+use crate::domain::TenantId;
 use state::WriterState;
 
 /// The longest a writer sleeps before it looks at the clock again for due expiries.
@@ -67,6 +68,12 @@ pub(crate) trait WriteOp: Clone + Send + 'static {
 
     /// Runs the operation inside the writer's transaction.
     fn run<D: Sql>(self, state: &mut WriterState<D>) -> Result<Self::Output, StoreError>;
+
+    /// The tenant it writes under, if it names one: an instance with several writers sends
+    /// all of a tenant's writes to one of them ([`super::threads::Store::write`]).
+    fn tenant(&self) -> Option<&TenantId> {
+        None
+    }
 }
 
 /// A queued operation with the channel its answer goes to, as the engine of a backend whose

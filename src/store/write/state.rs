@@ -12,6 +12,15 @@ use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
 use crate::domain::{TenantId, Timestamp};
 use crate::ids::IdGenerator;
+
+/// An id generator that several writers share.
+pub(crate) type SharedIds = std::sync::Arc<std::sync::Mutex<IdGenerator>>;
+
+/// A generator whose ids sort after `latest`, the greatest id stored, to be shared by an
+/// instance's writers.
+pub(crate) fn shared_ids(latest: Option<ulid::Ulid>) -> SharedIds {
+    std::sync::Arc::new(std::sync::Mutex::new(IdGenerator::after(latest)))
+}
 use crate::store::sql::Sql;
 use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
 
@@ -23,7 +32,9 @@ pub(crate) struct WriterState<D> {
     idempotency_ttl: Duration,
     /// The chain's head as the open batch leaves it.
     head: Head,
-    ids: IdGenerator,
+    /// Where ids come from: shared by an instance's writers, so that its ids sort in the
+    /// order they were made, whichever writer made them.
+    ids: SharedIds,
     /// What the open batch changed, for the counters once it commits.
     delta: Delta,
     /// The latest time this writer used: time never runs backwards for it.
@@ -41,6 +52,10 @@ pub(crate) struct WriterState<D> {
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
+    /// Whether this writer sweeps the expiries and boundaries due: one writer of an
+    /// instance does ([`WriterState::leave_sweeps`]); the others record those of the budgets
+    /// they touch.
+    sweeps: bool,
     /// The tenants whose row locks the open batch holds, where writers share the database
     /// ([`WriterState::lock_tenant`]).
     locked: Vec<TenantId>,
@@ -72,14 +87,15 @@ impl Snapshot {
 }
 
 impl<D: Sql> WriterState<D> {
-    /// Takes over `db`, whose chain ends at `head` and whose greatest id is `latest`.
-    pub(crate) fn new(db: D, config: &StoreConfig, head: Head, latest: Option<ulid::Ulid>) -> Self {
+    /// Takes over `db`, whose chain ends at `head`, making ids with `ids` (see
+    /// [`shared_ids`]).
+    pub(crate) fn new(db: D, config: &StoreConfig, head: Head, ids: SharedIds) -> Self {
         Self {
             db,
             clock: config.clock.clone(),
             idempotency_ttl: config.idempotency_ttl,
             head,
-            ids: IdGenerator::after(latest),
+            ids,
             delta: Delta::default(),
             last_now: Timestamp::from_unix_ms(0),
             // Unknown until read: the first batch reads it.
@@ -87,11 +103,21 @@ impl<D: Sql> WriterState<D> {
             next_boundary: Timestamp::from_unix_ms(0),
             poisoned: None,
             sweep_retry_at: None,
+            sweeps: true,
             locked: Vec::new(),
             subscribers: None,
             #[cfg(test)]
             fail_next_rollback: false,
         }
+    }
+
+    /// The id generator, for one id or one skip.
+    fn ids(&self) -> std::sync::MutexGuard<'_, IdGenerator> {
+        // A panic while the lock was held cannot leave the generator half-changed: its one
+        // field is written whole.
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The connection that writes.
@@ -138,7 +164,7 @@ impl<D: Sql> WriterState<D> {
 
     /// A new ULID for an id of any kind.
     pub(crate) fn next_ulid(&mut self, now: Timestamp) -> ulid::Ulid {
-        self.ids.next(now.unix_ms())
+        self.ids().next(now.unix_ms())
     }
 
     /// Takes `tenant`'s row lock for the rest of the batch where writers share the database
@@ -170,7 +196,7 @@ impl<D: Sql> WriterState<D> {
         if let Some(last) = last {
             self.locked.push(tenant.clone());
             if let Some(last) = last {
-                self.ids.skip_past(Some(last));
+                self.ids().skip_past(Some(last));
                 self.last_now = self
                     .last_now
                     .max(Timestamp::from_unix_ms(last.timestamp_ms()));
@@ -190,7 +216,8 @@ impl<D: Sql> WriterState<D> {
     /// The tenants whose locks the batch took, and the last id made: what the batch stores as
     /// each one's `last_id` before it commits. The list starts again empty.
     pub(crate) fn take_locked(&mut self) -> (Vec<TenantId>, Option<ulid::Ulid>) {
-        (std::mem::take(&mut self.locked), self.ids.last())
+        let last = self.ids().last();
+        (std::mem::take(&mut self.locked), last)
     }
 
     /// Forgets the enabled endpoints: another writer may have changed them.
@@ -243,10 +270,17 @@ impl<D: Sql> WriterState<D> {
         self.sweep_retry_at = None;
     }
 
+    /// Leaves the sweeps to another writer of the instance: this one records only what is
+    /// due on the budgets its commands touch.
+    pub(crate) fn leave_sweeps(&mut self) {
+        self.sweeps = false;
+    }
+
     /// Whether a reservation may have expired, or a period ended, without it being
     /// recorded, and a sweep may run now.
     pub(crate) fn sweep_due(&self) -> bool {
-        self.next_due() <= self.clock_now()
+        self.sweeps
+            && self.next_due() <= self.clock_now()
             && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
     }
 
@@ -324,7 +358,7 @@ impl<D: Sql> WriterState<D> {
         &self,
         queue: &flume::Receiver<WriteCommand<J>>,
     ) -> Result<Option<WriteCommand<J>>, ()> {
-        if !self.clock.wakes() || self.next_due() == Timestamp::MAX {
+        if !self.sweeps || !self.clock.wakes() || self.next_due() == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }
         let wait_ms = self
@@ -355,8 +389,18 @@ impl<D: Sql> WriterState<D> {
             self.db.send("SAVEPOINT command", &[])?;
         }
         let before = self.snapshot();
-        // The command's writes may still be on their way: their errors are its own.
-        let result = run_guarded(|| op(self).and_then(|value| self.db.flush().map(|()| value)));
+        // The command's writes may still be on their way: their errors are its own. The
+        // savepoint's end goes with them, in the same round trip where the backend can: a
+        // write that fails leaves the savepoint to roll back to (the statements after it in
+        // an aborted transaction do nothing).
+        let result = run_guarded(|| {
+            op(self).and_then(|value| {
+                if savepoint {
+                    self.db.send("RELEASE command", &[])?;
+                }
+                self.db.flush().map(|()| value)
+            })
+        });
         let ended = if result.is_err() {
             // A command that failed before it waited for its writes: they run now, and are
             // rolled back with it below (their errors are the command's, already failed).
@@ -369,12 +413,6 @@ impl<D: Sql> WriterState<D> {
             } else {
                 Ok(())
             }
-        } else if savepoint {
-            let ended = self.db.run("RELEASE command");
-            if ended.is_err() {
-                self.restore(before);
-            }
-            ended
         } else {
             Ok(())
         };

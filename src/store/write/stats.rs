@@ -102,7 +102,7 @@ impl Stats {
             &self.deliveries,
         )?;
         let head = chain::load_head(db)?;
-        let pending = chain::pending(db)?.len();
+        let pending = chain::settle_pending(db, std::time::Duration::ZERO)?;
         self.audit_events.store(
             u64::try_from(head.seq).unwrap_or(0) + pending as u64,
             Ordering::Relaxed,

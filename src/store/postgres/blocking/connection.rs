@@ -35,7 +35,7 @@ impl Blocking {
     /// Connects to the database at `url` for a command-line tool (`audit verify`, `tenantd
     /// copy`): without the store's session bounds, because a tool reads a whole database in one
     /// transaction, for as long as the database is large (a copy's source waits, idle, while
-    /// its target is read back), and waits for the chain's lock as long as a writer holds it.
+    /// its target is read back), and waits for a lock as long as another session holds it.
     pub(crate) fn connect_for_tool(url: &str) -> Result<Self, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
