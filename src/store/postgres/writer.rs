@@ -53,7 +53,9 @@ pub(super) struct Writer {
     /// Set once the instance's first writer has run its first batch, which records every
     /// expiry and boundary that fell due while no instance ran: the other writers wait for
     /// it before their first, so that no write is answered from a state that has not caught
-    /// up (as with one writer).
+    /// up (as with one writer). After it, every writer sweeps what falls due, as the one
+    /// writer of SQLite does before each batch: where two find the same budget due, one
+    /// records it and the other finds its tenant busy and tries again a second later.
     first_swept: Arc<FirstSwept>,
     /// Whether this writer has seen `first_swept` set (or set it).
     caught_up: bool,
@@ -241,11 +243,7 @@ impl Writer {
                 shared_ids(queries::due::latest_ulid(&mut db).map_err(failed)?)
             }
         };
-        let mut state = WriterState::new(db, &config, Head::genesis(), Arc::clone(&ids));
-        if !first {
-            // The first writer sweeps, and answers the readiness probe after its first sweep.
-            state.leave_sweeps();
-        }
+        let state = WriterState::new(db, &config, Head::genesis(), Arc::clone(&ids));
         let writer = Self {
             // Writers here never link the chain: the head stays the genesis, unused.
             state,

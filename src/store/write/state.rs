@@ -12,6 +12,8 @@ use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
 use crate::domain::{TenantId, Timestamp};
 use crate::ids::IdGenerator;
+use crate::store::sql::Sql;
+use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
 
 /// An id generator that several writers share.
 pub(crate) type SharedIds = std::sync::Arc<std::sync::Mutex<IdGenerator>>;
@@ -21,8 +23,6 @@ pub(crate) type SharedIds = std::sync::Arc<std::sync::Mutex<IdGenerator>>;
 pub(crate) fn shared_ids(latest: Option<ulid::Ulid>) -> SharedIds {
     std::sync::Arc::new(std::sync::Mutex::new(IdGenerator::after(latest)))
 }
-use crate::store::sql::Sql;
-use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
 
 /// A writer's connection and what it keeps between commands.
 pub(crate) struct WriterState<D> {
@@ -52,16 +52,12 @@ pub(crate) struct WriterState<D> {
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
-    /// Whether this writer sweeps the expiries and boundaries due: one writer of an
-    /// instance does ([`WriterState::leave_sweeps`]); the others record those of the budgets
-    /// they touch.
-    sweeps: bool,
     /// The tenants whose row locks the open batch holds, where writers share the database
     /// ([`WriterState::lock_tenant`]).
     locked: Vec<TenantId>,
     /// The enabled webhook endpoints, read when an event is first written after they may
     /// have changed (`None`: to be read). Forgotten by every change of an endpoint, by every
-    /// command that fails, and when another instance wrote.
+    /// command that fails, and, where writers share the database, at every batch.
     subscribers: Option<Vec<Subscriber>>,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
@@ -103,7 +99,6 @@ impl<D: Sql> WriterState<D> {
             next_boundary: Timestamp::from_unix_ms(0),
             poisoned: None,
             sweep_retry_at: None,
-            sweeps: true,
             locked: Vec::new(),
             subscribers: None,
             #[cfg(test)]
@@ -270,17 +265,10 @@ impl<D: Sql> WriterState<D> {
         self.sweep_retry_at = None;
     }
 
-    /// Leaves the sweeps to another writer of the instance: this one records only what is
-    /// due on the budgets its commands touch.
-    pub(crate) fn leave_sweeps(&mut self) {
-        self.sweeps = false;
-    }
-
     /// Whether a reservation may have expired, or a period ended, without it being
     /// recorded, and a sweep may run now.
     pub(crate) fn sweep_due(&self) -> bool {
-        self.sweeps
-            && self.next_due() <= self.clock_now()
+        self.next_due() <= self.clock_now()
             && self.sweep_retry_at.is_none_or(|at| Instant::now() >= at)
     }
 
@@ -358,7 +346,7 @@ impl<D: Sql> WriterState<D> {
         &self,
         queue: &flume::Receiver<WriteCommand<J>>,
     ) -> Result<Option<WriteCommand<J>>, ()> {
-        if !self.sweeps || !self.clock.wakes() || self.next_due() == Timestamp::MAX {
+        if !self.clock.wakes() || self.next_due() == Timestamp::MAX {
             return queue.recv().map(Some).map_err(|_| ());
         }
         let wait_ms = self
