@@ -5,7 +5,6 @@
 //! into a panic or an assertion message.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// A database of its own on the test cluster, owned by the unprivileged role `tenantd`,
 /// empty, dropped (`WITH (FORCE)`) when this value is dropped: the one scratch database of
@@ -63,8 +62,10 @@ pub fn psql(url: &str, sql: &str) -> String {
 /// Runs a statement that changes rows and returns how many it changed (its command tag);
 /// `Err` with psql's error when the server refuses it.
 pub fn psql_execute(url: &str, sql: &str) -> Result<usize, String> {
-    wait_chained(url);
-    let out = psql_command(url, &["-c", sql]).output().expect("psql runs");
+    // The wait's own tag (`DO`) comes first; the statement's is the last word.
+    let out = psql_command(url, &["-c", WAIT_CHAINED, "-c", sql])
+        .output()
+        .expect("psql runs");
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
     }
@@ -134,33 +135,25 @@ fn psql_command(url: &str, args: &[&str]) -> Command {
     cmd
 }
 
-/// How long a test waits for the audit rows of the changes it made to be chained before it
-/// reads the database: the contract's second, with room for a loaded machine.
-const CHAINED_WAIT: Duration = Duration::from_secs(5);
+/// Waits, at most 5 s (the contract's second, with room for a loaded machine), until no
+/// audit row waits in `audit_pending` for its place in the chain, so that a test reads the
+/// chain its changes made, as it would on SQLite. Whatever is pending then stays so: the
+/// caller's checks see it. Nothing to wait for where no server made the schema yet. Sent
+/// ahead of a test's statement in the same psql, which runs it in a session of its own.
+const WAIT_CHAINED: &str = "DO $$ BEGIN \
+    FOR i IN 1..250 LOOP \
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM audit_pending); \
+        PERFORM pg_sleep(0.02); \
+    END LOOP; \
+    EXCEPTION WHEN undefined_table THEN NULL; \
+END $$";
 
-/// Waits (at most [`CHAINED_WAIT`]) until no audit row waits in `audit_pending` for its place
-/// in the chain, so that a test reads the chain its changes made, as it would on SQLite.
-/// Whatever is pending then stays so: the caller's checks see it. Nothing to wait for where
-/// no server made the schema yet.
-pub fn wait_chained(url: &str) {
-    let deadline = Instant::now() + CHAINED_WAIT;
-    loop {
-        let out = psql_command(url, &["-qAt", "-c", "SELECT count(*) FROM audit_pending"])
-            .output()
-            .expect("psql runs");
-        let pending = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() || pending.trim() == "0" || Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs psql and returns its stdout, once the changes made are chained ([`wait_chained`]);
+/// Runs psql and returns its stdout, once the changes made are chained ([`WAIT_CHAINED`]);
 /// panics with `sql` and psql's error.
 fn psql_raw(url: &str, args: &[&str], sql: &str) -> Vec<u8> {
-    wait_chained(url);
-    let out = psql_command(url, args).output().expect("psql runs");
+    let out = psql_command(url, &[&["-q", "-c", WAIT_CHAINED][..], args].concat())
+        .output()
+        .expect("psql runs");
     assert!(
         out.status.success(),
         "psql {sql:?}: {}",
