@@ -50,6 +50,9 @@ pub(crate) struct Store {
     stats: Arc<Stats>,
     /// Where commits become visible before they are durable: what a read waits for.
     durability: Option<Arc<Durability>>,
+    /// Whether a write may find its rows busy ([`StoreError::Busy`]) and be sent again:
+    /// where writers share the database. Elsewhere a write is sent as it is, never cloned.
+    retries_busy: bool,
 }
 
 /// Owns the store's threads; [`StoreThreads::shutdown`] drains and joins them.
@@ -105,6 +108,7 @@ pub(crate) fn start(
     writers: Vec<WriterLoop>,
     readers: Vec<Box<dyn Reads>>,
     durability: Option<Arc<Durability>>,
+    retries_busy: bool,
 ) -> Result<(Store, StoreThreads), OpenError> {
     assert!(
         config.queue_depth > 0
@@ -166,6 +170,7 @@ pub(crate) fn start(
         credentials: credential_tx,
         stats,
         durability,
+        retries_busy,
     };
     Ok((handle, threads))
 }
@@ -215,11 +220,14 @@ impl Store {
     /// [`BUSY_PAUSE_MIN`] to [`BUSY_PAUSE_MAX`], for [`BUSY_WAIT_MAX`] in all; then it is
     /// answered [`StoreError::Unavailable`] (a `503`).
     pub(crate) async fn write<O: WriteOp>(&self, op: O) -> Result<O::Output, StoreError> {
+        let queue = self.writes.queue(op.tenant());
+        if !self.retries_busy {
+            return ask(queue, |reply| WriteCommand::op(op, reply)).await;
+        }
         let started = tokio::time::Instant::now();
         let mut pause = BUSY_PAUSE_MIN;
         loop {
             let again = op.clone();
-            let queue = self.writes.queue(op.tenant());
             match ask(queue, |reply| WriteCommand::op(again, reply)).await {
                 Err(StoreError::Busy(cause)) => {
                     if started.elapsed() + pause > BUSY_WAIT_MAX {

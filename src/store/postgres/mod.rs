@@ -262,6 +262,8 @@ pub(super) fn open(
                 &config, stats, writers, readers,
                 // A commit is durable when it returns: reads need not wait.
                 None,
+                // Writers of other connections and instances may hold a write's rows.
+                true,
             )
             .map_err(|e| e.0)
         })

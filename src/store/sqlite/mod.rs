@@ -85,6 +85,8 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
         vec![Box::new(move |queue: &_| batch::run(writer, queue))],
         readers,
         Some(durability),
+        // One writer: no write ever finds its rows busy.
+        false,
     )
 }
 
