@@ -145,6 +145,27 @@ pub(crate) trait Sql {
     /// Runs a statement that takes no parameters and returns no rows (`BEGIN`, `SAVEPOINT`).
     fn run(&mut self, sql: &str) -> Result<(), StoreError>;
 
+    /// Runs `queries` in order, after the statements sent, and hands each row to `read` with
+    /// the index of its query. A backend that can runs them all in one round trip; the first
+    /// error ends it.
+    fn query_each(
+        &mut self,
+        queries: &[(&str, &[Param<'_>])],
+        mut read: impl FnMut(usize, &Row<'_>) -> Result<(), RowError>,
+    ) -> Result<(), StoreError> {
+        for (i, (sql, params)) in queries.iter().enumerate() {
+            self.query(sql, params, |row| read(i, row))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a statement sent ([`Sql::send`]) failed since this was last asked; cleared.
+    /// Its error came back from the flush, query or run that carried it, as the error of
+    /// whatever asked; this tells that it was a statement sent earlier that failed.
+    fn take_send_failure(&mut self) -> bool {
+        false
+    }
+
     /// Runs `read` in one read-only snapshot of the database (or inside the transaction
     /// already open), so that its queries see one instant. The snapshot ends whatever
     /// happens.

@@ -62,6 +62,9 @@ pub(crate) struct StoreThreads {
     readers: Vec<JoinHandle<()>>,
     reads: flume::Sender<ReadCommand>,
     credentials: flume::Sender<ReadCommand>,
+    /// How many of `readers` take reads, and how many credential checks.
+    reader_threads: usize,
+    credential_threads: usize,
 }
 
 /// A writer's loop, run on a thread of its own and fed by its write queue.
@@ -99,14 +102,16 @@ impl Writes {
     }
 }
 
-/// Starts each of `writers` on a thread of its own, fed by a write queue of its own, one
-/// reader thread for each of `readers` but the last, and the credential thread on the last.
-/// With `durability`, a read is answered once every commit it may have seen is durable.
+/// Starts each of `writers` on a thread of its own, fed by a write queue of its own, a reader
+/// thread on each of `readers`, and a credential thread on each of `credentials`, which share
+/// a queue of their own. With `durability`, a read is answered once every commit it may have
+/// seen is durable.
 pub(crate) fn start(
     config: &StoreConfig,
     stats: Arc<Stats>,
     writers: Vec<WriterLoop>,
     readers: Vec<Box<dyn Reads>>,
+    credentials: Vec<Box<dyn Reads>>,
     durability: Option<Arc<Durability>>,
     retries_busy: bool,
 ) -> Result<(Store, StoreThreads), OpenError> {
@@ -114,7 +119,8 @@ pub(crate) fn start(
         config.queue_depth > 0
             && config.credential_queue_depth > 0
             && config.commit_batch_max > 0
-            && readers.len() > 1
+            && !readers.is_empty()
+            && !credentials.is_empty()
             && !writers.is_empty(),
         "store bounds must be positive: {config:?}"
     );
@@ -122,14 +128,21 @@ pub(crate) fn start(
 
     let (read_tx, read_rx) = flume::bounded(config.queue_depth);
     let (credential_tx, credential_rx) = flume::bounded(config.credential_queue_depth);
-    let last = readers.len() - 1;
-    let mut threads = Vec::with_capacity(readers.len());
-    for (i, mut conn) in readers.into_iter().enumerate() {
-        let (name, queue) = if i == last {
-            ("tenantd-credentials".to_owned(), credential_rx.clone())
-        } else {
-            (format!("tenantd-read-{i}"), read_rx.clone())
-        };
+    let (reader_threads, credential_threads) = (readers.len(), credentials.len());
+    let mut threads = Vec::with_capacity(reader_threads + credential_threads);
+    let named = readers
+        .into_iter()
+        .enumerate()
+        .map(|(i, conn)| (format!("tenantd-read-{i}"), &read_rx, conn))
+        .chain(credentials.into_iter().enumerate().map(|(i, conn)| {
+            let name = match i {
+                0 => "tenantd-credentials".to_owned(),
+                i => format!("tenantd-credentials-{i}"),
+            };
+            (name, &credential_rx, conn)
+        }));
+    for (name, queue, mut conn) in named {
+        let queue = queue.clone();
         let handle = std::thread::Builder::new()
             .name(name)
             .spawn(move || read(conn.as_mut(), &queue))
@@ -163,6 +176,8 @@ pub(crate) fn start(
         readers: threads,
         reads: read_tx.clone(),
         credentials: credential_tx.clone(),
+        reader_threads,
+        credential_threads,
     };
     let handle = Store {
         writes: write_tx,
@@ -479,14 +494,18 @@ impl StoreThreads {
             readers,
             reads,
             credentials,
+            reader_threads,
+            credential_threads,
         } = self;
         let readers_stopped = tokio::task::spawn_blocking(move || {
             // Each thread ends at the first marker it takes, after the commands queued before
-            // it; the credential thread has a queue of its own.
-            for _ in 1..readers.len() {
+            // it; the credential threads have a queue of their own.
+            for _ in 0..reader_threads {
                 let _ = reads.send(ReadCommand::Shutdown);
             }
-            let _ = credentials.send(ReadCommand::Shutdown);
+            for _ in 0..credential_threads {
+                let _ = credentials.send(ReadCommand::Shutdown);
+            }
             // Join every thread, even after one that failed: `count` consumes them all.
             let failed = readers
                 .into_iter()

@@ -727,7 +727,15 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
         app.kill();
         stop.store(true, Ordering::Relaxed);
         for client in clients {
-            client.join().expect("a load client panicked");
+            if client.join().is_err() {
+                // The server's warnings and errors tell why a request failed.
+                for line in app.log_lines() {
+                    if line.contains(" WARN ") || line.contains(" ERROR ") {
+                        eprintln!("server: {line}");
+                    }
+                }
+                panic!("a load client panicked");
+            }
         }
 
         restarts.push(Instant::now());

@@ -12,8 +12,8 @@ use crate::domain::{
 };
 use crate::store::rows::Columns;
 use crate::store::sql::{Param, Sql};
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{StoreError, queries};
 
 /// Takes on every enabled endpoint that no other instance holds (or whose holder's lease ran
@@ -31,6 +31,8 @@ pub(crate) struct ClaimEndpoints {
 }
 
 impl WriteOp for ClaimEndpoints {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = usize;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<usize, StoreError> {
@@ -85,6 +87,8 @@ pub(crate) struct RecordAttempt {
 }
 
 impl WriteOp for RecordAttempt {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = ();
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<(), StoreError> {

@@ -7,8 +7,8 @@ use crate::domain::{
 };
 use crate::ids::TenantToken;
 use crate::store::sql::{Param, Sql};
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{Keyed, StoreError, Written};
 
 /// A tenant create as the store receives it.
@@ -32,6 +32,8 @@ pub(crate) struct Created {
 }
 
 impl WriteOp for CreateTenant {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Written<Created>;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {

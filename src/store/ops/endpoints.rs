@@ -10,8 +10,8 @@ use crate::domain::{
 };
 use crate::store::rows;
 use crate::store::sql::{Param, Sql};
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{Keyed, StoreError, Written, queries};
 
 /// How long a replaced secret goes on signing beside the new one.
@@ -44,6 +44,8 @@ impl std::fmt::Debug for Secret {
 }
 
 impl WriteOp for CreateEndpoint {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Written<Endpoint>;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
@@ -98,6 +100,8 @@ pub(crate) struct UpdateEndpoint {
 }
 
 impl WriteOp for UpdateEndpoint {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Endpoint;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Endpoint, StoreError> {
@@ -155,6 +159,8 @@ pub(crate) struct DeleteEndpoint {
 }
 
 impl WriteOp for DeleteEndpoint {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Endpoint;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Endpoint, StoreError> {
@@ -206,6 +212,8 @@ pub(crate) struct RotateSecret {
 }
 
 impl WriteOp for RotateSecret {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Written<Endpoint>;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
@@ -254,6 +262,8 @@ pub(crate) struct RetryDelivery {
 }
 
 impl WriteOp for RetryDelivery {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = Written<Delivery>;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {

@@ -5,8 +5,8 @@ use crate::audit::Actor;
 use crate::domain::rules;
 use crate::domain::{BudgetId, LedgerEntry, Movement, TenantId};
 use crate::store::sql::Sql;
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{Keyed, StoreError, Written};
 
 /// A credit, a debit or a charge.
@@ -27,8 +27,14 @@ pub(crate) struct MoveBudget {
 impl WriteOp for MoveBudget {
     type Output = Written<LedgerEntry>;
 
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Keeps;
+
     fn tenant(&self) -> Option<&TenantId> {
         Some(&self.tenant)
+    }
+
+    fn budget(&self) -> Option<&str> {
+        self.budget.as_ref().map(BudgetId::as_str)
     }
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
@@ -51,8 +57,11 @@ impl WriteOp for MoveBudget {
                 movement.amount,
                 movement.memo.as_ref(),
             )?;
-            w.apply(&mut budget, change, &actor, now)?
-                .ok_or_else(|| StoreError::Internal("a movement without its entry".into()))
+            let entry = w
+                .apply(&mut budget, change, &actor, now)?
+                .ok_or_else(|| StoreError::Internal("a movement without its entry".into()))?;
+            w.keep_budget(&budget);
+            Ok(entry)
         })
     }
 }

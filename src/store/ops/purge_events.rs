@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::domain::{DeliveryState, EventId, Timestamp};
 use crate::store::rows::Columns;
 use crate::store::sql::{Param, Sql, text};
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{EVENT_PURGE_BATCH, StoreError};
 
 /// Erases up to [`EVENT_PURGE_BATCH`] events written more than `retention` ago, oldest
@@ -20,6 +20,8 @@ pub(crate) struct PurgeEvents {
 }
 
 impl WriteOp for PurgeEvents {
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Untouched;
+
     type Output = usize;
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<usize, StoreError> {

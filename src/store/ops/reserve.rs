@@ -5,8 +5,8 @@ use crate::audit::Actor;
 use crate::domain::rules;
 use crate::domain::{Memo, NewReservation, Reservation, ReservationId, ReservationState, TenantId};
 use crate::store::sql::{Param, Sql};
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{Keyed, StoreError, Written};
 
 /// A reservation request.
@@ -25,8 +25,14 @@ pub(crate) struct Reserve {
 impl WriteOp for Reserve {
     type Output = Written<Reservation>;
 
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Keeps;
+
     fn tenant(&self) -> Option<&TenantId> {
         Some(&self.tenant)
+    }
+
+    fn budget(&self) -> Option<&str> {
+        Some(&self.reservation.budget_text)
     }
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
@@ -84,6 +90,7 @@ fn reserve<D: Sql>(
         ],
     )?;
     w.apply(&mut budget, change, actor, now)?;
+    w.keep_budget(&budget);
     w.counts().reservation_created();
     w.lower_next_expiry(reservation.expires_at);
     Ok(reservation)

@@ -5,8 +5,8 @@ use crate::audit::Actor;
 use crate::domain::rules::{self, Settlement};
 use crate::domain::{Reservation, ReservationId, Settle, TenantId};
 use crate::store::sql::Sql;
-use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
+use crate::store::write::{BudgetsAhead, WriteOp};
 use crate::store::{Keyed, StoreError, Written, queries};
 
 /// A commit, release or extend of a reservation.
@@ -26,6 +26,8 @@ pub(crate) struct SettleReservation {
 
 impl WriteOp for SettleReservation {
     type Output = Written<Reservation>;
+
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Keeps;
 
     fn tenant(&self) -> Option<&TenantId> {
         Some(&self.tenant)
@@ -54,6 +56,8 @@ fn settle<D: Sql>(
     let now = w.now();
     let (mut reservation, active, mut budget) =
         queries::reservations::reservation_to_settle(w.db(), tenant, id)?;
+    // Read here with its reservation: what was read ahead of it is left behind.
+    w.take_budget_ahead(tenant, Some(&budget.id));
     if !active {
         return Err(StoreError::TenantTombstoned);
     }
@@ -75,5 +79,6 @@ fn settle<D: Sql>(
     }
     w.write_reservation(&reservation)?;
     w.apply(&mut budget, settled.change, actor, now)?;
+    w.keep_budget(&budget);
     Ok(reservation)
 }

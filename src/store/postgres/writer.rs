@@ -23,6 +23,7 @@ use super::blocking::Blocking;
 use super::chainer::Chainer;
 use crate::audit::Head;
 use crate::store::sql::{Param, Sql, text};
+use crate::store::write::ahead::Wanted;
 use crate::store::write::batch::Batches;
 use crate::store::write::delta::Delta;
 use crate::store::write::state::{SharedIds, WriterState, shared_ids};
@@ -108,7 +109,7 @@ impl Batches for Writer {
 
     /// Replaces a connection that is closed or was left in doubt; for writes, begins the
     /// transaction.
-    fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
+    fn begin(&mut self, writes: bool, wanted: &[Wanted<'_>]) -> Result<(), StoreError> {
         if !self.caught_up {
             self.first_swept.wait();
             self.caught_up = true;
@@ -118,7 +119,7 @@ impl Batches for Writer {
             self.broken = false;
         }
         if writes {
-            self.begin_write()?;
+            self.begin_write(wanted)?;
         }
         Ok(())
     }
@@ -182,7 +183,9 @@ impl Batches for Writer {
             return Ok(());
         };
         if !self.state.db_ref().is_closed() {
-            // The server answered, and a failed COMMIT rolls back.
+            // The server answered, and a failed COMMIT rolls back. A write sent with it that
+            // failed fails the batch alone ([`WriterState::deferred_failure`]).
+            let error = self.state.deferred_failure(Some(&error)).unwrap_or(error);
             self.rollback();
             return Err(error);
         }
@@ -190,7 +193,10 @@ impl Batches for Writer {
         let Some(xid) = self.xid.take() else {
             return Err(error);
         };
-        match self.begin(false).and_then(|()| self.committed_xid(xid)) {
+        match self
+            .begin(false, &[])
+            .and_then(|()| self.committed_xid(xid))
+        {
             Ok(true) => {
                 self.chainer.wake();
                 log::warn!("COMMIT reported {error:?}, but the batch is in the database");
@@ -268,26 +274,28 @@ impl Writer {
         self.state.lower_next_boundary(poll);
     }
 
-    /// Begins the batch's transaction and reads its id. The endpoints are read again when an
-    /// event is written: another instance may have changed them.
-    fn begin_write(&mut self) -> Result<(), StoreError> {
-        // `BEGIN` and the id in one round trip. A connection the server closed while it was
-        // idle is found out here, before the batch has done anything: it is replaced, and
-        // the batch goes on.
-        let begin = |db: &mut Blocking| {
-            db.send("BEGIN", &[])?;
-            db.query_opt("SELECT CAST(txid_current() AS TEXT)", &[], |row| {
-                let xid = text(row, 0)?;
-                xid.parse()
-                    .map_err(|_| row.corrupt(0, format!("a bad transaction id {xid:?}")))
-            })
+    /// Begins the batch's transaction, reads its id, and reads `wanted` ahead. The endpoints
+    /// are read again when an event is written: another instance may have changed them.
+    fn begin_write(&mut self, wanted: &[Wanted<'_>]) -> Result<(), StoreError> {
+        // `BEGIN`, the id and what is read ahead in one round trip. A connection the server
+        // closed while it was idle is found out here, before the batch has done anything: it
+        // is replaced, and the batch goes on.
+        let begin = |state: &mut WriterState<Blocking>| {
+            state.db().send("BEGIN", &[])?;
+            let xid = state.read_ahead("SELECT CAST(txid_current() AS TEXT)", wanted)?;
+            xid.first()
+                .map(|xid| {
+                    xid.parse()
+                        .map_err(|_| StoreError::Internal(format!("a bad transaction id {xid:?}")))
+                })
+                .transpose()
         };
-        let xid = match begin(self.state.db()) {
+        let xid = match begin(&mut self.state) {
             Err(StoreError::Unavailable(_)) if self.state.db_ref().is_closed() => self
                 .state
                 .db()
                 .reconnect(&self.url)
-                .and_then(|()| begin(self.state.db())),
+                .and_then(|()| begin(&mut self.state)),
             began => began,
         };
         self.state.forget_subscribers();

@@ -10,7 +10,7 @@ use crate::domain::{
 use crate::store::rows::{
     self, Columns, ENTRY_COLUMNS, PERIOD_COLUMNS, budget_columns, budget_renewal_join,
 };
-use crate::store::sql::{Param, Sql, text};
+use crate::store::sql::{Param, Row, RowError, Sql, text};
 use crate::store::{ListQuery, Page, StoreError};
 
 /// The budget `id` of tenant `tenant`: `budget_not_found` for none (or an id that is not one),
@@ -55,13 +55,27 @@ pub(crate) fn budget_to_write(
             budget_renewal_join!("b"),
             " WHERE b.id = CAST(?1 AS TEXT) AND b.tenant_id = CAST(?2 AS TEXT)"
         ),
-        |row| {
-            Ok((
-                rows::budget(row, 1)?,
-                text(row, 0)? == TenantState::Active.name(),
-            ))
-        },
+        budget_to_write_row,
     )
+}
+
+/// The budgets whose ids `?1` lists (joined by commas), each as [`budget_to_write`] reads one
+/// ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this is.
+pub(crate) const BUDGETS_TO_WRITE: &str = concat!(
+    "SELECT t.state, ",
+    budget_columns!("b"),
+    " FROM budgets b JOIN tenants t ON t.id = b.tenant_id",
+    budget_renewal_join!("b"),
+    " WHERE b.id = ANY(string_to_array(CAST(?1 AS TEXT), ','))"
+);
+
+/// A row of [`budget_to_write`] or [`BUDGETS_TO_WRITE`]: the budget, and whether its tenant
+/// is active.
+pub(crate) fn budget_to_write_row(row: &Row<'_>) -> Result<(Budget, bool), RowError> {
+    Ok((
+        rows::budget(row, 1)?,
+        text(row, 0)? == TenantState::Active.name(),
+    ))
 }
 
 /// The ids of the tenant's open budgets.

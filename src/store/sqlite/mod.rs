@@ -75,15 +75,17 @@ pub(super) fn open(config: StoreConfig) -> Result<(Store, StoreThreads), OpenErr
     let durability = Arc::new(Durability::new());
     let writer = Writer::new(conn, config.clone(), Arc::clone(&durability))?;
     let stats = writer.stats();
-    // One connection a reader, and one for the credential thread.
-    let readers = (0..=config.readers)
-        .map(|_| Ok(Box::new(open::open_reader(&config.path)?) as Box<dyn Reads>))
+    // One connection a reader, and one for the credential thread: a check takes microseconds.
+    let reader = || Ok(Box::new(open::open_reader(&config.path)?) as Box<dyn Reads>);
+    let readers = (0..config.readers)
+        .map(|_| reader())
         .collect::<Result<Vec<_>, open::OpenError>>()?;
     threads::start(
         &config,
         stats,
         vec![Box::new(move |queue: &_| batch::run(writer, queue))],
         readers,
+        vec![reader()?],
         Some(durability),
         // One writer: no write ever finds its rows busy.
         false,

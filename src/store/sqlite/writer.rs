@@ -23,6 +23,7 @@ use crate::audit::Head;
 use crate::store::durability::Durability;
 use crate::store::sql::Sql;
 use crate::store::write::Finish;
+use crate::store::write::ahead::Wanted;
 use crate::store::write::batch::{self, Batches};
 use crate::store::write::chain;
 use crate::store::write::delta::Delta;
@@ -66,7 +67,7 @@ impl Batches for Writer {
     /// Replaces a connection an earlier failure left in doubt; for writes, lets the WAL
     /// start over if it is long, takes the write lock (`BEGIN IMMEDIATE`) and reads the
     /// head again if a failure left it unknown.
-    fn begin(&mut self, writes: bool) -> Result<(), StoreError> {
+    fn begin(&mut self, writes: bool, _wanted: &[Wanted<'_>]) -> Result<(), StoreError> {
         self.writable = None;
         self.reopen_if_pending()?;
         if writes {

@@ -2,6 +2,7 @@
 //! Each operation runs inside a savepoint of its own ([`WriterState::guarded`]); the writer
 //! commits, then answers: a command's [`Finish`] waits for the batch's outcome.
 
+use super::ahead::Wanted;
 use super::delta::Delta;
 use super::state::WriterState;
 use super::{Finish, Job, SWEEP_RETRY_AFTER, WriteCommand, finish};
@@ -19,8 +20,9 @@ pub(crate) trait Batches {
     /// Commands in one batch, at most.
     fn batch_max(&self) -> usize;
     /// Readies the connection for a batch, and begins its write transaction if `writes`,
-    /// with the chain's head known for sure.
-    fn begin(&mut self, writes: bool) -> Result<(), StoreError>;
+    /// with the chain's head known for sure and what its commands read first read ahead
+    /// where the backend does ([`WriterState::read_ahead`]).
+    fn begin(&mut self, writes: bool, wanted: &[Wanted<'_>]) -> Result<(), StoreError>;
     /// After a command of a write transaction: the error, if the database itself ended the
     /// transaction meanwhile.
     fn lost_transaction(&mut self) -> Option<StoreError>;
@@ -65,7 +67,16 @@ pub(crate) fn run_batch<W: Batches, J: ?Sized + Job<W::Db>>(
     // batch sweeps again at once.
     let sweep = writer.state().sweep_due();
     let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
-    let mut failed = writer.begin(writes > 0).err();
+    writer.state().begin_ahead();
+    let wanted: Vec<Wanted<'_>> = batch
+        .iter()
+        .filter_map(|command| match command {
+            WriteCommand::Op(job) => job.wanted(),
+            _ => None,
+        })
+        .collect();
+    let mut failed = writer.begin(writes > 0, &wanted).err();
+    drop(wanted);
     // Taken once the head is known for sure: `begin` may have read it again.
     let before = writer.state().snapshot();
     let mut finished: Vec<Finish> = Vec::with_capacity(batch.len());
@@ -144,6 +155,8 @@ fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
         }
         Ok(failed)
     });
+    // What the sweep changed was maybe read ahead.
+    state.ahead().forget(None);
     match failed {
         Ok(0) => state.sweep_succeeded(),
         Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),

@@ -10,6 +10,7 @@
 //! | file | its one job |
 //! |---|---|
 //! | [`batch`] | the batch loop: one transaction a batch, sweeps first, answers after the commit |
+//! | [`ahead`] | on PostgreSQL, a batch's tenants locked and budgets read in one round trip |
 //! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
 //! | [`chain`] | appending to the audit chain and reading its head |
 //! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
@@ -18,6 +19,7 @@
 //! | [`delta`] | what the open batch changed, counted as it runs |
 //! | [`stats`] | the counters `/metrics` shows, changed only by committed batches |
 
+pub(crate) mod ahead;
 pub(crate) mod batch;
 pub(crate) mod chain;
 pub(crate) mod delta;
@@ -69,11 +71,34 @@ pub(crate) trait WriteOp: Clone + Send + 'static {
     /// Runs the operation inside the writer's transaction.
     fn run<D: Sql>(self, state: &mut WriterState<D>) -> Result<Self::Output, StoreError>;
 
+    /// How it treats the budgets its batch read ahead ([`ahead`]).
+    const BUDGETS_AHEAD: BudgetsAhead = BudgetsAhead::Forgets;
+
     /// The tenant it writes under, if it names one: an instance with several writers sends
     /// all of a tenant's writes to one of them ([`super::threads::Store::write`]).
     fn tenant(&self) -> Option<&TenantId> {
         None
     }
+
+    /// The id of the budget it writes, as its request names it: read ahead with its batch
+    /// ([`ahead`]).
+    fn budget(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// How an operation treats the budgets its batch read ahead ([`ahead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BudgetsAhead {
+    /// It may change any budget of its tenant (of every tenant, if it names none): they are
+    /// read again after it.
+    Forgets,
+    /// It takes the budget it writes from what was read ahead
+    /// ([`state::WriterState::take_budget_ahead`]) and leaves what it wrote
+    /// ([`state::WriterState::keep_budget`]).
+    Keeps,
+    /// It changes no budget.
+    Untouched,
 }
 
 /// A queued operation with the channel its answer goes to, as the engine of a backend whose
@@ -85,6 +110,9 @@ pub(crate) trait Job<D>: Send {
 
     /// Answers `error` without running: its batch failed before it.
     fn refuse(self: Box<Self>, error: StoreError) -> Finish;
+
+    /// What it reads first, to be read ahead with its batch ([`ahead`]).
+    fn wanted(&self) -> Option<ahead::Wanted<'_>>;
 }
 
 /// An operation and its reply channel: what a job object boxes.
@@ -98,11 +126,21 @@ pub(crate) struct Queued<O: WriteOp> {
 impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish {
         let Queued { op, reply } = *self;
+        if O::BUDGETS_AHEAD == BudgetsAhead::Forgets {
+            state.ahead().forget(op.tenant());
+        }
         finish(reply, state.guarded(in_transaction, |state| op.run(state)))
     }
 
     fn refuse(self: Box<Self>, error: StoreError) -> Finish {
         finish(self.reply, Err(error))
+    }
+
+    fn wanted(&self) -> Option<ahead::Wanted<'_>> {
+        self.op.tenant().map(|tenant| ahead::Wanted {
+            tenant,
+            budget: self.op.budget(),
+        })
     }
 }
 

@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use super::ahead::{self, Ahead, Wanted, last_id};
 use super::delta::Delta;
 use super::subscribers::Subscriber;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
-use crate::domain::{TenantId, Timestamp};
+use crate::domain::{Budget, BudgetId, TenantId, Timestamp};
 use crate::ids::IdGenerator;
 use crate::store::sql::Sql;
 use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
@@ -59,6 +60,8 @@ pub(crate) struct WriterState<D> {
     /// have changed (`None`: to be read). Forgotten by every change of an endpoint, by every
     /// command that fails, and, where writers share the database, at every batch.
     subscribers: Option<Vec<Subscriber>>,
+    /// What the open batch read ahead, where writers share the database.
+    ahead: Ahead,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
     fail_next_rollback: bool,
@@ -101,6 +104,7 @@ impl<D: Sql> WriterState<D> {
             sweep_retry_at: None,
             locked: Vec::new(),
             subscribers: None,
+            ahead: Ahead::default(),
             #[cfg(test)]
             fail_next_rollback: false,
         }
@@ -178,26 +182,78 @@ impl<D: Sql> WriterState<D> {
         let last = self.db.query_opt(
             "SELECT last_id FROM tenants WHERE id = ?1 FOR NO KEY UPDATE NOWAIT",
             &[tenant.as_str().into()],
-            |row| {
-                row.column(0)?
-                    .map(|id| {
-                        ulid::Ulid::from_string(&id)
-                            .map_err(|_| row.corrupt(0, format!("a bad last id {id:?}")))
-                    })
-                    .transpose()
-            },
+            |row| last_id(row, 0),
         )?;
         // A tenant that does not exist takes no lock; the command finds it missing.
         if let Some(last) = last {
-            self.locked.push(tenant.clone());
-            if let Some(last) = last {
-                self.ids().skip_past(Some(last));
-                self.last_now = self
-                    .last_now
-                    .max(Timestamp::from_unix_ms(last.timestamp_ms()));
-            }
+            self.hold_locked(tenant, last);
         }
         Ok(())
+    }
+
+    /// `tenant`'s row lock is the batch's, and `last` the last id its writes made.
+    pub(crate) fn hold_locked(&mut self, tenant: &TenantId, last: Option<ulid::Ulid>) {
+        if self.locked.contains(tenant) {
+            return;
+        }
+        self.locked.push(tenant.clone());
+        if let Some(last) = last {
+            self.ids().skip_past(Some(last));
+            self.last_now = self
+                .last_now
+                .max(Timestamp::from_unix_ms(last.timestamp_ms()));
+        }
+    }
+
+    /// What the open batch read ahead.
+    pub(crate) fn ahead(&mut self) -> &mut Ahead {
+        &mut self.ahead
+    }
+
+    /// Begins a batch's reading ahead ([`Ahead::begin`]).
+    pub(crate) fn begin_ahead(&mut self) {
+        self.ahead.begin(D::SHARED);
+    }
+
+    /// Runs `first` and reads `wanted` ahead in one round trip ([`ahead::read`]); the first
+    /// column of `first`'s rows.
+    pub(crate) fn read_ahead(
+        &mut self,
+        first: &str,
+        wanted: &[Wanted<'_>],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut read = ahead::read(&mut self.db, D::SHARED, first, wanted)?;
+        for (tenant, last) in &read.locked {
+            self.hold_locked(tenant, *last);
+        }
+        let firsts = std::mem::take(&mut read.firsts);
+        self.ahead.keep_read(read);
+        Ok(firsts)
+    }
+
+    /// The budget `id` of `tenant` as read ahead ([`Ahead::take`]).
+    pub(crate) fn take_budget_ahead(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+    ) -> Option<(Budget, bool)> {
+        if !D::SHARED {
+            return None;
+        }
+        self.ahead.take(tenant, id)
+    }
+
+    /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
+    pub(crate) fn keep_budget(&mut self, budget: &Budget) {
+        if D::SHARED {
+            self.ahead.keep(budget);
+        }
+    }
+
+    /// The error that fails a batch whose deferred writes failed ([`Ahead::failure`]).
+    pub(crate) fn deferred_failure(&mut self, error: Option<&StoreError>) -> Option<StoreError> {
+        let sent_failed = self.db.take_send_failure();
+        self.ahead.failure(sent_failed, error)
     }
 
     /// A tenant the open batch created: its row is the batch's own, as if locked, and its
@@ -381,29 +437,50 @@ impl<D: Sql> WriterState<D> {
         // savepoint's end goes with them, in the same round trip where the backend can: a
         // write that fails leaves the savepoint to roll back to (the statements after it in
         // an aborted transaction do nothing).
+        // Where the batch defers its writes ([`Ahead`]), they are not waited for here.
+        let deferred = self.ahead.deferred();
         let result = run_guarded(|| {
             op(self).and_then(|value| {
                 if savepoint {
                     self.db.send("RELEASE command", &[])?;
                 }
+                if deferred {
+                    return Ok(value);
+                }
                 self.db.flush().map(|()| value)
             })
         });
+        self.ahead.command_ended(result.is_ok());
         let ended = if result.is_err() {
             // A command that failed before it waited for its writes: they run now, and are
             // rolled back with it below (their errors are the command's, already failed).
-            let _ = self.db.flush();
+            if !deferred {
+                let _ = self.db.flush();
+            }
             self.restore(before);
-            if savepoint {
-                self.db
+            match (savepoint, deferred) {
+                (false, _) => Ok(()),
+                (true, false) => self
+                    .db
                     .run("ROLLBACK TO command")
-                    .and_then(|()| self.db.run("RELEASE command"))
-            } else {
-                Ok(())
+                    .and_then(|()| self.db.run("RELEASE command")),
+                (true, true) => self
+                    .db
+                    .send("ROLLBACK TO command", &[])
+                    .and_then(|()| self.db.send("RELEASE command", &[])),
             }
         } else {
             Ok(())
         };
+        if deferred {
+            if let Some(error) = self.deferred_failure(result.as_ref().err()) {
+                self.poisoned = Some(error.clone());
+                return Err(error);
+            }
+        } else {
+            // A statement the command sent that failed is the command's own failure.
+            self.db.take_send_failure();
+        }
         if let Err(error) = ended {
             // The command's changes cannot be told apart from the batch's any more: the
             // whole batch must fail rather than commit them behind an error answer.

@@ -136,7 +136,10 @@ impl<D: Sql> WriterState<D> {
         id: Option<&BudgetId>,
         now: Timestamp,
     ) -> Result<Budget, StoreError> {
-        let (mut budget, active) = queries::budgets::budget_to_write(self.db(), tenant, id)?;
+        let (mut budget, active) = match self.take_budget_ahead(tenant, id) {
+            Some(read) => read,
+            None => queries::budgets::budget_to_write(self.db(), tenant, id)?,
+        };
         if !active {
             return Err(StoreError::TenantTombstoned);
         }

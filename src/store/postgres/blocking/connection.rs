@@ -13,6 +13,7 @@ use super::Blocking;
 use super::errors::store_error;
 use crate::store::StoreError;
 use crate::store::postgres;
+use crate::store::sql::Sql;
 
 /// The bounds of every store connection's session: a transaction left idle (its instance hung
 /// or cut off mid-batch) is ended by the server after 10 s, so no instance holds a tenant's
@@ -49,6 +50,7 @@ impl Blocking {
             reconnect: None,
             in_snapshot: false,
             pending: Vec::new(),
+            send_failed: false,
         })
     }
 
@@ -127,6 +129,9 @@ impl Blocking {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
+        // The statements sent go first: one of them may end a failed command
+        // (`ROLLBACK TO`), and the server prepares nothing in a transaction that failed.
+        self.flush()?;
         let statement = self
             .runtime
             .block_on(self.client.prepare(&numbered(sql)))

@@ -47,6 +47,8 @@ pub(crate) struct Blocking {
     /// Statements sent ([`Sql::send`]) and not yet run: they go to the server together with
     /// the next statement that must be answered, in one round trip.
     pending: Vec<Pending>,
+    /// Set when a statement sent failed ([`Sql::take_send_failure`]).
+    send_failed: bool,
 }
 
 impl Sql for Blocking {
@@ -73,7 +75,7 @@ impl Sql for Blocking {
             let statement = db.statement(sql)?;
             match db.round_trip(Last::Query(&statement, params))? {
                 Answer::Rows(rows) => Ok(rows),
-                Answer::Nothing => Err(StoreError::Internal("a query answered no rows".into())),
+                _ => Err(StoreError::Internal("a query answered no rows".into())),
             }
         })?;
         rows.iter()
@@ -127,6 +129,33 @@ impl Sql for Blocking {
 
     fn run(&mut self, sql: &str) -> Result<(), StoreError> {
         self.batch(sql)
+    }
+
+    fn query_each(
+        &mut self,
+        queries: &[(&str, &[Param<'_>])],
+        mut read: impl FnMut(usize, &Row<'_>) -> Result<(), RowError>,
+    ) -> Result<(), StoreError> {
+        let lists = self.retried(|db| {
+            let statements = queries
+                .iter()
+                .map(|&(sql, params)| Ok((db.statement(sql)?, params)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            match db.round_trip(Last::Queries(statements))? {
+                Answer::Lists(lists) => Ok(lists),
+                _ => Err(StoreError::Internal("queries answered no rows".into())),
+            }
+        })?;
+        for (i, rows) in lists.iter().enumerate() {
+            for row in rows {
+                read(i, row)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_send_failure(&mut self) -> bool {
+        std::mem::take(&mut self.send_failed)
     }
 
     /// A read-only transaction at `REPEATABLE READ` (one snapshot for all its statements),

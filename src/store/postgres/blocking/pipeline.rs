@@ -18,8 +18,10 @@ use crate::store::StoreError;
 use crate::store::postgres::codec::{BindError, bound};
 use crate::store::sql::Param;
 
-/// The statements sent in one round trip, at most; more are run at once.
-pub(super) const PIPELINE_MAX: usize = 64;
+/// The statements sent in one round trip, at most; more are run at once. A batch whose
+/// commands read nothing the batch did not read ahead sends all its writes with its `COMMIT`:
+/// six or so a command, so a batch of 256 commands takes about two round trips of them.
+pub(super) const PIPELINE_MAX: usize = 1024;
 
 /// A statement sent and not yet run, with its parameters.
 pub(super) struct Pending {
@@ -78,6 +80,8 @@ pub(super) enum Last<'a> {
     Nothing,
     /// A prepared query, and its parameters.
     Query(&'a Statement, &'a [Param<'a>]),
+    /// Prepared queries, run in order, and their parameters.
+    Queries(Vec<(Statement, &'a [Param<'a>])>),
     /// Statements without parameters, unprepared.
     Batch(&'a str),
 }
@@ -86,6 +90,8 @@ pub(super) enum Last<'a> {
 pub(super) enum Answer {
     Nothing,
     Rows(Vec<tokio_postgres::Row>),
+    /// The rows of each of [`Last::Queries`], in their order.
+    Lists(Vec<Vec<tokio_postgres::Row>>),
 }
 
 impl Blocking {
@@ -97,7 +103,8 @@ impl Blocking {
 
     /// Runs the statements sent, then `last`, in one round trip: every request is written
     /// before any answer is awaited. The first error in order wins; after it, the server
-    /// refuses the rest of the transaction anyway.
+    /// refuses the rest of the transaction anyway. An error of a statement sent is noted for
+    /// [`Sql::take_send_failure`](crate::store::sql::Sql::take_send_failure).
     pub(super) fn round_trip(&mut self, last: Last<'_>) -> Result<Answer, StoreError> {
         let pending = std::mem::take(&mut self.pending);
         if pending.is_empty() {
@@ -114,16 +121,34 @@ impl Blocking {
                     .block_on(self.client.batch_execute(sql))
                     .map(|()| Answer::Nothing)
                     .map_err(|e| store_error(&e)),
+                Last::Queries(_) => self.pipelined(&[], last).map_err(|(_, e)| e),
             };
         }
+        self.pipelined(&pending, last).map_err(|(sent, e)| {
+            self.send_failed |= sent;
+            e
+        })
+    }
+
+    /// Runs `pending`, then `last`, in one round trip; an error tells whether it was one of
+    /// `pending`'s.
+    fn pipelined(
+        &mut self,
+        pending: &[Pending],
+        last: Last<'_>,
+    ) -> Result<Answer, (bool, StoreError)> {
         let client = &self.client;
         let bound_pending: Vec<Vec<&(dyn ToSql + Sync)>> = pending
             .iter()
             .map(|p| p.params.iter().map(|o| o as &(dyn ToSql + Sync)).collect())
             .collect();
-        let last_params = match &last {
-            Last::Query(_, params) => bound(params),
-            _ => Vec::new(),
+        let queries: Vec<(Statement, Vec<&(dyn ToSql + Sync)>)> = match &last {
+            Last::Query(statement, params) => vec![((*statement).clone(), bound(params))],
+            Last::Queries(queries) => queries
+                .iter()
+                .map(|(statement, params)| (statement.clone(), bound(params)))
+                .collect(),
+            Last::Nothing | Last::Batch(_) => Vec::new(),
         };
         self.runtime.block_on(async {
             type Sent<'f> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + 'f>>;
@@ -132,26 +157,28 @@ impl Blocking {
                 .zip(&bound_pending)
                 .map(|(p, params)| Box::pin(client.execute(&p.statement, params)) as Sent<'_>)
                 .collect();
+            type Rows = Vec<tokio_postgres::Row>;
             type Awaited<'f> =
-                Pin<Box<dyn Future<Output = Result<Answer, tokio_postgres::Error>> + 'f>>;
-            let mut awaited: Awaited<'_> =
-                match last {
-                    Last::Nothing => Box::pin(async { Ok(Answer::Nothing) }),
-                    Last::Query(statement, _) => Box::pin(async {
-                        client
-                            .query(statement, &last_params)
-                            .await
-                            .map(Answer::Rows)
-                    }),
-                    Last::Batch(sql) => Box::pin(async move {
-                        client.batch_execute(sql).await.map(|()| Answer::Nothing)
-                    }),
-                };
+                Pin<Box<dyn Future<Output = Result<Rows, tokio_postgres::Error>> + 'f>>;
+            let mut awaited: Vec<Awaited<'_>> = match &last {
+                &Last::Batch(sql) => {
+                    vec![Box::pin(async move {
+                        client.batch_execute(sql).await.map(|()| Vec::new())
+                    })]
+                }
+                _ => queries
+                    .iter()
+                    .map(|(statement, params)| {
+                        Box::pin(client.query(statement, params)) as Awaited<'_>
+                    })
+                    .collect(),
+            };
             // Every future is polled in order, so each writes its request before the next;
             // then all are polled until each has its answer.
             let mut results: Vec<Option<Result<u64, tokio_postgres::Error>>> =
                 sent.iter().map(|_| None).collect();
-            let mut answer = None;
+            let mut answers: Vec<Option<Result<Rows, tokio_postgres::Error>>> =
+                awaited.iter().map(|_| None).collect();
             std::future::poll_fn(|cx| {
                 for (future, result) in sent.iter_mut().zip(results.iter_mut()) {
                     if result.is_none()
@@ -160,12 +187,14 @@ impl Blocking {
                         *result = Some(done);
                     }
                 }
-                if answer.is_none()
-                    && let Poll::Ready(done) = awaited.as_mut().poll(cx)
-                {
-                    answer = Some(done);
+                for (future, answer) in awaited.iter_mut().zip(answers.iter_mut()) {
+                    if answer.is_none()
+                        && let Poll::Ready(done) = future.as_mut().poll(cx)
+                    {
+                        *answer = Some(done);
+                    }
                 }
-                if answer.is_some() && results.iter().all(Option::is_some) {
+                if answers.iter().all(Option::is_some) && results.iter().all(Option::is_some) {
                     Poll::Ready(())
                 } else {
                     Poll::Pending
@@ -173,11 +202,21 @@ impl Blocking {
             })
             .await;
             for result in results.into_iter().flatten() {
-                result.map_err(|e| store_error(&e))?;
+                result.map_err(|e| (true, store_error(&e)))?;
             }
-            answer
-                .expect("polled to its end")
-                .map_err(|e| store_error(&e))
+            let mut lists = answers
+                .into_iter()
+                .map(|answer| {
+                    answer
+                        .expect("polled to its end")
+                        .map_err(|e| (false, store_error(&e)))
+                })
+                .collect::<Result<Vec<Rows>, _>>()?;
+            Ok(match last {
+                Last::Nothing | Last::Batch(_) => Answer::Nothing,
+                Last::Query(..) => Answer::Rows(lists.pop().unwrap_or_default()),
+                Last::Queries(_) => Answer::Lists(lists),
+            })
         })
     }
 }

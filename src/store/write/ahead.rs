@@ -1,0 +1,224 @@
+//! A batch read ahead, where writers share the database (PostgreSQL, whose round trips may
+//! cross a network): the round trip that begins the batch also locks its tenants and reads
+//! the budgets its commands name, and the commands' writes go with the batch's `COMMIT`
+//! rather than each command waiting for its own. A batch of charges then takes two round
+//! trips however many commands it holds, where it took three a command.
+//!
+//! - **Locks.** The batch's tenants are locked with `SKIP LOCKED`: a tenant another writer
+//!   holds is left out, and its commands take its lock themselves, find it busy, and are sent
+//!   again, as before.
+//! - **Budgets.** They are read in a statement of their own after the locks, so they show all
+//!   that the tenants' earlier writers committed. A command that writes a budget takes it
+//!   (`WriterState::open_budget`) and, once it ends well, leaves what it wrote for the next
+//!   command of the batch (`WriterState::keep_budget`); one that fails leaves nothing, and
+//!   the next reads the budget from the database. Any other command forgets its tenant's
+//!   budgets ([`super::BudgetsAhead`]), as does a sweep. What is read ahead lasts one batch.
+//! - **Writes deferred.** A command's statements are sent and not waited for. Where one of
+//!   them fails (a name taken, a row locked from outside), the transaction is aborted and the
+//!   failing command cannot be told apart: the whole batch is rolled back, every command is
+//!   answered [`StoreError::Busy`] (nothing of it was done) and sent again, and for
+//!   [`CAREFUL_FOR`] the writer waits for each command's writes, so that the failing command
+//!   is answered its own error.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::domain::{Budget, BudgetId, TenantId};
+use crate::store::StoreError;
+use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
+use crate::store::sql::{Param, Row, RowError, Sql, text};
+
+/// How long a writer waits for each command's writes after a batch whose deferred writes
+/// failed.
+pub(crate) const CAREFUL_FOR: Duration = Duration::from_secs(1);
+
+/// The tenants a batch locks ahead, its own statement: those no other writer holds.
+const LOCK_TENANTS: &str = "SELECT id, last_id FROM tenants \
+     WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ',')) FOR NO KEY UPDATE SKIP LOCKED";
+
+/// What a command will read first: its tenant, and the budget it names.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wanted<'a> {
+    pub(crate) tenant: &'a TenantId,
+    pub(crate) budget: Option<&'a str>,
+}
+
+/// What a batch read ahead, and whether its writes are deferred.
+#[derive(Debug, Default)]
+pub(crate) struct Ahead {
+    /// Budgets as a command writing them would read them now, each with whether its tenant
+    /// is active.
+    budgets: HashMap<BudgetId, (Budget, bool)>,
+    /// What the running command left of the budgets it wrote, kept once it ends well.
+    kept: Vec<Budget>,
+    /// Whether the open batch's writes are deferred.
+    deferred: bool,
+    /// After a batch whose deferred writes failed: no batch defers its writes before then.
+    careful_until: Option<Instant>,
+}
+
+impl Ahead {
+    /// Whether the open batch's commands leave their writes to be waited for later.
+    pub(crate) fn deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// Forgets the budgets of `tenant` (of every tenant for `None`).
+    pub(crate) fn forget(&mut self, tenant: Option<&TenantId>) {
+        match tenant {
+            Some(tenant) => self.budgets.retain(|_, (b, _)| b.tenant_id != *tenant),
+            None => self.budgets.clear(),
+        }
+    }
+
+    /// The running command ended: what it kept is kept if it ended well, and dropped if not.
+    pub(crate) fn command_ended(&mut self, well: bool) {
+        for budget in self.kept.drain(..) {
+            if well {
+                self.budgets.insert(budget.id.clone(), (budget, true));
+            }
+        }
+    }
+
+    /// A batch's deferred writes failed: the batches of the next [`CAREFUL_FOR`] wait for
+    /// each command's.
+    fn be_careful(&mut self) {
+        self.careful_until = Some(Instant::now() + CAREFUL_FOR);
+    }
+}
+
+/// What one round trip read ahead ([`read`]).
+pub(crate) struct ReadAhead {
+    /// The first column of each row of the first query.
+    pub(crate) firsts: Vec<String>,
+    /// The tenants locked, each with its last id.
+    pub(crate) locked: Vec<(TenantId, Option<ulid::Ulid>)>,
+    /// The budgets read, each with whether its tenant is active.
+    budgets: Vec<(Budget, bool)>,
+}
+
+/// Runs `first` (a query without parameters) and, where writers share the database
+/// (`shared`), locks the tenants of `wanted` that no other writer holds and reads the budgets
+/// `wanted` names, all in one round trip with the statements sent before it. Elsewhere it
+/// runs `first` alone.
+pub(crate) fn read(
+    db: &mut impl Sql,
+    shared: bool,
+    first: &str,
+    wanted: &[Wanted<'_>],
+) -> Result<ReadAhead, StoreError> {
+    let mut tenants: Vec<&str> = Vec::new();
+    let mut budgets: Vec<&str> = Vec::new();
+    if shared {
+        for w in wanted {
+            tenants.push(w.tenant.as_str());
+            // An id with a comma is none, and would read others.
+            budgets.extend(w.budget.filter(|id| !id.contains(',')));
+        }
+        tenants.sort_unstable();
+        tenants.dedup();
+        budgets.sort_unstable();
+        budgets.dedup();
+    }
+    let (tenants, budgets) = (tenants.join(","), budgets.join(","));
+    let (tenant_list, budget_list) = ([Param::Text(&tenants)], [Param::Text(&budgets)]);
+    let mut queries: Vec<(&str, &[Param<'_>])> = vec![(first, &[])];
+    if !tenants.is_empty() {
+        queries.push((LOCK_TENANTS, &tenant_list));
+    }
+    if !budgets.is_empty() {
+        queries.push((BUDGETS_TO_WRITE, &budget_list));
+    }
+    let mut read = ReadAhead {
+        firsts: Vec::new(),
+        locked: Vec::new(),
+        budgets: Vec::new(),
+    };
+    db.query_each(&queries, |i, row| {
+        match i {
+            0 => read.firsts.push(text(row, 0)?.into_owned()),
+            1 => read.locked.push((
+                TenantId::parse(&text(row, 0)?)
+                    .ok_or_else(|| row.corrupt(0, "a bad tenant id".into()))?,
+                last_id(row, 1)?,
+            )),
+            _ => read.budgets.push(budget_to_write_row(row)?),
+        }
+        Ok(())
+    })?;
+    Ok(read)
+}
+
+impl Ahead {
+    /// Begins a batch: nothing read yet, and its writes deferred where writers share the
+    /// database (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
+    pub(crate) fn begin(&mut self, shared: bool) {
+        self.budgets.clear();
+        self.kept.clear();
+        self.careful_until = self.careful_until.filter(|&until| Instant::now() < until);
+        self.deferred = shared && self.careful_until.is_none();
+    }
+
+    /// Keeps the budgets `read` found, of the tenants it locked: a budget of a tenant
+    /// another writer holds may change before its command runs.
+    pub(crate) fn keep_read(&mut self, read: ReadAhead) {
+        for (budget, active) in read.budgets {
+            if read.locked.iter().any(|(t, _)| *t == budget.tenant_id) {
+                self.budgets.insert(budget.id.clone(), (budget, active));
+            }
+        }
+    }
+
+    /// The budget `id` of `tenant` as read ahead, with whether the tenant is active; taken,
+    /// so that a command that fails leaves it to be read again.
+    pub(crate) fn take(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+    ) -> Option<(Budget, bool)> {
+        let found = self.budgets.get(id?)?;
+        if found.0.tenant_id != *tenant {
+            return None;
+        }
+        self.budgets.remove(id?)
+    }
+
+    /// What the running command leaves of `budget` once it has written it, for the batch's
+    /// next command, kept if the command ends well.
+    pub(crate) fn keep(&mut self, budget: &Budget) {
+        self.kept.push(budget.clone());
+    }
+
+    /// After a command or a `COMMIT` that failed with `error` (or none) where a statement
+    /// sent failed (`sent_failed`): the error that fails the whole batch when its writes are
+    /// deferred. Every command is then answered [`StoreError::Busy`] and sent again (a lost
+    /// connection stays [`StoreError::Unavailable`]), and the next batches wait for each
+    /// command's writes.
+    pub(crate) fn failure(
+        &mut self,
+        sent_failed: bool,
+        error: Option<&StoreError>,
+    ) -> Option<StoreError> {
+        if !sent_failed || !self.deferred {
+            return None;
+        }
+        self.be_careful();
+        Some(match error {
+            Some(e @ StoreError::Unavailable(_)) => e.clone(),
+            Some(e) => StoreError::Busy(format!(
+                "a write sent with the batch failed ({e}); the batch is sent again"
+            )),
+            None => StoreError::Busy("a write sent with the batch failed".into()),
+        })
+    }
+}
+
+/// Column `i` of `row`: a tenant's last id, if it has one.
+pub(crate) fn last_id(row: &Row<'_>, i: usize) -> Result<Option<ulid::Ulid>, RowError> {
+    row.column(i)?
+        .map(|id| {
+            ulid::Ulid::from_string(&id)
+                .map_err(|_| row.corrupt(i, format!("a bad last id {id:?}")))
+        })
+        .transpose()
+}
