@@ -166,6 +166,14 @@ pub(crate) trait Sql {
         false
     }
 
+    /// A count that moves with every statement that may change the transaction (sent, run
+    /// or executed) and with every statement that fails: a command that leaves it where it
+    /// was left the transaction as it found it. Counted only by a backend whose batches run
+    /// commands without savepoints ([`crate::store::write::ahead`]).
+    fn touched(&self) -> u64 {
+        0
+    }
+
     /// Runs `read` in one read-only snapshot of the database (or inside the transaction
     /// already open), so that its queries see one instant. The snapshot ends whatever
     /// happens.

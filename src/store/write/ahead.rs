@@ -32,6 +32,10 @@ use crate::store::sql::{Param, Row, RowError, Sql, text};
 /// failed.
 pub(crate) const CAREFUL_FOR: Duration = Duration::from_secs(1);
 
+/// The tenants of a batch that exist.
+const TENANTS: &str =
+    "SELECT id FROM tenants WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ','))";
+
 /// The tenants a batch locks ahead, its own statement: those no other writer holds.
 const LOCK_TENANTS: &str = "SELECT id, last_id FROM tenants \
      WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ',')) FOR NO KEY UPDATE SKIP LOCKED";
@@ -49,6 +53,8 @@ pub(crate) struct Ahead {
     /// Budgets as a command writing them would read them now, each with whether its tenant
     /// is active.
     budgets: HashMap<BudgetId, (Budget, bool)>,
+    /// The batch's tenants that another writer held when it began.
+    busy: Vec<TenantId>,
     /// What the running command left of the budgets it wrote, kept once it ends well.
     kept: Vec<Budget>,
     /// Whether the open batch's writes are deferred.
@@ -93,6 +99,8 @@ pub(crate) struct ReadAhead {
     pub(crate) firsts: Vec<String>,
     /// The tenants locked, each with its last id.
     pub(crate) locked: Vec<(TenantId, Option<ulid::Ulid>)>,
+    /// The tenants that exist and another writer holds.
+    busy: Vec<TenantId>,
     /// The budgets read, each with whether its tenant is active.
     budgets: Vec<(Budget, bool)>,
 }
@@ -124,6 +132,9 @@ pub(crate) fn read(
     let (tenant_list, budget_list) = ([Param::Text(&tenants)], [Param::Text(&budgets)]);
     let mut queries: Vec<(&str, &[Param<'_>])> = vec![(first, &[])];
     if !tenants.is_empty() {
+        // The tenants that exist, then those locked: one that exists and is not locked is
+        // another writer's.
+        queries.push((TENANTS, &tenant_list));
         queries.push((LOCK_TENANTS, &tenant_list));
     }
     if !budgets.is_empty() {
@@ -132,20 +143,23 @@ pub(crate) fn read(
     let mut read = ReadAhead {
         firsts: Vec::new(),
         locked: Vec::new(),
+        busy: Vec::new(),
         budgets: Vec::new(),
+    };
+    let tenant = |row: &Row<'_>| {
+        TenantId::parse(&text(row, 0)?).ok_or_else(|| row.corrupt(0, "a bad tenant id".into()))
     };
     db.query_each(&queries, |i, row| {
         match i {
             0 => read.firsts.push(text(row, 0)?.into_owned()),
-            1 => read.locked.push((
-                TenantId::parse(&text(row, 0)?)
-                    .ok_or_else(|| row.corrupt(0, "a bad tenant id".into()))?,
-                last_id(row, 1)?,
-            )),
+            1 => read.busy.push(tenant(row)?),
+            2 => read.locked.push((tenant(row)?, last_id(row, 1)?)),
             _ => read.budgets.push(budget_to_write_row(row)?),
         }
         Ok(())
     })?;
+    read.busy
+        .retain(|t| !read.locked.iter().any(|(locked, _)| locked == t));
     Ok(read)
 }
 
@@ -154,6 +168,7 @@ impl Ahead {
     /// database (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
     pub(crate) fn begin(&mut self, shared: bool) {
         self.budgets.clear();
+        self.busy.clear();
         self.kept.clear();
         self.careful_until = self.careful_until.filter(|&until| Instant::now() < until);
         self.deferred = shared && self.careful_until.is_none();
@@ -162,11 +177,19 @@ impl Ahead {
     /// Keeps the budgets `read` found, of the tenants it locked: a budget of a tenant
     /// another writer holds may change before its command runs.
     pub(crate) fn keep_read(&mut self, read: ReadAhead) {
+        self.busy = read.busy;
         for (budget, active) in read.budgets {
             if read.locked.iter().any(|(t, _)| *t == budget.tenant_id) {
                 self.budgets.insert(budget.id.clone(), (budget, active));
             }
         }
+    }
+
+    /// Whether `tenant` was another writer's when the batch began: where the batch runs its
+    /// commands without savepoints, a command does not ask for the lock (a refusal would
+    /// abort the transaction) and is sent again.
+    pub(crate) fn busy(&self, tenant: &TenantId) -> bool {
+        self.deferred && self.busy.contains(tenant)
     }
 
     /// The budget `id` of `tenant` as read ahead, with whether the tenant is active; taken,

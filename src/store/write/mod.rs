@@ -129,7 +129,7 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
         if O::BUDGETS_AHEAD == BudgetsAhead::Forgets {
             state.ahead().forget(op.tenant());
         }
-        finish(reply, state.guarded(in_transaction, |state| op.run(state)))
+        finish(reply, state.command(in_transaction, |state| op.run(state)))
     }
 
     fn refuse(self: Box<Self>, error: StoreError) -> Finish {

@@ -179,6 +179,11 @@ impl<D: Sql> WriterState<D> {
         if !D::SHARED || self.locked.contains(tenant) {
             return Ok(());
         }
+        if self.ahead.busy(tenant) {
+            return Err(StoreError::Busy(
+                "the tenant's row is another writer's".into(),
+            ));
+        }
         let last = self.db.query_opt(
             "SELECT last_id FROM tenants WHERE id = ?1 FOR NO KEY UPDATE NOWAIT",
             &[tenant.as_str().into()],
@@ -490,6 +495,47 @@ impl<D: Sql> WriterState<D> {
             }
         }
         result
+    }
+
+    /// Runs a command: in a savepoint of its own ([`WriterState::guarded`]), or, where its
+    /// batch defers its writes ([`Ahead`]), without one. A command that fails there having
+    /// left the transaction as it found it (nothing sent, no statement failed: a refusal
+    /// decided before it wrote) fails alone; one that fails after it wrote fails its batch,
+    /// which is sent again command by command ([`Ahead::failure`]).
+    pub(crate) fn command<T>(
+        &mut self,
+        in_transaction: bool,
+        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if !(in_transaction && self.ahead.deferred()) {
+            return self.guarded(in_transaction, op);
+        }
+        let before = self.snapshot();
+        let touched = self.db.touched();
+        let result = run_guarded(|| op(self));
+        self.ahead.command_ended(result.is_ok());
+        let Err(error) = result else {
+            return match self.deferred_failure(None) {
+                Some(failure) => {
+                    self.poisoned = Some(failure.clone());
+                    Err(failure)
+                }
+                None => result,
+            };
+        };
+        self.restore(before);
+        // Whether the statement that failed was this command's or one sent before it, there
+        // is no savepoint to roll back to: the transaction is the batch's to give up.
+        let sent_failed = self.db.take_send_failure();
+        if self.db.touched() == touched {
+            return Err(error);
+        }
+        let failure = self.ahead.failure(true, Some(&error)).unwrap_or(error);
+        if sent_failed {
+            log::debug!("a statement sent with a batch failed: {failure:?}");
+        }
+        self.poisoned = Some(failure.clone());
+        Err(failure)
     }
 
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.

@@ -51,6 +51,7 @@ impl Blocking {
             in_snapshot: false,
             pending: Vec::new(),
             send_failed: false,
+            touched: 0,
         })
     }
 

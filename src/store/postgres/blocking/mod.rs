@@ -49,6 +49,9 @@ pub(crate) struct Blocking {
     pending: Vec<Pending>,
     /// Set when a statement sent failed ([`Sql::take_send_failure`]).
     send_failed: bool,
+    /// Moves with every statement that may change the transaction and every one that fails
+    /// ([`Sql::touched`]).
+    touched: u64,
 }
 
 impl Sql for Blocking {
@@ -56,6 +59,7 @@ impl Sql for Blocking {
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
         self.flush()?;
+        self.touched += 1;
         let statement = self.statement(sql)?;
         let changed = self
             .runtime
@@ -110,6 +114,7 @@ impl Sql for Blocking {
 
     fn send(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
         let statement = self.statement(sql)?;
+        self.touched += 1;
         self.pending.push(Pending {
             statement,
             params: params.iter().map(Owned::new).collect(),
@@ -156,6 +161,10 @@ impl Sql for Blocking {
 
     fn take_send_failure(&mut self) -> bool {
         std::mem::take(&mut self.send_failed)
+    }
+
+    fn touched(&self) -> u64 {
+        self.touched
     }
 
     /// A read-only transaction at `REPEATABLE READ` (one snapshot for all its statements),

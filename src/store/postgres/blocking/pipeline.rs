@@ -106,6 +106,17 @@ impl Blocking {
     /// refuses the rest of the transaction anyway. An error of a statement sent is noted for
     /// [`Sql::take_send_failure`](crate::store::sql::Sql::take_send_failure).
     pub(super) fn round_trip(&mut self, last: Last<'_>) -> Result<Answer, StoreError> {
+        if matches!(last, Last::Batch(_)) {
+            self.touched += 1;
+        }
+        let answer = self.round_trip_once(last);
+        if answer.is_err() {
+            self.touched += 1;
+        }
+        answer
+    }
+
+    fn round_trip_once(&mut self, last: Last<'_>) -> Result<Answer, StoreError> {
         let pending = std::mem::take(&mut self.pending);
         if pending.is_empty() {
             // The usual case outside a write: no futures to juggle.
