@@ -4,7 +4,8 @@
 //! scripts/with-postgres.sh); requests are spread over them, at once, from many threads. Every
 //! rule must hold as with one instance: one tenant per name, one effect per key, no budget
 //! overspent, one gapless chain (`audit verify`), a tombstone revoking the token everywhere,
-//! expiries recorded once, nothing acknowledged lost when an instance is killed, and every
+//! expiries recorded once, nothing acknowledged lost when an instance is killed (cycle after
+//! cycle, any of the three and the one chaining among them, in `kill_loop`), and every
 //! event delivered to each webhook endpoint once, as if one instance sent it. The fail-over
 //! test runs a primary and a synchronous standby of its own, kills the primary under
 //! write load and promotes the standby.
@@ -21,6 +22,8 @@ use tempfile::TempDir;
 
 use crate::helpers::*;
 use crate::wire::{self, Response};
+
+mod kill_loop;
 
 /// Instances started on one database.
 const INSTANCES: usize = 3;
@@ -68,18 +71,27 @@ impl Instances {
             addrs: Vec::new(),
             log: Arc::new(Mutex::new(Vec::new())),
         };
-        for _ in 0..n {
-            let server = instances.spawn();
+        for slot in 0..n {
+            let server = instances.spawn(slot);
             instances.addrs.push(server.addr);
             instances.servers.push(Some(server.child));
         }
         instances
     }
 
-    fn spawn(&self) -> Server {
+    /// A server for slot `slot`. On PostgreSQL its connections carry the application name
+    /// [`instance_name`]`(slot)`, so that `pg_stat_activity` tells the instances apart (a
+    /// SQLite file's path is left as it is).
+    fn spawn(&self, slot: usize) -> Server {
+        let db = if self.db.contains("://") {
+            let sep = if self.db.contains('?') { '&' } else { '?' };
+            format!("{}{sep}application_name={}", self.db, instance_name(slot))
+        } else {
+            self.db.clone()
+        };
         let mut cmd = tenantd_command(self.dir.path());
         let token = self.dir.path().join("admin-token");
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--db", &self.db])
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--db", &db])
             .arg("--admin-token-file")
             .arg(&token)
             .args(&self.args);
@@ -91,6 +103,15 @@ impl Instances {
         let mut child = self.servers[i].take().expect("a running instance");
         child.kill().expect("SIGKILL");
         child.wait().expect("reaping the instance");
+    }
+
+    /// Starts a fresh server in the slot of killed instance `i`; it listens on a new port,
+    /// which `addrs[i]` then holds.
+    fn restart(&mut self, i: usize) {
+        assert!(self.servers[i].is_none(), "instance {i} is still running");
+        let server = self.spawn(i);
+        self.addrs[i] = server.addr;
+        self.servers[i] = Some(server.child);
     }
 
     fn log_text(&self) -> String {
@@ -106,6 +127,11 @@ impl Drop for Instances {
             let _ = child.wait();
         }
     }
+}
+
+/// The application name of the connections of the instance in slot `slot`.
+fn instance_name(slot: usize) -> String {
+    format!("tenantd-{slot}")
 }
 
 /// `POST path` of a JSON body (and a key, if any) to `addr`; `None` for a transport error,
