@@ -200,9 +200,22 @@ impl std::fmt::Display for AuditVerifyError {
     }
 }
 
+/// What `tenantd audit verify` found in a database whose chain verifies.
+#[derive(Debug)]
+pub struct AuditVerified {
+    /// The events replayed.
+    pub events: i64,
+    /// The head's hash, once every event is in the chain.
+    pub head: String,
+    /// How many of the events still waited for their place in the chain (PostgreSQL, where
+    /// instances chain the rows after their change commits): replayed after it, in the order
+    /// they will be linked.
+    pub pending: usize,
+}
+
 /// `tenantd audit verify`: replays the audit chain of the database at `db` and compares it
-/// with the stored rows. On success, the number of events and the head hash.
-pub fn audit_verify(db: &Path) -> Result<(i64, String), AuditVerifyError> {
+/// with the stored rows.
+pub fn audit_verify(db: &Path) -> Result<AuditVerified, AuditVerifyError> {
     // A file that is not there is said once, as what is wrong, before a backend opens it.
     if store::postgres_url(db).is_none() && matches!(db.try_exists(), Ok(false)) {
         return Err(AuditVerifyError::NoDatabase(format!(
@@ -211,7 +224,11 @@ pub fn audit_verify(db: &Path) -> Result<(i64, String), AuditVerifyError> {
         )));
     }
     store::verify_audit(db)
-        .map(|head| (head.seq, head.hash))
+        .map(|(head, pending)| AuditVerified {
+            events: head.seq,
+            head: head.hash,
+            pending,
+        })
         .map_err(AuditVerifyError::Failed)
 }
 
@@ -414,7 +431,10 @@ mod tests {
             .block_on(server)
             .expect("the server task")
             .expect("a clean stop");
-        let (seq, _) = audit_verify(&db).expect("the chain verifies");
-        assert_eq!(seq, 1, "one event: the faulty create left nothing behind");
+        let verified = audit_verify(&db).expect("the chain verifies");
+        assert_eq!(
+            verified.events, 1,
+            "one event: the faulty create left nothing behind"
+        );
     }
 }

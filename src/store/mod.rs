@@ -501,15 +501,15 @@ impl Store {
 /// `tenantd audit verify`: replays the chain of the database at `db` (a SQLite file or a
 /// PostgreSQL URL) and compares it with the stored rows ([`verify`], the same for both); the
 /// head on success.
-pub(crate) fn verify_audit(db: &Path) -> Result<Head, String> {
+pub(crate) fn verify_audit(db: &Path) -> Result<(Head, usize), String> {
     let verdict = match postgres_url(db) {
-        None => verify::verify(&mut sqlite::reader(db)?),
+        None => verify::verify_live(&mut sqlite::reader(db)?),
         Some(url) => {
             let mut database = postgres::blocking::Blocking::connect_for_tool(url)?;
             database
                 .expect_schema()
                 .map_err(|e| crate::audit::VerifyError::Read(e).to_string())?;
-            verify::verify(&mut database)
+            verify::verify_live(&mut database)
         }
     };
     verdict.map_err(|e| e.to_string())

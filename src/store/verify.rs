@@ -37,20 +37,34 @@ const PENDING_WAIT: Duration = Duration::from_secs(5);
 /// the chainer will link it, so every committed change is covered and none is called
 /// missing. The head is then the one the chain will have once they are linked.
 pub(crate) fn verify(db: &mut impl Sql) -> Result<Head, VerifyError> {
+    verify_live(db).map(|(head, _)| head)
+}
+
+/// [`verify`], and how many of the events it replayed still waited for their place in the
+/// chain when it read (PostgreSQL).
+pub(crate) fn verify_live(db: &mut impl Sql) -> Result<(Head, usize), VerifyError> {
     chain::settle_pending(db, PENDING_WAIT)?;
-    db.in_snapshot(|db| Ok(verify_in_transaction(db)))?
+    db.in_snapshot(|db| Ok(replay_all(db)))?
 }
 
 /// [`verify`] inside the transaction the caller has begun on `db`: what it reads is what that
 /// transaction sees, its own writes included (a copy checks its target before it commits).
 pub(crate) fn verify_in_transaction(db: &mut impl Sql) -> Result<Head, VerifyError> {
+    replay_all(db).map(|(head, _)| head)
+}
+
+/// Replays the chain, then the rows still pending after it, and checks every stored row
+/// against the replay: the head, and how many rows were pending.
+fn replay_all(db: &mut impl Sql) -> Result<(Head, usize), VerifyError> {
     let mut replay = Replay::default();
     let mut head = Head::genesis();
     for_each_event(db, |row| {
         head = row.head();
         replay.push(row)
     })?;
-    for entry in chain::pending(db)? {
+    let pending = chain::pending(db)?;
+    let waiting = pending.len();
+    for entry in pending {
         let row = head.link_entry(entry);
         head = row.head();
         replay.push(&row)?;
@@ -97,7 +111,7 @@ pub(crate) fn verify_in_transaction(db: &mut impl Sql) -> Result<Head, VerifyErr
         |row| rows::endpoint(row),
         Replay::check_endpoint,
     )?;
-    replay.finish()
+    replay.finish().map(|head| (head, waiting))
 }
 
 /// Streams every row of the chain, in `seq` order, into `push`.
