@@ -1020,35 +1020,14 @@ fn a_tenant_locked_from_outside_holds_up_no_other_tenant() {
     let credit = json!({ "amount_atomic": "1" });
 
     // The outside session: locks the tenant's row and its budgets', holds them, commits.
-    let script = format!(
-        "BEGIN; SELECT id FROM tenants WHERE id = '{locked_tid}' FOR UPDATE; \
-         SELECT id FROM budgets WHERE tenant_id = '{locked_tid}' FOR UPDATE; \
-         SELECT pg_sleep({}); COMMIT;",
-        OUTSIDE_LOCK.as_secs()
+    let (mut outside, locked_at) = hold_from_outside(
+        &db.url,
+        &format!(
+            "SELECT id FROM tenants WHERE id = '{locked_tid}' FOR UPDATE; \
+             SELECT id FROM budgets WHERE tenant_id = '{locked_tid}' FOR UPDATE"
+        ),
+        OUTSIDE_LOCK,
     );
-    let mut outside = Command::new("psql")
-        .args([
-            db.url.as_str(),
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            &script,
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("psql runs");
-    let locked_at = Instant::now();
-    let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()";
-    while db.psql(held) != "1" {
-        assert!(
-            locked_at.elapsed() < OUTSIDE_LOCK,
-            "the outside session never held the lock"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
 
     // The locked tenant's credit, through the first instance, waits for the lock.
     let waiting = {
@@ -1128,33 +1107,8 @@ fn audit_verify_with_rows_waiting_to_be_chained_passes_and_says_so() {
         "0",
         "the first create is chained before the lock is taken"
     );
-    let script = format!(
-        "BEGIN; SELECT id FROM chain_head FOR UPDATE; SELECT pg_sleep({}); COMMIT;",
-        CHAIN_HELD.as_secs()
-    );
-    let mut outside = Command::new("psql")
-        .args([
-            db.url.as_str(),
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            &script,
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("psql runs");
-    let locked_at = Instant::now();
-    let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()";
-    while psql_at_once(&db.url, held) != "1" {
-        assert!(
-            locked_at.elapsed() < CHAIN_HELD,
-            "the outside session never held the chain's lock"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
+    let (mut outside, locked_at) =
+        hold_from_outside(&db.url, "SELECT id FROM chain_head FOR UPDATE", CHAIN_HELD);
     let waiting = 4;
     for i in 0..waiting {
         create_tenant(addr, admin, &format!("waiting-{i}"), "10");
@@ -1209,6 +1163,31 @@ fn audit_verify_with_rows_waiting_to_be_chained_passes_and_says_so() {
         "nothing is reported pending: {}",
         after.stderr
     );
+}
+
+/// A session outside the service (psql) that runs `locks` in a transaction, holds them for
+/// `hold` and commits; returned once it holds them, with the instant it began.
+fn hold_from_outside(url: &str, locks: &str, hold: Duration) -> (Child, Instant) {
+    let script = format!(
+        "BEGIN; {locks}; SELECT pg_sleep({}); COMMIT;",
+        hold.as_secs()
+    );
+    let outside = Command::new("psql")
+        .args([url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", &script])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("psql runs");
+    let began = Instant::now();
+    let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()";
+    while psql_at_once(url, held) != "1" {
+        assert!(
+            began.elapsed() < hold,
+            "the outside session never held its locks"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    (outside, began)
 }
 
 /// What `sql` reads now, through psql, without waiting for pending audit rows to be chained
