@@ -1189,28 +1189,3 @@ fn hold_from_outside(url: &str, locks: &str, hold: Duration) -> (Child, Instant)
     }
     (outside, began)
 }
-
-/// What `sql` reads now, through psql, without waiting for pending audit rows to be chained
-/// first (as [`psql`] does): the pending rows are what is looked at.
-fn psql_at_once(url: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([
-            url,
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {sql:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}

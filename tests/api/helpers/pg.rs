@@ -59,6 +59,14 @@ pub fn psql(url: &str, sql: &str) -> String {
         .to_owned()
 }
 
+/// [`psql`] without waiting for the audit rows to be chained first: for a test that looks at
+/// the rows still pending.
+pub fn psql_at_once(url: &str, sql: &str) -> String {
+    String::from_utf8_lossy(&psql_checked(url, &["-qAt", "-c", sql], sql))
+        .trim()
+        .to_owned()
+}
+
 /// Runs a statement that changes rows and returns how many it changed (its command tag);
 /// `Err` with psql's error when the server refuses it.
 pub fn psql_execute(url: &str, sql: &str) -> Result<usize, String> {
@@ -151,9 +159,12 @@ END $$";
 /// Runs psql and returns its stdout, once the changes made are chained ([`WAIT_CHAINED`]);
 /// panics with `sql` and psql's error.
 fn psql_raw(url: &str, args: &[&str], sql: &str) -> Vec<u8> {
-    let out = psql_command(url, &[&["-q", "-c", WAIT_CHAINED][..], args].concat())
-        .output()
-        .expect("psql runs");
+    psql_checked(url, &[&["-q", "-c", WAIT_CHAINED][..], args].concat(), sql)
+}
+
+/// Runs psql with `args` and returns its stdout; panics with `sql` and psql's error.
+fn psql_checked(url: &str, args: &[&str], sql: &str) -> Vec<u8> {
+    let out = psql_command(url, args).output().expect("psql runs");
     assert!(
         out.status.success(),
         "psql {sql:?}: {}",
