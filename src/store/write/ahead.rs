@@ -5,8 +5,8 @@
 //! trips however many commands it holds, where it took three a command.
 //!
 //! - **Locks.** The batch's tenants are locked with `SKIP LOCKED`: a tenant another writer
-//!   holds is left out, and its commands take its lock themselves, find it busy, and are sent
-//!   again, as before.
+//!   holds is left out, and its commands are answered busy and sent again, without asking
+//!   for the lock (a refused `NOWAIT` would abort the transaction).
 //! - **Budgets.** They are read in a statement of their own after the locks, so they show all
 //!   that the tenants' earlier writers committed. A command that writes a budget takes it
 //!   (`WriterState::open_budget`) and, once it ends well, leaves what it wrote for the next
@@ -19,6 +19,9 @@
 //!   answered [`StoreError::Busy`] (nothing of it was done) and sent again, and for
 //!   [`CAREFUL_FOR`] the writer waits for each command's writes, so that the failing command
 //!   is answered its own error.
+//! - **No savepoint a command** while writes are deferred (`WriterState::command`): a command
+//!   refused before it wrote has nothing to undo and fails alone; one that fails after it
+//!   wrote fails the batch, as above.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
