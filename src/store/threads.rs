@@ -61,10 +61,9 @@ pub(crate) struct StoreThreads {
     writes: Writes,
     readers: Vec<JoinHandle<()>>,
     reads: flume::Sender<ReadCommand>,
+    /// The credential threads, on a queue of their own.
+    checkers: Vec<JoinHandle<()>>,
     credentials: flume::Sender<ReadCommand>,
-    /// How many of `readers` take reads, and how many credential checks.
-    reader_threads: usize,
-    credential_threads: usize,
 }
 
 /// A writer's loop, run on a thread of its own and fed by its write queue.
@@ -128,27 +127,26 @@ pub(crate) fn start(
 
     let (read_tx, read_rx) = flume::bounded(config.queue_depth);
     let (credential_tx, credential_rx) = flume::bounded(config.credential_queue_depth);
-    let (reader_threads, credential_threads) = (readers.len(), credentials.len());
-    let mut threads = Vec::with_capacity(reader_threads + credential_threads);
-    let named = readers
-        .into_iter()
-        .enumerate()
-        .map(|(i, conn)| (format!("tenantd-read-{i}"), &read_rx, conn))
-        .chain(credentials.into_iter().enumerate().map(|(i, conn)| {
-            let name = match i {
-                0 => "tenantd-credentials".to_owned(),
-                i => format!("tenantd-credentials-{i}"),
-            };
-            (name, &credential_rx, conn)
-        }));
-    for (name, queue, mut conn) in named {
-        let queue = queue.clone();
-        let handle = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || read(conn.as_mut(), &queue))
-            .map_err(spawn_error)?;
-        threads.push(handle);
-    }
+    let spawn_readers = |conns: Vec<Box<dyn Reads>>,
+                         queue: &flume::Receiver<ReadCommand>,
+                         name: fn(usize) -> String| {
+        conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut conn)| {
+                let queue = queue.clone();
+                std::thread::Builder::new()
+                    .name(name(i))
+                    .spawn(move || read(conn.as_mut(), &queue))
+                    .map_err(spawn_error)
+            })
+            .collect::<Result<Vec<_>, OpenError>>()
+    };
+    let threads = spawn_readers(readers, &read_rx, |i| format!("tenantd-read-{i}"))?;
+    let checkers = spawn_readers(credentials, &credential_rx, |i| match i {
+        0 => "tenantd-credentials".to_owned(),
+        i => format!("tenantd-credentials-{i}"),
+    })?;
 
     let mut queues = Vec::with_capacity(writers.len());
     let mut handles = Vec::with_capacity(writers.len());
@@ -175,9 +173,8 @@ pub(crate) fn start(
         writes: write_tx.clone(),
         readers: threads,
         reads: read_tx.clone(),
+        checkers,
         credentials: credential_tx.clone(),
-        reader_threads,
-        credential_threads,
     };
     let handle = Store {
         writes: write_tx,
@@ -493,22 +490,22 @@ impl StoreThreads {
             writes,
             readers,
             reads,
+            checkers,
             credentials,
-            reader_threads,
-            credential_threads,
         } = self;
         let readers_stopped = tokio::task::spawn_blocking(move || {
             // Each thread ends at the first marker it takes, after the commands queued before
             // it; the credential threads have a queue of their own.
-            for _ in 0..reader_threads {
+            for _ in &readers {
                 let _ = reads.send(ReadCommand::Shutdown);
             }
-            for _ in 0..credential_threads {
+            for _ in &checkers {
                 let _ = credentials.send(ReadCommand::Shutdown);
             }
             // Join every thread, even after one that failed: `count` consumes them all.
             let failed = readers
                 .into_iter()
+                .chain(checkers)
                 .map(JoinHandle::join)
                 .filter(Result::is_err)
                 .count();

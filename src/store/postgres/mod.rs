@@ -19,11 +19,10 @@ pub(crate) mod scratch;
 mod tls;
 mod writer;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
-
-use std::sync::Arc;
 
 use self::chainer::Chainer;
 use super::queries::reads::Reads;

@@ -68,13 +68,18 @@ pub(crate) fn run_batch<W: Batches, J: ?Sized + Job<W::Db>>(
     let sweep = writer.state().sweep_due();
     let writes = batch.iter().filter(|c| c.writes()).count() + usize::from(sweep);
     writer.state().begin_ahead();
-    let wanted: Vec<Wanted<'_>> = batch
-        .iter()
-        .filter_map(|command| match command {
-            WriteCommand::Op(job) => job.wanted(),
-            _ => None,
-        })
-        .collect();
+    // Read ahead only where writers share the database: nothing to collect for SQLite's one.
+    let wanted: Vec<Wanted<'_>> = if <W::Db as Sql>::SHARED {
+        batch
+            .iter()
+            .filter_map(|command| match command {
+                WriteCommand::Op(job) => job.wanted(),
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut failed = writer.begin(writes > 0, &wanted).err();
     drop(wanted);
     // Taken once the head is known for sure: `begin` may have read it again.
@@ -156,7 +161,7 @@ fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
         Ok(failed)
     });
     // What the sweep changed was maybe read ahead.
-    state.ahead().forget(None);
+    state.forget_ahead(None);
     match failed {
         Ok(0) => state.sweep_succeeded(),
         Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),

@@ -127,7 +127,7 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish {
         let Queued { op, reply } = *self;
         if O::BUDGETS_AHEAD == BudgetsAhead::Forgets {
-            state.ahead().forget(op.tenant());
+            state.forget_ahead(op.tenant());
         }
         finish(reply, state.command(in_transaction, |state| op.run(state)))
     }

@@ -210,11 +210,6 @@ impl<D: Sql> WriterState<D> {
         }
     }
 
-    /// What the open batch read ahead.
-    pub(crate) fn ahead(&mut self) -> &mut Ahead {
-        &mut self.ahead
-    }
-
     /// Begins a batch's reading ahead ([`Ahead::begin`]).
     pub(crate) fn begin_ahead(&mut self) {
         self.ahead.begin(D::SHARED);
@@ -246,6 +241,14 @@ impl<D: Sql> WriterState<D> {
             return None;
         }
         self.ahead.take(tenant, id)
+    }
+
+    /// Forgets the budgets read ahead of `tenant` (of every tenant for `None`): a command or
+    /// a sweep may change them otherwise than the read-ahead knows.
+    pub(crate) fn forget_ahead(&mut self, tenant: Option<&TenantId>) {
+        if D::SHARED {
+            self.ahead.forget(tenant);
+        }
     }
 
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
