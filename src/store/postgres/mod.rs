@@ -16,6 +16,8 @@ pub(super) mod copy;
 #[cfg(test)]
 #[path = "../../../tests/scratch/mod.rs"]
 pub(crate) mod scratch;
+#[cfg(test)]
+mod read_ahead_tests;
 mod tls;
 mod writer;
 

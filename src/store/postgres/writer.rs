@@ -22,7 +22,6 @@ use std::sync::Arc;
 use super::blocking::Blocking;
 use super::chainer::Chainer;
 use crate::audit::Head;
-use crate::domain::TenantId;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::ahead::Wanted;
 use crate::store::write::batch::Batches;
@@ -167,21 +166,17 @@ impl Batches for Writer {
     /// may have committed: the writer connects again and asks for its transaction's status.
     fn commit(&mut self, _head_before: &Head) -> Result<(), StoreError> {
         let (locked, last) = self.state.take_locked();
-        let stored = match last {
-            // One statement for them all (tenant ids hold no comma).
-            Some(last) if !locked.is_empty() => {
-                let ids = locked
-                    .iter()
-                    .map(TenantId::as_str)
-                    .collect::<Vec<_>>()
-                    .join(",");
+        // One statement a tenant, each found by its key: a list in one statement left the
+        // plan free to read the whole table (`queries::listed_ids`), and an `UPDATE` cannot
+        // take the list's `LATERAL` form. They go with the `COMMIT`, in its round trip.
+        let stored = match last.map(|last| last.to_string()) {
+            Some(last) => locked.iter().try_for_each(|tenant| {
                 self.state.db().send(
-                    "UPDATE tenants SET last_id = ?2 \
-                     WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ','))",
-                    &[ids.as_str().into(), last.to_string().as_str().into()],
+                    "UPDATE tenants SET last_id = ?2 WHERE id = ?1",
+                    &[tenant.as_str().into(), last.as_str().into()],
                 )
-            }
-            _ => Ok(()),
+            }),
+            None => Ok(()),
         };
         let Err(error) = stored.and_then(|()| self.state.db().run("COMMIT")) else {
             self.chainer.wake();

@@ -61,12 +61,16 @@ pub(crate) fn budget_to_write(
 
 /// The budgets whose ids `?1` lists (joined by commas), each as [`budget_to_write`] reads one
 /// ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this is.
+/// Each is looked up by its key ([`listed_ids`](super::listed_ids)).
 pub(crate) const BUDGETS_TO_WRITE: &str = concat!(
     "SELECT t.state, ",
     budget_columns!("b"),
-    " FROM budgets b JOIN tenants t ON t.id = b.tenant_id",
-    budget_renewal_join!("b"),
-    " WHERE b.id = ANY(string_to_array(CAST(?1 AS TEXT), ','))"
+    " FROM ",
+    listed_ids!("?1"),
+    " CROSS JOIN LATERAL (SELECT * FROM budgets WHERE id = w.id LIMIT 1) b",
+    " CROSS JOIN LATERAL (SELECT state FROM tenants WHERE id = b.tenant_id LIMIT 1) t",
+    " LEFT JOIN LATERAL (SELECT * FROM budget_renewals WHERE budget_id = b.id LIMIT 1) br",
+    " ON true"
 );
 
 /// A row of [`budget_to_write`] or [`BUDGETS_TO_WRITE`]: the budget, and whether its tenant

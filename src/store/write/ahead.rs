@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::domain::{Budget, BudgetId, TenantId};
 use crate::store::StoreError;
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
+use crate::store::queries::listed_ids;
 use crate::store::sql::{Param, Row, RowError, Sql, text};
 
 /// How long a writer waits for each command's writes after a batch whose deferred writes
@@ -36,12 +37,19 @@ use crate::store::sql::{Param, Row, RowError, Sql, text};
 pub(crate) const CAREFUL_FOR: Duration = Duration::from_secs(1);
 
 /// The tenants of a batch that exist.
-const TENANTS: &str =
-    "SELECT id FROM tenants WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ','))";
+pub(crate) const TENANTS: &str = concat!(
+    "SELECT t.id FROM ",
+    listed_ids!("?1"),
+    " CROSS JOIN LATERAL (SELECT id FROM tenants WHERE id = w.id LIMIT 1) t"
+);
 
 /// The tenants a batch locks ahead, its own statement: those no other writer holds.
-const LOCK_TENANTS: &str = "SELECT id, last_id FROM tenants \
-     WHERE id = ANY(string_to_array(CAST(?1 AS TEXT), ',')) FOR NO KEY UPDATE SKIP LOCKED";
+pub(crate) const LOCK_TENANTS: &str = concat!(
+    "SELECT t.id, t.last_id FROM ",
+    listed_ids!("?1"),
+    " CROSS JOIN LATERAL (SELECT id, last_id FROM tenants WHERE id = w.id LIMIT 1 \
+     FOR NO KEY UPDATE SKIP LOCKED) t"
+);
 
 /// What a command will read first: its tenant, and the budget it names.
 #[derive(Debug, Clone, Copy)]
