@@ -4,9 +4,9 @@
 
 use super::blocking::Blocking;
 use super::scratch::Scratch;
-use crate::store::write::ahead::{LOCK_TENANTS, TENANTS};
 use crate::store::queries::budgets::BUDGETS_TO_WRITE;
 use crate::store::sql::{Sql, text};
+use crate::store::write::ahead::{LOCK_TENANTS, TENANTS};
 
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
