@@ -14,12 +14,13 @@ pub(super) mod copy;
 // The one scratch database of the tests, shared with the black-box tests and the load
 // generator (see the file's own doc for why it is included rather than exported).
 #[cfg(test)]
-mod read_ahead_tests;
-#[cfg(test)]
 #[path = "../../../tests/scratch/mod.rs"]
 pub(crate) mod scratch;
 mod tls;
 mod writer;
+
+#[cfg(test)]
+mod read_ahead_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
