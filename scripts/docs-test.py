@@ -29,8 +29,9 @@ server started as `make run` starts it (an admin token in ./admin.token, the dat
   after.
   Other output blocks (after prose, with no command before them) are illustrations.
 
-127.0.0.1:8080 (the server), :8081 (a second one) and :9000 (the webhook receiver) are replaced by free
-ports in what runs, and back in what is compared, so runs never clash over ports.
+127.0.0.1:8080 (the server), :8081 and :8082 (a second and a third) and :9000 (the webhook
+receiver) are replaced by free ports in what runs, and back in what is compared, so runs never
+clash over ports.
 `--show` prints every block's output (to regenerate a page's outputs from a real run).
 Exit status: 0 when every page gives its outputs, 1 when one does not, 2 on a usage error.
 """
@@ -96,7 +97,7 @@ BLOCK_SECONDS = 60
 # How long a server may take to answer /readyz after it starts.
 READY_SECONDS = 15
 # The ports the pages are written for, and what each stands for.
-PORTS = {"8080": "server", "8081": "second server", "9000": "receiver"}
+PORTS = {"8080": "server", "8081": "second server", "8082": "third server", "9000": "receiver"}
 
 FENCE = re.compile(r"^(```+)\s*(.*)$")
 ID = re.compile(r"\b(?:(?:ten|bud|res|ent|per|evt|whe|whd)_[0-9A-Z]{26}|[0-9a-f]{64})\b")
