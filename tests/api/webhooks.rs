@@ -1912,8 +1912,11 @@ fn enabling_an_endpoint_makes_its_waiting_deliveries_due_at_once() {
     rx.set(Behaviour::status(500));
     let endpoint = new_endpoint(&app, &rx.url(), &["tenant.created"]);
     let id = id_of(&endpoint);
-    new_tenant(&app, "waiting");
+    let (_, evt) = new_tenant(&app, "waiting");
     rx.wait_for(1, WAIT, "the first attempt");
+    // Its failure recorded: an attempt still under way when the endpoint is enabled again
+    // sets its own next attempt once it ends, a minute on.
+    wait_state(&app, &id, &evt, "pending", 1);
     rx.set(Behaviour::status(200));
     patch_ok(&app, &id, &json!({ "enabled": false }));
     patch_ok(&app, &id, &json!({ "enabled": true }));
