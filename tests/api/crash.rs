@@ -350,13 +350,6 @@ fn check_periods(
     resets.len()
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// What the clients were told had happened.
 #[derive(Default)]
 struct Acknowledged {

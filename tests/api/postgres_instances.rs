@@ -1144,14 +1144,10 @@ fn audit_verify_with_rows_waiting_to_be_chained_passes_and_says_so() {
         outside.wait().expect("psql ends").success(),
         "the outside session"
     );
-    let chained_by = Instant::now() + Duration::from_secs(5);
-    while psql_at_once(&db.url, "SELECT count(*) FROM audit_pending") != "0" {
-        assert!(
-            Instant::now() < chained_by,
-            "the rows are chained once the lock goes"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    let chained = poll(Duration::from_secs(5), || {
+        (psql_at_once(&db.url, "SELECT count(*) FROM audit_pending") == "0").then_some(())
+    });
+    assert!(chained.is_some(), "the rows are chained once the lock goes");
     let after = audit_verify(Path::new(&db.url));
     assert_eq!(after.code, Some(0), "audit verify: {}", after.stderr);
     assert_eq!(
@@ -1180,12 +1176,10 @@ fn hold_from_outside(url: &str, locks: &str, hold: Duration) -> (Child, Instant)
     let began = Instant::now();
     let held = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
          AND query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()";
-    while psql_at_once(url, held) != "1" {
-        assert!(
-            began.elapsed() < hold,
-            "the outside session never held its locks"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
+    let holding = poll(hold, || (psql_at_once(url, held) == "1").then_some(()));
+    assert!(
+        holding.is_some(),
+        "the outside session never held its locks"
+    );
     (outside, began)
 }

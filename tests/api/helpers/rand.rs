@@ -64,3 +64,12 @@ impl Rng {
         lo + self.next_u64() % (hi - lo + 1)
     }
 }
+
+/// The number in environment variable `name` (a crash loop's cycles or seed), or `default`
+/// where it is unset or not a number.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}

@@ -153,20 +153,13 @@ impl Session {
             "CAST(CAST((CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS text) AS bigint) \
              >> 32 << 32) + {xid} AS text) AS xid8)"
         );
-        let since = Instant::now();
-        loop {
-            let status = self.value(&format!("SELECT pg_xact_status({full})"));
-            match status.as_str() {
-                "committed" => return true,
-                "aborted" => return false,
-                _ => {}
-            }
-            assert!(
-                since.elapsed() < CHAIN_WAIT,
-                "transaction {xid} of a killed instance is still {status}"
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
+        let status = format!("SELECT pg_xact_status({full})");
+        let ended = poll(CHAIN_WAIT, || match self.value(&status).as_str() {
+            "committed" => Some(true),
+            "aborted" => Some(false),
+            _ => None,
+        });
+        ended.unwrap_or_else(|| panic!("transaction {xid} of a killed instance has not ended"))
     }
 }
 
@@ -335,20 +328,11 @@ fn check(
     (created, moved): (&[(String, String)], &[Moved]),
     context: &str,
 ) -> Checked {
-    let waited = Instant::now();
-    let pending = loop {
-        let pending: usize = session
-            .value("SELECT count(*) FROM audit_pending")
-            .parse()
-            .expect("a count");
-        if pending == 0 || waited.elapsed() >= CHAIN_WAIT {
-            break pending;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(
-        pending,
-        0,
+    let chained = poll(CHAIN_WAIT, || {
+        (session.value("SELECT count(*) FROM audit_pending") == "0").then_some(())
+    });
+    assert!(
+        chained.is_some(),
         "{context}: the pending audit rows are chained within {CHAIN_WAIT:?} of the restart; \
          warnings:\n{}",
         warnings(instances)
@@ -529,13 +513,6 @@ fn kill_in_a_pass(
     };
     instances.kill(victim);
     seen.map(|(after, xid)| (after, !watch.committed(&xid)))
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }
 
 #[test]
