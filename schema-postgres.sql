@@ -1,19 +1,19 @@
--- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 6 (SQLite's
--- `PRAGMA user_version = 6`), plus version 7, which is PostgreSQL's alone (the audit rows
--- that wait for their place in the chain, and each tenant's last id: see audit_pending and
--- tenants.last_id below); SQLite's next migration takes 8, so that each number names one
--- schema. The schema_version table records the version. (SQLite's migration 4 only rewrote
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 8 (SQLite's
+-- `PRAGMA user_version = 8`). Version 7 is PostgreSQL's alone (the audit rows that wait for
+-- their place in the chain, and each tenant's last id: see audit_pending and tenants.last_id
+-- below); SQLite's migration 7 does nothing, so that each number names one schema. The
+-- schema_version table records the version. (SQLite's migration 4 only rewrote
 -- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
 -- those that schema.sql's migrations leave. A database made by the version-3 file (before
--- periods and charges) is brought to version 7 by the sections at the end, which add what
--- migrations 5, 6 and 7 add; on a new database those sections find everything in place.
+-- periods and charges) is brought to version 8 by the sections at the end, which add what
+-- migrations 5 to 8 add; on a new database those sections find everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 7. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 8. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
 -- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
@@ -37,8 +37,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 7 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (7)',
+        IF (SELECT max(version) FROM schema_version) > 8 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (8)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -46,13 +46,13 @@ BEGIN
 END
 $$;
 
--- The schema version: 7 (SQLite's user_version 6, and what only PostgreSQL has).
+-- The schema version: 8, as SQLite's user_version (7 is what only PostgreSQL has).
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 7)
-    ON CONFLICT (id) DO UPDATE SET version = 7;
+INSERT INTO schema_version (id, version) VALUES (1, 8)
+    ON CONFLICT (id) DO UPDATE SET version = 8;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -276,18 +276,8 @@ CREATE OR REPLACE TRIGGER budgets_never_truncated
 BEFORE TRUNCATE ON budgets
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('budgets are closed, never deleted');
 
--- What a budget is does not change, and a closed budget is frozen whole.
-CREATE OR REPLACE TRIGGER budgets_identity_immutable
-BEFORE UPDATE ON budgets
-FOR EACH ROW
-WHEN (NEW.id IS DISTINCT FROM OLD.id
-   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
-   OR NEW.name IS DISTINCT FROM OLD.name
-   OR NEW.unit IS DISTINCT FROM OLD.unit
-   OR NEW.created_at IS DISTINCT FROM OLD.created_at
-   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
-   OR OLD.state = 'closed')
-EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+-- What a budget is does not change: its trigger, budgets_identity_immutable, is defined with
+-- version 8 below, once the parent's column exists.
 
 -- Reservations hold part of a budget until they are committed, released or expire.
 CREATE TABLE IF NOT EXISTS reservations (
@@ -616,3 +606,30 @@ CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (event
 -- ids after it (so a budget's entries, made through any instance, sort in the order they
 -- were made) and stores its own last id. NULL until the first such write.
 ALTER TABLE tenants ADD COLUMN IF NOT EXISTS last_id text COLLATE "C";
+
+-- Version 8 (schema.sql's migration 8): budgets in a tree. A budget's parent is an open
+-- budget of the same tenant, fixed for its life, at most three levels above it (the writer
+-- checks them when it creates the budget); every budget made before is at the top. A spend
+-- leaves an entry on each ancestor, whose via_budget_id names the budget spent on (NULL for
+-- a budget's own movement, as every entry made before is).
+ALTER TABLE budgets ADD COLUMN IF NOT EXISTS parent_id text COLLATE "C";
+ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS via_budget_id text COLLATE "C";
+
+-- A budget's children in id order: the parent_id filter, and the open children that keep a
+-- budget from closing.
+CREATE INDEX IF NOT EXISTS budgets_parent ON budgets (parent_id, id)
+    WHERE parent_id IS NOT NULL;
+
+-- What a budget is does not change, its parent included, and a closed budget is frozen whole.
+CREATE OR REPLACE TRIGGER budgets_identity_immutable
+BEFORE UPDATE ON budgets
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+   OR NEW.name IS DISTINCT FROM OLD.name
+   OR NEW.unit IS DISTINCT FROM OLD.unit
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at
+   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
+   OR NEW.parent_id IS DISTINCT FROM OLD.parent_id
+   OR OLD.state = 'closed')
+EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');

@@ -690,3 +690,37 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (endpoint_id, next_att
     WHERE state = 'pending';
 -- The deliveries of an event, erased with it.
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
+
+-- migration 7: nothing on SQLite. Version 7 is PostgreSQL's alone (the audit rows that wait
+-- for their place in the chain, and each tenant's last id: schema-postgres.sql), so that a
+-- version number names one schema on both.
+
+-- migration 8: budgets in a tree, and the ledger entries a spend leaves on each level.
+--
+-- A budget may have a parent: an open budget of the same tenant, fixed for its life, at most
+-- three levels above it (the writer checks all three when it creates the budget). Every
+-- budget made before is at the top. A spend on a budget leaves an entry on each ancestor,
+-- whose `via_budget_id` names the budget spent on; every entry made before is the budget's own
+-- movement (NULL).
+ALTER TABLE budgets ADD COLUMN parent_id TEXT;
+ALTER TABLE ledger_entries ADD COLUMN via_budget_id TEXT;
+
+-- A budget's children in id order: the `parent_id` filter, and the open children that keep a
+-- budget from closing.
+CREATE INDEX budgets_parent ON budgets (parent_id, id) WHERE parent_id IS NOT NULL;
+
+-- What a budget is does not change, its parent included, and a closed budget is frozen whole.
+DROP TRIGGER budgets_identity_immutable;
+CREATE TRIGGER budgets_identity_immutable
+BEFORE UPDATE ON budgets
+WHEN NEW.id IS NOT OLD.id
+  OR NEW.tenant_id IS NOT OLD.tenant_id
+  OR NEW.name IS NOT OLD.name
+  OR NEW.unit IS NOT OLD.unit
+  OR NEW.created_at IS NOT OLD.created_at
+  OR NEW.opening_deposit_atomic IS NOT OLD.opening_deposit_atomic
+  OR NEW.parent_id IS NOT OLD.parent_id
+  OR OLD.state = 'closed'
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s identity is immutable and a closed budget is frozen');
+END;

@@ -62,6 +62,7 @@ PAGES = [
     "README.md",
     "docs/api.md",
     "docs/periods.md",
+    "docs/hierarchy.md",
     "docs/webhooks.md",
     "docs/audit.md",
     "docs/operations.md",

@@ -69,13 +69,17 @@ pub enum ApiError {
     BudgetNameTaken,
     /// The movement needs more than is available.
     InsufficientFunds {
-        /// What is available, in decimal digits.
+        /// What is available on the nearest level that is short, in decimal digits.
         available: String,
-        /// The budget's unit, when it has one other than the default `atomic`.
+        /// That budget's unit, when it has one other than the default `atomic`.
         unit: Option<String>,
+        /// That budget: the one the request moves, or one of its ancestors.
+        budget: Option<String>,
     },
     /// A credit would carry `credited_atomic` past `u128`.
     AmountOverflow,
+    /// Closing a budget one of whose children is open.
+    BudgetHasOpenChildren,
     /// The reservation is not active; its state.
     ReservationNotActive(&'static str),
     /// The budget is closed.
@@ -128,6 +132,7 @@ impl ApiError {
             | Self::BudgetNameTaken
             | Self::InsufficientFunds { .. }
             | Self::AmountOverflow
+            | Self::BudgetHasOpenChildren
             | Self::ReservationNotActive(_)
             | Self::BudgetClosed
             | Self::TenantTombstoned
@@ -168,6 +173,7 @@ impl ApiError {
             Self::BudgetNameTaken => "budget_name_taken",
             Self::InsufficientFunds { .. } => "insufficient_funds",
             Self::AmountOverflow => "amount_overflow",
+            Self::BudgetHasOpenChildren => "budget_has_open_children",
             Self::ReservationNotActive(_) => "reservation_not_active",
             Self::BudgetClosed => "budget_closed",
             Self::TenantTombstoned => "tenant_tombstoned",
@@ -214,12 +220,24 @@ impl ApiError {
                 "the webhook endpoint is disabled: enable it to retry its deliveries".into()
             }
             Self::BudgetNameTaken => "an open budget of this tenant already has this name".into(),
-            Self::InsufficientFunds { available, unit } => match unit {
-                Some(unit) => format!("the budget has only {available} {unit} available"),
-                None => format!("the budget has only {available} atomic units available"),
-            },
+            Self::InsufficientFunds {
+                available,
+                unit,
+                budget,
+            } => {
+                let unit = unit.as_deref().unwrap_or("atomic units");
+                match budget {
+                    Some(budget) => {
+                        format!("budget {budget} has only {available} {unit} available")
+                    }
+                    None => format!("the budget has only {available} {unit} available"),
+                }
+            }
             Self::AmountOverflow => {
                 "this credit would carry the budget's credited amount past the largest u128".into()
+            }
+            Self::BudgetHasOpenChildren => {
+                "a budget under this one is open: close its children first".into()
             }
             Self::ReservationNotActive(state) => {
                 format!("the reservation is {state}, no longer active")
@@ -274,6 +292,8 @@ impl ApiError {
             #[serde(skip_serializing_if = "Option::is_none")]
             errors: Option<&'a [FieldError]>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            budget_id: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             available_atomic: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             state: Option<&'static str>,
@@ -284,9 +304,11 @@ impl ApiError {
             Self::ValidationFailed(errors) | Self::InvalidQuery(errors) => Some(errors.as_slice()),
             _ => None,
         };
-        let available_atomic = match &self {
-            Self::InsufficientFunds { available, .. } => Some(available.as_str()),
-            _ => None,
+        let (budget_id, available_atomic) = match &self {
+            Self::InsufficientFunds {
+                available, budget, ..
+            } => (budget.as_deref(), Some(available.as_str())),
+            _ => (None, None),
         };
         let state = match self {
             Self::ReservationNotActive(state) => Some(state),
@@ -299,6 +321,7 @@ impl ApiError {
             code: self.code(),
             detail: self.detail(),
             errors,
+            budget_id,
             available_atomic,
             state,
             request_id,

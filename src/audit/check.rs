@@ -135,6 +135,8 @@ impl Replay {
             Some("creation time")
         } else if replayed.opening_deposit != stored.opening_deposit {
             Some("opening deposit")
+        } else if replayed.parent != stored.parent_id {
+            Some("parent")
         } else if replayed.figures != stored.figures {
             let said = figures_differ(id, &stored.unit, stored.figures, replayed.figures);
             return Err(self.unaccounted(said));
@@ -237,9 +239,11 @@ impl Replay {
                 .reservation_id
                 .as_ref()
                 .ok_or_else(|| bad("names no reservation"))?;
+            // An ancestor's entry names a hold of the budget the spend was made on.
+            let holder = entry.via_budget_id.as_ref().unwrap_or(&entry.budget_id);
             self.reservations
                 .get(id)
-                .filter(|r| r.budget == entry.budget_id)
+                .filter(|r| r.budget == *holder)
                 .map(|r| r.amount.get())
                 .ok_or_else(|| bad("names a reservation of another budget"))
         };
@@ -271,8 +275,8 @@ impl Replay {
             &digest,
             entry.kind,
             entry.amount,
-            entry.reservation_id.as_ref(),
-            entry.memo.as_ref(),
+            (entry.reservation_id.as_ref(), entry.memo.as_ref()),
+            entry.via_budget_id.as_ref(),
             entry.occurred_at,
         );
         self.ledger = Some((entry.budget_id.clone(), moved, digest));

@@ -293,6 +293,7 @@ mod tests {
                 ..Figures::opening(deposit)
             },
             policy: None,
+            parent_id: None,
             current: None,
             thresholds: crate::domain::Thresholds::default(),
         }
@@ -531,6 +532,7 @@ mod tests {
             opening_deposit: Atomic::parse("10").expect("amount"),
             policy: None,
             thresholds: crate::domain::Thresholds::default(),
+            parent: None,
         };
         let events = [created(ID, "a", "5"), gpu];
         let edited_gpu = Budget {
@@ -699,10 +701,26 @@ mod tests {
                     opening_deposit: amount("0"),
                     policy: None,
                     thresholds: Thresholds::default(),
+                    parent: None,
                 },
                 "budget.created",
                 "a",
                 r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"gpu","unit":"tokens","opening_deposit_atomic":"0"}"#.into(),
+            ),
+            (
+                AuditEvent::BudgetCreated {
+                    tenant: tenant(),
+                    id: budget(),
+                    name: Name::parse("team").expect("name"),
+                    unit: Unit::atomic(),
+                    opening_deposit: amount("5"),
+                    policy: None,
+                    thresholds: Thresholds::from_column("3").expect("thresholds"),
+                    parent: Some(tenant().default_budget()),
+                },
+                "budget.created",
+                "a",
+                r#"{"id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAW","name":"team","unit":"atomic","opening_deposit_atomic":"5","period":null,"alert_thresholds_atomic":["3"],"parent_id":"bud_01ARZ3NDEKTSV4RRFFQ69G5FAV"}"#.into(),
             ),
             (
                 AuditEvent::BudgetCreated {
@@ -713,6 +731,7 @@ mod tests {
                     opening_deposit: amount("9"),
                     policy: Some(fixed()),
                     thresholds: Thresholds::default(),
+                    parent: None,
                 },
                 "budget.created",
                 "a",

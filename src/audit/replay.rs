@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Chain;
 use crate::crypto::sha256;
-use crate::domain::rules::{self, Change, Hold};
+use crate::domain::rules::{self, Change, Draft, Hold, Spread};
 use crate::domain::{
-    Atomic, AuditEvent, BudgetId, Closing, EndpointId, EntryKind, EventTypes, Figures, Memo, Name,
-    Policy, ReservationId, ReservationState, TenantId, Thresholds, Timestamp, Unit,
+    ANCESTORS_MAX, Atomic, AuditEvent, BudgetId, Closing, EndpointId, EntryKind, EventTypes,
+    Figures, Memo, Name, Policy, ReservationId, ReservationState, TenantId, Thresholds, Timestamp,
+    Unit,
 };
 
 /// A tenant as its events leave it.
@@ -34,6 +35,8 @@ pub(super) struct ReplayedBudget {
     pub(super) unit: Unit,
     pub(super) created_at: Timestamp,
     pub(super) opening_deposit: Atomic,
+    /// The budget above it, if any.
+    pub(super) parent: Option<BudgetId>,
     pub(super) figures: Figures,
     pub(super) closed_at: Option<Timestamp>,
     pub(super) active: BTreeSet<ReservationId>,
@@ -163,15 +166,16 @@ pub(super) fn entry_digest(
     before: &[u8; 32],
     kind: EntryKind,
     amount: Atomic,
-    reservation: Option<&ReservationId>,
-    memo: Option<&Memo>,
+    (reservation, memo): (Option<&ReservationId>, Option<&Memo>),
+    via: Option<&BudgetId>,
     at: Timestamp,
 ) -> [u8; 32] {
     let text = format!(
-        "{}\n{amount}\n{}\n{}\n{at}",
+        "{}\n{amount}\n{}\n{}\n{}\n{at}",
         kind.name(),
         reservation.map_or("-", ReservationId::as_str),
         memo.map_or_else(|| "-".to_owned(), |m| format!("+{}", m.as_str())),
+        via.map_or("-", BudgetId::as_str),
     );
     let mut data = Vec::with_capacity(32 + text.len());
     data.extend_from_slice(before);
@@ -206,9 +210,17 @@ impl Replay {
         at: Timestamp,
         opening_deposit: Atomic,
         (policy, thresholds): (Option<Policy>, Thresholds),
+        parent: Option<BudgetId>,
     ) -> Result<(), String> {
         if self.budgets.contains_key(&id) {
             return Err(format!("creates budget {id} a second time"));
+        }
+        if let Some(parent) = &parent {
+            self.open_budget(tenant, parent)
+                .map_err(|e| format!("creates budget {id} under a parent that is not open: {e}"))?;
+            if self.ancestors(parent).len() >= ANCESTORS_MAX {
+                return Err(format!("creates budget {id} at a fifth level"));
+            }
         }
         let mut budget = ReplayedBudget {
             created_seq: seq,
@@ -217,6 +229,7 @@ impl Replay {
             unit,
             created_at: at,
             opening_deposit,
+            parent,
             figures: Figures::opening(opening_deposit),
             closed_at: None,
             active: BTreeSet::new(),
@@ -225,7 +238,7 @@ impl Replay {
                 &[0; 32],
                 EntryKind::OpeningDeposit,
                 opening_deposit,
-                None,
+                (None, None),
                 None,
                 at,
             ),
@@ -238,6 +251,61 @@ impl Replay {
         budget.begin_period(at, Atomic::new(0))?;
         self.budgets.insert(id, budget);
         Ok(())
+    }
+
+    /// The ancestors of budget `id`, nearest first.
+    pub(super) fn ancestors(&self, id: &BudgetId) -> Vec<BudgetId> {
+        let mut ancestors: Vec<BudgetId> = Vec::new();
+        let mut parent = self.budgets.get(id).and_then(|b| b.parent.clone());
+        // A chain of parents is checked as each budget is made: it ends, and soon.
+        while let Some(id) = parent.filter(|id| !ancestors.contains(id)) {
+            parent = self.budgets.get(&id).and_then(|b| b.parent.clone());
+            ancestors.push(id);
+        }
+        ancestors
+    }
+
+    /// Moves each ancestor of budget `via` by `spread` (a spend or a hold's end on `via`), with
+    /// its entry of `draft`'s kind, amount, reservation and memo, nearest first, as the writer
+    /// does.
+    fn spread_up(
+        &mut self,
+        via: &BudgetId,
+        spread: Spread,
+        draft: &Draft,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        for id in self.ancestors(via) {
+            let a = self.budgets.get_mut(&id).expect("an ancestor is a budget");
+            if a.closed_at.is_some() {
+                return Err(format!("moves closed budget {id}, above budget {via}"));
+            }
+            a.figures = spread.apply(a.figures).map_err(|_| {
+                format!("a move of budget {via} that budget {id} above it cannot take")
+            })?;
+            a.ledger = entry_digest(
+                &a.ledger,
+                draft.kind,
+                draft.amount,
+                (draft.reservation.as_ref(), draft.memo.as_ref()),
+                Some(via),
+                at,
+            );
+        }
+        Ok(())
+    }
+
+    /// The open budgets of `tenant` in the order a tombstone closes them: the deepest first
+    /// (a budget's holds return on its ancestors, still open), then by id.
+    pub(super) fn closing_order(&self, tenant: &TenantId) -> Vec<BudgetId> {
+        let mut open: Vec<(usize, BudgetId)> = self
+            .budgets
+            .iter()
+            .filter(|(_, b)| b.tenant == *tenant && b.closed_at.is_none())
+            .map(|(id, _)| (self.ancestors(id).len(), id.clone()))
+            .collect();
+        open.sort_by(|(da, a), (db, b)| db.cmp(da).then(a.cmp(b)));
+        open.into_iter().map(|(_, id)| id).collect()
     }
 
     pub(super) fn active_tenant(&self, id: &TenantId) -> Result<&ReplayedTenant, String> {
@@ -308,20 +376,25 @@ impl Replay {
         let (figures, released) = rules::release_all(budget.figures, &holds, at)
             .map_err(|_| format!("budget {id} returns more than it holds"))?;
         budget.figures = figures;
-        for ((_, reservation), (draft, state, _)) in active.iter().zip(released) {
+        for (draft, _, _) in &released {
             budget.ledger = entry_digest(
                 &budget.ledger,
                 draft.kind,
                 draft.amount,
-                draft.reservation.as_ref(),
+                (draft.reservation.as_ref(), None),
                 None,
                 at,
             );
+        }
+        // Each hold returns on every level it held, as the writer returns it.
+        for ((_, reservation), (draft, state, _)) in active.iter().zip(released) {
+            self.spread_up(id, Spread::Return(draft.amount.get()), &draft, at)?;
             self.reservations
                 .get_mut(reservation)
                 .expect("an active reservation")
                 .state = state;
         }
+        let budget = self.budgets.get_mut(id).expect("checked by the caller");
         let closing = rules::end_period(budget.figures)
             .map_err(|_| format!("budget {id} breaks the invariant"))?;
         budget.end_period(at, closing);
@@ -354,10 +427,13 @@ impl Replay {
                 &b.ledger,
                 draft.kind,
                 draft.amount,
-                draft.reservation.as_ref(),
-                draft.memo.as_ref(),
+                (draft.reservation.as_ref(), draft.memo.as_ref()),
+                None,
                 at,
             );
+            if let Some(spread) = change.spread {
+                self.spread_up(budget, spread, &draft, at)?;
+            }
         }
         Ok(())
     }

@@ -267,7 +267,16 @@ pub(crate) struct Budget {
     pub(crate) current: Option<CurrentPeriod>,
     /// Its alert thresholds.
     pub(crate) thresholds: Thresholds,
+    /// The budget above it, fixed for its life (`None` at the top).
+    pub(crate) parent_id: Option<BudgetId>,
 }
+
+/// The most ancestors a budget may have: a tree has at most four levels.
+pub(crate) const ANCESTORS_MAX: usize = 3;
+
+/// What a `parent_id` that names no budget of the tenant is told, whether it is malformed or
+/// unknown.
+pub(crate) const PARENT_UNKNOWN: &str = "must name a budget of this tenant";
 
 impl Budget {
     /// True while it may move.
@@ -289,6 +298,8 @@ pub(crate) struct NewBudget {
     pub(crate) policy: Option<Policy>,
     /// Its alert thresholds.
     pub(crate) thresholds: Thresholds,
+    /// The budget above it, if any: to be found open under the same tenant when it is written.
+    pub(crate) parent: Option<BudgetId>,
 }
 
 impl NewBudget {
@@ -303,6 +314,9 @@ impl NewBudget {
             self.opening_deposit
         );
         push_renewal(&mut text, self.policy.as_ref(), &self.thresholds);
+        if let Some(parent) = &self.parent {
+            text.push_str(&format!("\nparent {parent}"));
+        }
         BodyFingerprint::of(text.as_bytes())
     }
 }

@@ -87,6 +87,9 @@ pub(crate) struct LedgerEntry {
     pub(crate) available: Atomic,
     /// The period it fell in, for a budget with one.
     pub(crate) period_id: Option<PeriodId>,
+    /// The budget a spend was made on, for an entry a spend on a budget under this one left
+    /// here (`None`: a movement of this budget itself).
+    pub(crate) via_budget_id: Option<BudgetId>,
 }
 
 impl LedgerEntry {
@@ -103,6 +106,7 @@ impl LedgerEntry {
             balance: budget.opening_deposit,
             available: budget.opening_deposit,
             period_id: budget.current.as_ref().map(|p| p.id.clone()),
+            via_budget_id: None,
         }
     }
 }

@@ -23,8 +23,8 @@ mod time;
 mod webhook;
 
 pub(crate) use budget::{
-    Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement, NewBudget,
-    Refusal, Unit,
+    ANCESTORS_MAX, Budget, BudgetState, DEFAULT_BUDGET_NAME, Direction, Figures, Memo, Movement,
+    NewBudget, PARENT_UNKNOWN, Refusal, Unit,
 };
 pub(crate) use event::{Event, EventType};
 pub(crate) use id::{

@@ -41,6 +41,7 @@ pub(crate) enum AuditEvent {
         opening_deposit: Atomic,
         policy: Option<Policy>,
         thresholds: Thresholds,
+        parent: Option<BudgetId>,
     },
     /// A budget closed, with the releases it implies (and the end of its current period).
     BudgetClosed { tenant: TenantId, id: BudgetId },
@@ -200,6 +201,49 @@ pub(crate) struct Change {
     pub(crate) entry: Option<Draft>,
     /// The event that records it.
     pub(crate) event: AuditEvent,
+    /// What it moves on each of the budget's ancestors: a spend or a hold's end moves them
+    /// alike (`None`: it moves the budget alone).
+    pub(crate) spread: Option<Spread>,
+}
+
+/// What a budget's change moves on each of its ancestors, alike: the figures of a spend
+/// (a hold, a commit, a charge) or of a hold's end, as the budget itself moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// A hold taken: `reserved` grows, and it must be available.
+    Hold(u128),
+    /// A hold of `held` settled by spending `spent`: the excess over the hold must be
+    /// available.
+    Settle { held: u128, spent: u128 },
+    /// A hold returned (a release, an expiry, a close).
+    Return(u128),
+    /// A spend without a hold: it must be available.
+    Spend(u128),
+}
+
+impl Spread {
+    /// An ancestor's figures after the move, or why it cannot take it.
+    pub(crate) fn apply(self, figures: Figures) -> Result<Figures, Refusal> {
+        match self {
+            Self::Hold(amount) => figures.reserve(amount),
+            Self::Settle { held, spent } => figures.commit(held, spent),
+            Self::Return(held) => figures.release(held),
+            Self::Spend(amount) => figures.charge(amount),
+        }
+    }
+}
+
+/// The figures of each ancestor (`ancestors`, nearest first) after `spread`, or the place of
+/// the nearest that cannot take it, with its refusal: a spend fits every level or moves none.
+pub(crate) fn spread_up(
+    spread: Spread,
+    ancestors: impl IntoIterator<Item = Figures>,
+) -> Result<Vec<Figures>, (usize, Refusal)> {
+    ancestors
+        .into_iter()
+        .enumerate()
+        .map(|(level, figures)| spread.apply(figures).map_err(|refusal| (level, refusal)))
+        .collect()
 }
 
 /// What a rule decided for a hold and its budget.
@@ -249,6 +293,7 @@ pub(crate) fn move_funds(
             amount,
             memo: memo.cloned(),
         },
+        spread: (direction == Direction::Charge).then_some(Spread::Spend(amount.get())),
     })
 }
 
@@ -316,6 +361,7 @@ pub(crate) fn period_reset(
                 kind,
                 amount,
             },
+            spread: None,
         },
         closing: Closing {
             end: Figures {
@@ -388,6 +434,7 @@ pub(crate) fn reserve(
             amount,
             expires_at,
         },
+        spread: Some(Spread::Hold(amount.get())),
     })
 }
 
@@ -419,6 +466,10 @@ pub(crate) fn settle(
                     id,
                     amount: spent,
                 },
+                spread: Some(Spread::Settle {
+                    held: held.get(),
+                    spent: spent.get(),
+                }),
             },
             state: ReservationState::Committed {
                 amount: spent,
@@ -431,6 +482,7 @@ pub(crate) fn settle(
                 figures: figures.release(held.get())?,
                 entry: entry(EntryKind::Release, held),
                 event: AuditEvent::ReservationReleased { tenant, id },
+                spread: Some(Spread::Return(held.get())),
             },
             state: ReservationState::Released { at: now },
             expires_at: hold.expires_at,
@@ -445,6 +497,7 @@ pub(crate) fn settle(
                     id,
                     expires_at,
                 },
+                spread: None,
             },
             state: ReservationState::Active,
             expires_at,
@@ -479,6 +532,7 @@ pub(crate) fn expire(
                 tenant: hold.tenant.clone(),
                 id: hold.id.clone(),
             },
+            spread: Some(Spread::Return(hold.amount.get())),
         },
         state: ReservationState::Expired { at: now },
         expires_at: hold.expires_at,

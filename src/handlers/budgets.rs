@@ -14,8 +14,8 @@ use super::{Taken, refused};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{
-    Budget, BudgetId, BudgetState, Direction, EntryId, LedgerEntry, Movement, NewBudget, PeriodId,
-    Thresholds, Unit,
+    Budget, BudgetId, Direction, EntryId, LedgerEntry, Movement, NewBudget, PARENT_UNKNOWN,
+    PeriodId, Thresholds, Unit,
 };
 use crate::problem::ApiError;
 use crate::store::StoredResponse;
@@ -97,6 +97,7 @@ fn parse_create(body: &[u8]) -> Result<NewBudget, ApiError> {
     let mut errors = FieldErrors::default();
     let (mut name, mut deposit, mut unit) = (None, None, Some(Unit::atomic()));
     let (mut policy, mut thresholds) = (Some(None), Some(Thresholds::default()));
+    let mut parent = Some(None);
     errors.walk(
         &members,
         &["name", "opening_deposit_atomic"],
@@ -120,23 +121,53 @@ fn parse_create(body: &[u8]) -> Result<NewBudget, ApiError> {
                 "alert_thresholds_atomic" => {
                     thresholds = renewal::parse_thresholds(errors, field, value);
                 }
+                "parent_id" => parent = parse_parent(errors, field, value),
                 _ => return false,
             }
             true
         },
     );
     errors.finish()?;
-    match (name, deposit, unit, policy, thresholds) {
-        (Some(name), Some(opening_deposit), Some(unit), Some(policy), Some(thresholds)) => {
-            Ok(NewBudget {
-                name,
-                unit,
-                opening_deposit,
-                policy,
-                thresholds,
-            })
-        }
+    match (name, deposit, unit, policy, thresholds, parent) {
+        (
+            Some(name),
+            Some(opening_deposit),
+            Some(unit),
+            Some(policy),
+            Some(thresholds),
+            Some(parent),
+        ) => Ok(NewBudget {
+            name,
+            unit,
+            opening_deposit,
+            policy,
+            thresholds,
+            parent,
+        }),
         _ => unreachable!("a body without errors has every required member"),
+    }
+}
+
+/// A budget's `parent_id`: `null` (at the top), or the id of a budget (whether it is an open
+/// budget of the tenant is decided with the write).
+fn parse_parent(
+    errors: &mut FieldErrors,
+    field: &str,
+    value: &super::Member,
+) -> Option<Option<BudgetId>> {
+    match value {
+        super::Member::Null => Some(None),
+        super::Member::String(raw) => match BudgetId::parse(raw) {
+            Some(id) => Some(Some(id)),
+            None => {
+                errors.add(field, PARENT_UNKNOWN);
+                None
+            }
+        },
+        _ => {
+            errors.add(field, "must be a budget id or null");
+            None
+        }
     }
 }
 
@@ -146,7 +177,7 @@ pub(crate) async fn list(
     tenant: &str,
     raw_query: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query::list(raw_query, BudgetId::PREFIX, &BudgetState::NAMES, false)?;
+    let query = query::budgets(raw_query)?;
     let page = app.store.list_budgets(tenant_id(tenant)?, query).await?;
     Ok(ok_json(views::budgets_json(&page)))
 }
@@ -332,6 +363,7 @@ fn parse_patch(body: &[u8]) -> Result<BudgetPatch, ApiError> {
             "alert_thresholds_atomic" => {
                 patch.thresholds = renewal::parse_thresholds(errors, field, value);
             }
+            "parent_id" => errors.add(field, "is fixed for the budget's life"),
             _ => return false,
         }
         true

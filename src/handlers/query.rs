@@ -2,8 +2,8 @@
 //! bad or unknown parameter reported at once (`400 invalid_query`).
 
 use crate::domain::{
-    BudgetId, DeliveryId, DeliveryState, EventId, EventType, NAME_CHARS_MAX, TenantId, TenantState,
-    Timestamp,
+    BudgetId, BudgetState, DeliveryId, DeliveryState, EventId, EventType, NAME_CHARS_MAX, TenantId,
+    TenantState, Timestamp,
 };
 use crate::problem::{ApiError, FieldError};
 use crate::store::ListQuery;
@@ -30,6 +30,19 @@ pub(crate) fn list(
         &Filters {
             state: ("state", states),
             budget_id: budget_filter,
+            ..Filters::NONE
+        },
+    )
+}
+
+/// Reads the query of a tenant's budgets: `state` and `parent_id` (a budget's children).
+pub(crate) fn budgets(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    parse(
+        raw,
+        BudgetId::PREFIX,
+        &Filters {
+            state: ("state", &BudgetState::NAMES),
+            parent_id: true,
             ..Filters::NONE
         },
     )
@@ -83,6 +96,8 @@ struct Filters<'a> {
     state: (&'static str, &'a [&'static str]),
     /// Whether `budget_id` is taken.
     budget_id: bool,
+    /// Whether `parent_id` is taken.
+    parent_id: bool,
     /// Whether `tenant_id` is taken.
     tenant_id: bool,
     /// Whether `created_after` is taken.
@@ -97,6 +112,7 @@ impl Filters<'static> {
     const NONE: Self = Self {
         state: ("state", &[]),
         budget_id: false,
+        parent_id: false,
         tenant_id: false,
         created_after: false,
         event_id: false,
@@ -147,6 +163,13 @@ fn parse(raw: Option<&str>, id_prefix: &str, filters: &Filters<'_>) -> Result<Li
             "budget_id" if filters.budget_id => {
                 if BudgetId::parse(value).is_some() {
                     query.budget_id = Some(value.to_owned());
+                } else {
+                    fail(name, "must be a budget id");
+                }
+            }
+            "parent_id" if filters.parent_id => {
+                if BudgetId::parse(value).is_some() {
+                    query.parent_id = Some(value.to_owned());
                 } else {
                     fail(name, "must be a budget id");
                 }

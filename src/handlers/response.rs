@@ -35,10 +35,16 @@ impl From<StoreError> for ApiError {
             StoreError::BudgetClosed => Self::BudgetClosed,
             StoreError::ReservationNotActive(state) => Self::ReservationNotActive(state),
             // Without the budget at hand, in atomic units: `shortfall::refused` names the unit.
-            StoreError::InsufficientFunds(available) => Self::InsufficientFunds {
+            StoreError::InsufficientFunds(available, budget) => Self::InsufficientFunds {
                 available: available.to_string(),
                 unit: None,
+                budget: budget.map(|b| b.as_str().to_owned()),
             },
+            StoreError::BudgetHasOpenChildren => Self::BudgetHasOpenChildren,
+            StoreError::BadParent(message) => Self::ValidationFailed(vec![FieldError {
+                field: "parent_id".into(),
+                message: message.into(),
+            }]),
             StoreError::AmountOverflow => Self::AmountOverflow,
             StoreError::IdempotencyMismatch => Self::IdempotencyKeyMismatch,
             StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),

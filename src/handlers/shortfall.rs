@@ -1,7 +1,8 @@
-//! A write refused for want of funds, told in the budget's unit. The store's refusal carries
-//! only the amount available, so the budget is read for its unit on that path alone: a write
-//! that succeeds costs nothing more. A budget's unit never changes, so reading it after the
-//! refusal gives the unit the refusal was in.
+//! A write refused for want of funds, told in the unit of the level that is short (the budget
+//! moved, or one of its ancestors). The store's refusal carries the amount available and that
+//! budget's id, so the budget is read for its unit on that path alone: a write that succeeds
+//! costs nothing more. A budget's unit never changes, so reading it after the refusal gives
+//! the unit the refusal was in.
 
 use crate::app::App;
 use crate::domain::{BudgetId, ReservationId, TenantId, Unit};
@@ -18,16 +19,22 @@ pub(super) enum Taken<'a> {
     Reservation(&'a str),
 }
 
-/// The API's error for the store's `e`, a shortfall in the unit of the budget `taken` names
-/// under `tenant` (the path's text). The unit is left out, and the amount said in atomic
+/// The API's error for the store's `e`, a shortfall in the unit of the budget it names, or
+/// else of the budget `taken` names, under `tenant` (the path's text). The unit is left out, and the amount said in atomic
 /// units, when the budget has the default unit or cannot be read.
 pub(super) async fn refused(app: &App, e: StoreError, tenant: &str, taken: Taken<'_>) -> ApiError {
-    let StoreError::InsufficientFunds(available) = e else {
+    let StoreError::InsufficientFunds(available, short) = e else {
         return e.into();
+    };
+    // The level that is short, where the store named it: the budget moved or an ancestor.
+    let taken = match &short {
+        Some(budget) => Taken::Budget(Some(budget.as_str())),
+        None => taken,
     };
     ApiError::InsufficientFunds {
         available: available.to_string(),
         unit: unit_of(app, tenant, taken).await,
+        budget: short.map(|b| b.as_str().to_owned()),
     }
 }
 

@@ -98,6 +98,7 @@ const TABLES: &[Table] = &[
             ("debited_atomic", Amount),
             ("spent_atomic", Amount),
             ("reserved_atomic", Amount),
+            ("parent_id", Text),
         ],
     },
     Table {
@@ -170,6 +171,7 @@ const TABLES: &[Table] = &[
             ("balance_atomic", Amount),
             ("available_atomic", Amount),
             ("period_id", Text),
+            ("via_budget_id", Text),
         ],
     },
     Table {

@@ -53,6 +53,7 @@
 
 mod copy;
 mod durability;
+mod error;
 pub(crate) mod flags;
 #[cfg(test)]
 mod model_tests;
@@ -69,12 +70,13 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use error::StoreError;
 use std::time::Duration;
 pub(crate) use write::stats::{CHAIN_DELAY_BOUNDS_MS, CHAIN_DELAY_BUCKETS};
 
 use crate::audit::Head;
 pub(crate) use crate::domain::Page;
-use crate::domain::{Atomic, BodyFingerprint, IdempotencyKey, Timestamp};
+use crate::domain::{BodyFingerprint, IdempotencyKey, Timestamp};
 
 /// Default for [`StoreConfig::queue_depth`] and [`StoreConfig::credential_queue_depth`].
 pub(crate) const QUEUE_DEPTH_DEFAULT: usize = 1024;
@@ -200,71 +202,6 @@ impl Clock {
     }
 }
 
-/// Why a command did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoreError {
-    /// No tenant has this id.
-    TenantNotFound,
-    /// The tenant has no budget with this id.
-    BudgetNotFound,
-    /// The tenant has no reservation with this id.
-    ReservationNotFound,
-    /// The budget has no ledger entry with this id.
-    EntryNotFound,
-    /// No event has this id (or it was erased past its retention).
-    EventNotFound,
-    /// No webhook endpoint has this id, or it is deleted.
-    EndpointNotFound,
-    /// The endpoint has no delivery with this id.
-    DeliveryNotFound,
-    /// The endpoint is disabled: a delivery cannot be retried now.
-    EndpointDisabled,
-    /// A webhook endpoint names a tenant that does not exist.
-    UnknownTenantFilter,
-    /// An active tenant already has this name.
-    TenantNameTaken,
-    /// An open budget of the tenant already has this name.
-    BudgetNameTaken,
-    /// The tenant is tombstoned: nothing under it moves.
-    TenantTombstoned,
-    /// The budget is closed: it never moves again.
-    BudgetClosed,
-    /// The reservation is not active; the state a write sees (`expired` once its time is up,
-    /// recorded or not).
-    ReservationNotActive(&'static str),
-    /// The movement needs more than is available; what is available.
-    InsufficientFunds(Atomic),
-    /// A credit would carry `credited` past `u128`.
-    AmountOverflow,
-    /// The key is bound to another method, path or body.
-    IdempotencyMismatch,
-    /// The queue is full: the caller should retry shortly.
-    QueueFull,
-    /// The database cannot take the command now (full, read-only, locked, closed). The text
-    /// is for the log only.
-    Unavailable(String),
-    /// Another writer holds a row the command needs (a lock not granted at once or within the
-    /// session's `lock_timeout`, a deadlock, a serialization failure): nothing of the command
-    /// was done, and it may be sent again at once. [`threads::Store::write`] sends it again
-    /// for a while before it answers [`StoreError::Unavailable`]. The text is for the log only.
-    Busy(String),
-    /// A bug: a panic in a command or data that breaks an invariant. For the log only.
-    Internal(String),
-}
-
-impl std::fmt::Display for StoreError {
-    /// What went wrong, for the log and the command-line tools, never for a client: the
-    /// database's own words for what it could not do, a refusal's name otherwise.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Unavailable(cause) | Self::Busy(cause) | Self::Internal(cause) => {
-                f.write_str(cause)
-            }
-            refusal => write!(f, "{refusal:?}"),
-        }
-    }
-}
-
 /// A response as the handler rendered it, kept to replay a keyed write. `Debug` never shows
 /// the body, which may hold a tenant token.
 #[derive(Clone, PartialEq, Eq)]
@@ -356,6 +293,8 @@ pub(crate) struct ListQuery {
     pub(crate) state: Option<&'static str>,
     /// Only reservations of this budget.
     pub(crate) budget_id: Option<String>,
+    /// Only budgets whose parent is this budget.
+    pub(crate) parent_id: Option<String>,
     /// Only events of this tenant (`GET /v1/events`).
     pub(crate) tenant_id: Option<String>,
     /// Only events written after this instant.
@@ -375,6 +314,7 @@ impl ListQuery {
             after: None,
             state: None,
             budget_id: None,
+            parent_id: None,
             tenant_id: None,
             created_after: None,
             event_id: None,

@@ -307,9 +307,12 @@ impl Model {
         }
     }
 
-    fn short(&self, budget: usize, amount: u128) -> Option<StoreError> {
+    /// The refusal of a spend of `amount` on `budget` (whose id is `ids[budget]`), if short.
+    fn short(&self, ids: &[BudgetId], budget: usize, amount: u128) -> Option<StoreError> {
         let available = self.budgets[budget].available();
-        (amount > available).then(|| StoreError::InsufficientFunds(Atomic::new(available)))
+        (amount > available).then(|| {
+            StoreError::InsufficientFunds(Atomic::new(available), Some(ids[budget].clone()))
+        })
     }
 }
 
@@ -370,6 +373,7 @@ impl Harness {
                                 opening_deposit: Atomic::new(*deposit),
                                 policy: spec.map(policy_of),
                                 thresholds: crate::domain::Thresholds::default(),
+                                parent: None,
                             },
                             actor: Actor::Admin,
                             keyed: None,
@@ -405,7 +409,7 @@ impl Harness {
                             None => Err(StoreError::AmountOverflow),
                         }
                     }
-                    None => match model.short(budget, *amount) {
+                    None => match model.short(&self.budgets, budget, *amount) {
                         Some(e) => Err(e),
                         None if direction == Direction::Debit => {
                             model.budgets[budget].debited += amount;
@@ -446,7 +450,7 @@ impl Harness {
                 }
                 let expected = match model
                     .budget_refusal(budget)
-                    .or_else(|| model.short(budget, *amount))
+                    .or_else(|| model.short(&self.budgets, budget, *amount))
                 {
                     Some(e) => Err(e),
                     None => Ok(()),
@@ -501,7 +505,7 @@ impl Harness {
                     match settle {
                         Settle::Commit(spent) => {
                             let excess = spent.get().saturating_sub(r.amount);
-                            match model.short(r.budget, excess) {
+                            match model.short(&self.budgets, r.budget, excess) {
                                 Some(e) => Err(e),
                                 None => {
                                     let b = &mut model.budgets[r.budget];

@@ -154,7 +154,9 @@ macro_rules! budget_columns {
             $t,
             "r.period_ends_at, ",
             $t,
-            "r.alert_thresholds"
+            "r.alert_thresholds, ",
+            $t,
+            ".parent_id"
         )
     };
 }
@@ -207,6 +209,7 @@ pub(crate) fn budget<R: TextRow + ?Sized>(row: &R, at: usize) -> Result<Budget, 
         thresholds: c
             .opt_parse(21, "alert thresholds", Thresholds::from_column)?
             .unwrap_or_default(),
+        parent_id: c.opt_parse(22, "budget id", BudgetId::parse)?,
     })
 }
 
@@ -339,7 +342,7 @@ pub(crate) fn reservation<R: TextRow + ?Sized>(row: &R) -> Result<Reservation, R
 
 /// The columns [`entry`] reads, in its order.
 pub(crate) const ENTRY_COLUMNS: &str = "id, budget_id, kind, amount_atomic, reservation_id, \
-     memo, occurred_at, balance_atomic, available_atomic, period_id";
+     memo, occurred_at, balance_atomic, available_atomic, period_id, via_budget_id";
 
 /// A ledger entry from [`ENTRY_COLUMNS`].
 pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Error> {
@@ -355,6 +358,7 @@ pub(crate) fn entry<R: TextRow + ?Sized>(row: &R) -> Result<LedgerEntry, R::Erro
         balance: c.amount(7)?,
         available: c.amount(8)?,
         period_id: c.opt_parse(9, "period id", PeriodId::parse)?,
+        via_budget_id: c.opt_parse(10, "budget id", BudgetId::parse)?,
     })
 }
 
@@ -524,8 +528,8 @@ pub(crate) const EVERY_RESERVATION: &str = concat!(
 
 /// Every ledger entry for the verifier, by budget and then in order ([`ENTRY_COLUMNS`]).
 pub(crate) const EVERY_ENTRY: &str = "SELECT id, budget_id, kind, amount_atomic, \
-     reservation_id, memo, occurred_at, balance_atomic, available_atomic, period_id \
-     FROM ledger_entries ORDER BY budget_id, id";
+     reservation_id, memo, occurred_at, balance_atomic, available_atomic, period_id, \
+     via_budget_id FROM ledger_entries ORDER BY budget_id, id";
 
 /// Every period statement for the verifier, by budget and then in order ([`PERIOD_COLUMNS`]).
 pub(crate) const EVERY_PERIOD: &str = "SELECT id, budget_id, state, started_at, ends_at, \

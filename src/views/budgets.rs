@@ -13,6 +13,7 @@ use crate::domain::{
 pub(super) struct BudgetView<'a> {
     id: &'a BudgetId,
     tenant_id: &'a TenantId,
+    parent_id: Option<&'a BudgetId>,
     name: &'a Name,
     unit: &'a Unit,
     state: &'static str,
@@ -56,6 +57,7 @@ impl<'a> From<&'a Budget> for BudgetView<'a> {
         Self {
             id: &b.id,
             tenant_id: &b.tenant_id,
+            parent_id: b.parent_id.as_ref(),
             name: &b.name,
             unit: &b.unit,
             state: b.state.name(),

@@ -21,6 +21,7 @@ pub(super) struct EntryView<'a> {
     balance_atomic: Atomic,
     available_atomic: Atomic,
     period_id: Option<&'a PeriodId>,
+    via_budget_id: Option<&'a BudgetId>,
 }
 
 impl<'a> From<&'a LedgerEntry> for EntryView<'a> {
@@ -36,6 +37,7 @@ impl<'a> From<&'a LedgerEntry> for EntryView<'a> {
             balance_atomic: e.balance,
             available_atomic: e.available,
             period_id: e.period_id.as_ref(),
+            via_budget_id: e.via_budget_id.as_ref(),
         }
     }
 }

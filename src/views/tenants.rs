@@ -87,6 +87,7 @@ mod tests {
                 id: id.default_budget(),
                 tenant_id: id.clone(),
                 name: Name::parse("default").expect("name"),
+                parent_id: None,
                 unit: Unit::atomic(),
                 state: match state {
                     TenantState::Active => BudgetState::Open,

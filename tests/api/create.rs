@@ -88,7 +88,8 @@ fn create_returns_201_with_the_documented_shape() {
     assert_eq!(
         body["budget"],
         serde_json::json!({
-            "id": budget_id, "tenant_id": id, "name": "default", "unit": "atomic",
+            "id": budget_id, "tenant_id": id, "parent_id": null, "name": "default",
+            "unit": "atomic",
             "state": "open", "created_at": created_at, "closed_at": null,
             "opening_deposit_atomic": "1000", "credited_atomic": "1000",
             "debited_atomic": "0", "spent_atomic": "0", "reserved_atomic": "0",

@@ -12,6 +12,7 @@ mod faults;
 mod head;
 mod health;
 mod helpers;
+mod hierarchy;
 mod hostile;
 mod idempotency;
 mod lists;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 
 /// The schema version this build migrates every database to.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 8;
 
 /// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";
@@ -473,6 +473,189 @@ fn a_revision_4_database_gains_periods_and_charges() {
         patched.json()["current_period"]["id"],
         "the charge fell in the new period"
     );
+    let verified = audit_verify(&app.db_path);
+    assert_eq!(verified.code, Some(0), "{verified:?}");
+}
+
+/// What a budget is, and whether it is open: the columns that no expiry or period boundary
+/// recorded since the fixture was written can move.
+const BUDGET_COLUMNS: &str = "id, tenant_id, name, unit, state, created_at, closed_at, \
+                              opening_deposit_atomic";
+
+/// A database written by the release before budget trees (`tests/fixtures/revision-6.db`,
+/// schema version 6: a budget with a monthly period and a threshold, a charge, holds
+/// committed, released, extended and keyed, a closed budget, a tombstoned tenant) gains them
+/// by migrations 7 and 8: every entry is kept as it was, each the budget's own movement; every
+/// budget is kept as it was, at the top, and reads `"parent_id": null`; its keyed reserve
+/// still replays in that release's shape; a migrated budget takes a child whose charge moves
+/// it too; and its chain verifies with theirs.
+#[test]
+fn a_revision_6_database_gains_budget_trees() {
+    let ids: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("revision-6.json")).expect("the fixture's ids"),
+    )
+    .expect("JSON");
+    let id = |name: &str| ids[name].as_str().expect(name).to_owned();
+    let app = upgraded_from("revision-6.db", 6);
+    let before_path = app.db_path.with_extension("before.db");
+    std::fs::copy(fixture("revision-6.db"), &before_path).expect("copying the fixture");
+    let (entries_before, budgets_before) = {
+        let db = open_rw(&before_path);
+        (
+            rows(
+                &db,
+                "ledger_entries",
+                &format!("{ENTRY_COLUMNS}, period_id"),
+            ),
+            rows(&db, "budgets", BUDGET_COLUMNS),
+        )
+    };
+
+    let db = app.db();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("the version");
+    assert_eq!(version, SCHEMA_VERSION, "migrated to the current schema");
+    let entries_after = rows(
+        &db,
+        "ledger_entries",
+        &format!("{ENTRY_COLUMNS}, period_id, via_budget_id"),
+    );
+    for before in &entries_before {
+        let after = entries_after
+            .iter()
+            .find(|e| e[0] == before[0])
+            .unwrap_or_else(|| panic!("entry {before:?} is kept"));
+        assert_eq!(after[..before.len()], before[..], "kept as it was");
+        assert_eq!(after[before.len()], None, "the budget's own movement");
+    }
+    // The server may have recorded expiries and period boundaries since (the fixture's holds
+    // last a day, its period a month): each is the budget's own movement too.
+    let added = entries_after
+        .iter()
+        .filter(|e| !entries_before.iter().any(|b| b[0] == e[0]));
+    for added in added {
+        let kind = added[2].as_deref().unwrap_or_default();
+        assert!(["expire", "refill", "forfeit"].contains(&kind), "{added:?}");
+        assert_eq!(added.last(), Some(&None), "{added:?}");
+    }
+    let budgets_after = rows(&db, "budgets", &format!("{BUDGET_COLUMNS}, parent_id"));
+    assert_eq!(
+        budgets_after.len(),
+        budgets_before.len(),
+        "{budgets_after:?}"
+    );
+    for (before, after) in budgets_before.iter().zip(&budgets_after) {
+        assert_eq!(after[..before.len()], before[..], "kept as it was");
+        assert_eq!(after[before.len()], None, "at the top");
+    }
+    drop(db);
+
+    // Every budget, open or closed, of a live or a tombstoned tenant, reads at the top.
+    let admin = app.admin();
+    let (tenant, budget) = (id("tenant"), id("budget"));
+    let budgets = format!("/v1/tenants/{tenant}/budgets");
+    let mut listed = Vec::new();
+    for owner in [tenant.clone(), id("gone_tenant")] {
+        let page = get_as(&app, &admin, &format!("/v1/tenants/{owner}/budgets")).json();
+        listed.extend(page["data"].as_array().expect("a page").iter().cloned());
+        let overview = get_as(&app, &admin, &format!("/v1/tenants/{owner}")).json();
+        assert_eq!(
+            overview["budget"].get("parent_id"),
+            Some(&Value::Null),
+            "{overview}"
+        );
+    }
+    assert_eq!(listed.len(), budgets_before.len(), "{listed:?}");
+    for b in &listed {
+        assert_eq!(b.get("parent_id"), Some(&Value::Null), "{b}");
+    }
+    let closed = get_as(&app, &admin, &format!("{budgets}/{}", id("closed_budget"))).json();
+    assert_eq!(closed["state"], "closed", "{closed}");
+    assert_eq!(closed.get("parent_id"), Some(&Value::Null), "{closed}");
+
+    // The keyed reserve replays its exact answer, in the shape that release wrote.
+    let answered = std::fs::read_to_string(fixture("revision-6.keyed-reserve.json"))
+        .expect("the fixture's answer");
+    let token = format!("Bearer {}", id("token"));
+    let reserve = json!({"budget_id": budget, "amount_atomic": "40", "ttl_seconds": 86400});
+    let replay = send(
+        &app.addr,
+        "POST",
+        &reservations_path(&tenant),
+        &token,
+        Some(&reserve.to_string()),
+        Some("fixture-key-6"),
+        &[],
+    );
+    assert_eq!(replay.status, 201, "{}", replay.describe());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        replay.header("location"),
+        Some(reservation_path(&tenant, &id("keyed"), "").as_str()),
+        "the Location of the original reserve"
+    );
+    assert_eq!(replay.text(), answered, "the stored answer, byte for byte");
+
+    // A migrated budget takes a child, and a charge on the child moves it too.
+    let child = json!({"name": "gpu-hours-team", "opening_deposit_atomic": "300",
+                       "parent_id": budget});
+    let created = send(
+        &app.addr,
+        "POST",
+        &budgets,
+        &admin,
+        Some(&child.to_string()),
+        None,
+        &[],
+    );
+    let created = assert_created(&created, &budgets, "a child of a migrated budget");
+    assert_eq!(created["parent_id"], budget.as_str(), "{created}");
+    let child_id = str_of(&created, "id").to_owned();
+    let children = get_as(&app, &admin, &format!("{budgets}?parent_id={budget}")).json();
+    assert_eq!(children["data"], json!([created]), "{children}");
+
+    let parent_path = format!("{budgets}/{budget}");
+    let spent = |b: &Value| -> u128 { str_of(b, "spent_atomic").parse().expect("a u128") };
+    let parent_before = spent(&get_as(&app, &admin, &parent_path).json());
+    let charge = json!({"budget_id": child_id, "amount_atomic": "25", "memo": "on the child"});
+    let charged = send(
+        &app.addr,
+        "POST",
+        &format!("/v1/tenants/{tenant}/charges"),
+        &token,
+        Some(&charge.to_string()),
+        None,
+        &[],
+    );
+    assert_eq!(charged.status, 201, "{}", charged.describe());
+    let entry = charged.json();
+    assert_eq!(entry["budget_id"], child_id.as_str(), "{entry}");
+    assert_eq!(entry["via_budget_id"], Value::Null, "{entry}");
+    let parent_after = spent(&get_as(&app, &admin, &parent_path).json());
+    assert_eq!(parent_after, parent_before + 25, "the parent spent it too");
+    let child_after = get_as(&app, &admin, &format!("{budgets}/{child_id}")).json();
+    assert_eq!(child_after["spent_atomic"], "25", "{child_after}");
+    let via: Vec<Vec<Option<String>>> = {
+        let db = app.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT kind, amount_atomic, memo, via_budget_id FROM ledger_entries \
+                 WHERE budget_id = ?1 AND via_budget_id IS NOT NULL ORDER BY id",
+            )
+            .expect("a query");
+        stmt.query_map([&budget], |r| (0..4).map(|i| r.get(i)).collect())
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("the parent's entries")
+    };
+    let expected = ["charge", "25", "on the child", child_id.as_str()];
+    assert_eq!(
+        via,
+        [expected.map(|s| Some(s.to_owned())).to_vec()],
+        "the parent's one entry made by a spend below it"
+    );
+
     let verified = audit_verify(&app.db_path);
     assert_eq!(verified.code, Some(0), "{verified:?}");
 }

@@ -26,6 +26,9 @@ struct CreatedPayload<'a> {
     opening_deposit_atomic: Text<'a>,
     #[serde(borrow, flatten)]
     renewal: Option<RenewalPayload<'a>>,
+    /// Only when it has a parent (revision 4).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    parent_id: Option<Text<'a>>,
 }
 
 /// The payload of a credit, a debit or a charge.
@@ -74,6 +77,7 @@ pub(super) fn payload(event: &AuditEvent) -> String {
             opening_deposit,
             policy,
             thresholds,
+            parent,
             ..
         } => to_json(&CreatedPayload {
             id: id.as_str().into(),
@@ -81,6 +85,7 @@ pub(super) fn payload(event: &AuditEvent) -> String {
             unit: unit.as_str().into(),
             opening_deposit_atomic: opening_deposit.to_string().into(),
             renewal: renewal_payload(policy.as_ref(), thresholds),
+            parent_id: parent.as_ref().map(|p| p.as_str().into()),
         }),
         AuditEvent::BudgetClosed { id, .. } => id_payload(id.as_str()),
         AuditEvent::BudgetMoved {
@@ -122,6 +127,10 @@ fn created(action: &str, tenant: TenantId, payload: &str) -> Result<AuditEvent, 
         opening_deposit: amount(&p.opening_deposit_atomic)?,
         policy,
         thresholds,
+        parent: p
+            .parent_id
+            .map(|raw| id(&raw, BudgetId::parse))
+            .transpose()?,
         tenant,
     })
 }
@@ -188,6 +197,7 @@ pub(super) fn replay(
             opening_deposit,
             policy,
             thresholds,
+            parent,
         } => {
             r.active_tenant(&tenant)?;
             let taken = r
@@ -206,6 +216,7 @@ pub(super) fn replay(
                 at,
                 opening_deposit,
                 (policy, thresholds),
+                parent,
             )?;
             let owner = r.tenants.get_mut(&tenant).expect("checked above");
             owner.budgets.push(id);

@@ -138,6 +138,7 @@ pub(super) fn replay(
                 at,
                 opening_deposit,
                 (policy, thresholds),
+                None,
             )?;
             r.tenants.insert(
                 id,
@@ -152,12 +153,10 @@ pub(super) fn replay(
             );
         }
         AuditEvent::TenantTombstoned { id } => {
-            let budgets = r.active_tenant(&id)?.budgets.clone();
-            for budget in budgets {
-                if r.budgets[&budget].closed_at.is_none() {
-                    r.budgets[&budget].on_time(&budget, at)?;
-                    r.close(&budget, at)?;
-                }
+            r.active_tenant(&id)?;
+            for budget in r.closing_order(&id) {
+                r.budgets[&budget].on_time(&budget, at)?;
+                r.close(&budget, at)?;
             }
             let tenant = r.tenants.get_mut(&id).expect("checked above");
             tenant.tombstoned_at = Some(at);

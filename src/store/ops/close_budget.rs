@@ -41,6 +41,10 @@ impl WriteOp for CloseBudget {
         if !budget.is_open() {
             return Ok(budget);
         }
+        // Under the tenant's lock no child opens or closes meanwhile.
+        if queries::budgets::has_open_children(w.db(), &budget.id)? {
+            return Err(StoreError::BudgetHasOpenChildren);
+        }
         let now = w.now();
         w.catch_up_budget(&mut budget, now)?;
         w.close(&mut budget, now)?;

@@ -78,6 +78,7 @@ fn create<D: Sql>(
         policy: new.policy.clone(),
         current: None,
         thresholds: new.thresholds.clone(),
+        parent_id: None,
     };
     w.insert_budget(&mut budget)?;
     w.hold_new_tenant(&id);

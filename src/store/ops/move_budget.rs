@@ -56,7 +56,8 @@ impl WriteOp for MoveBudget {
                 movement.direction,
                 movement.amount,
                 movement.memo.as_ref(),
-            )?;
+            )
+            .map_err(|refusal| StoreError::from(refusal).short_on(&budget.id))?;
             let entry = w
                 .apply(&mut budget, change, &actor, now)?
                 .ok_or_else(|| StoreError::Internal("a movement without its entry".into()))?;

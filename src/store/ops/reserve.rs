@@ -64,7 +64,10 @@ fn reserve<D: Sql>(
         &id,
         new.amount,
         expires_at,
-    )?;
+    )
+    .map_err(|refusal| StoreError::from(refusal).short_on(&budget.id))?;
+    // Every level takes the hold, or the refusal comes before anything is written.
+    w.apply(&mut budget, change, actor, now)?;
     let reservation = Reservation {
         id,
         tenant_id: tenant.clone(),
@@ -89,7 +92,6 @@ fn reserve<D: Sql>(
             Param::Text(&reservation.expires_at.to_string()),
         ],
     )?;
-    w.apply(&mut budget, change, actor, now)?;
     w.keep_budget(&budget);
     w.counts().reservation_created();
     w.lower_next_expiry(reservation.expires_at);

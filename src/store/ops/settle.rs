@@ -70,7 +70,11 @@ fn settle<D: Sql>(
         Settle::Release => Settlement::Release,
         Settle::Extend(ttl) => Settlement::Extend(now.plus_seconds(ttl.seconds())),
     };
-    let settled = rules::settle(budget.figures, &reservation.hold(), settlement, now)?;
+    let settled = rules::settle(budget.figures, &reservation.hold(), settlement, now)
+        .map_err(|refusal| StoreError::from(refusal).short_on(&budget.id))?;
+    // Every level takes a commit above the hold, or the refusal comes before anything is
+    // written.
+    w.apply(&mut budget, settled.change, actor, now)?;
     reservation.state = settled.state;
     if reservation.expires_at != settled.expires_at {
         // An extend: a shorter TTL than the hold had brings the soonest expiry forward.
@@ -78,7 +82,6 @@ fn settle<D: Sql>(
         w.lower_next_expiry(reservation.expires_at);
     }
     w.write_reservation(&reservation)?;
-    w.apply(&mut budget, settled.change, actor, now)?;
     w.keep_budget(&budget);
     Ok(reservation)
 }

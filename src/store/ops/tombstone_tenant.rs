@@ -33,7 +33,8 @@ impl WriteOp for TombstoneTenant {
             return Ok(tenant);
         }
         let now = w.now();
-        for budget in queries::budgets::open_budgets(w.db(), &id)? {
+        // The deepest first: a budget's holds return on its ancestors while they are open.
+        for budget in queries::budgets::closing_order(w.db(), &id)? {
             let mut budget = queries::budgets::budget(w.db(), &id, Some(&budget))?;
             w.catch_up_budget(&mut budget, now)?;
             w.close(&mut budget, now)?;

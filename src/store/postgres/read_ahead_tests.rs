@@ -10,16 +10,18 @@ use crate::store::write::ahead::{LOCK_TENANTS, TENANTS};
 
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// 1,000 tenants with a budget each: a size at which a scan is the cheaper plan on paper.
+/// 1,000 tenants with a budget each, in trees of four levels (`bud_1` ← `bud_2` ← `bud_3` ←
+/// `bud_4`, then `bud_5` ← …; a tree across tenants, which the planner does not know): a size
+/// at which a scan is the cheaper plan on paper.
 const ROWS: &str = "\
     INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, created_at) \
     SELECT 'ten_' || g, 'tenant ' || g, 'active', 0, sha256(g::text::bytea), \
            '2026-11-29T00:00:00.000Z' \
     FROM generate_series(1, 1000) AS g; \
     INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, opening_deposit_atomic, \
-           credited_atomic, debited_atomic, spent_atomic, reserved_atomic) \
+           credited_atomic, debited_atomic, spent_atomic, reserved_atomic, parent_id) \
     SELECT 'bud_' || g, 'ten_' || g, 'main', 'USD', 'open', '2026-11-29T00:00:00.000Z', \
-           0, 0, 0, 0, 0 \
+           0, 0, 0, 0, 0, CASE WHEN g % 4 = 1 THEN NULL ELSE 'bud_' || (g - 1) END \
     FROM generate_series(1, 1000) AS g";
 
 /// The plan `conn` keeps for `sql` (its `?N` parameters all text), prepared as `name` and
@@ -75,5 +77,13 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             "{what} are not read by key:\n{plan}"
         );
     }
+    // A budget at the fourth level comes with its three ancestors.
+    let mut read = conn
+        .query("EXECUTE listed_2('bud_8')", &[], |row| {
+            Ok(text(row, 1)?.into_owned())
+        })
+        .expect("the budgets are read");
+    read.sort();
+    assert_eq!(read, ["bud_5", "bud_6", "bud_7", "bud_8"], "every level");
     conn.batch("ROLLBACK").expect("the transaction ends");
 }

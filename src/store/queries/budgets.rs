@@ -59,15 +59,22 @@ pub(crate) fn budget_to_write(
     )
 }
 
-/// The budgets whose ids `?1` lists (joined by commas), each as [`budget_to_write`] reads one
-/// ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this is.
-/// Each is looked up by its key ([`listed_ids`](super::listed_ids)).
+/// The budgets whose ids `?1` lists (joined by commas) and each one's ancestors (up to three
+/// levels, [`ANCESTORS_MAX`](crate::domain::ANCESTORS_MAX)), each as [`budget_to_write`]
+/// reads one ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this
+/// is, so that a spend's every level is read in the round trip that begins the batch. Each is
+/// looked up by its key ([`listed_ids`](super::listed_ids)); a budget listed twice, or above
+/// two listed, comes once for each.
 pub(crate) const BUDGETS_TO_WRITE: &str = concat!(
-    "SELECT t.state, ",
-    budget_columns!("b"),
-    " FROM ",
+    "WITH RECURSIVE up (id, depth) AS (SELECT w.id COLLATE \"C\", 0 FROM ",
     listed_ids!("?1"),
-    " CROSS JOIN LATERAL (SELECT * FROM budgets WHERE id = w.id LIMIT 1) b",
+    " UNION ALL SELECT p.parent_id, up.depth + 1 FROM up",
+    " CROSS JOIN LATERAL (SELECT parent_id FROM budgets WHERE id = up.id LIMIT 1) p",
+    " WHERE p.parent_id IS NOT NULL AND up.depth < 3)",
+    " SELECT t.state, ",
+    budget_columns!("b"),
+    " FROM up",
+    " CROSS JOIN LATERAL (SELECT * FROM budgets WHERE id = up.id LIMIT 1) b",
     " CROSS JOIN LATERAL (SELECT state FROM tenants WHERE id = b.tenant_id LIMIT 1) t",
     " LEFT JOIN LATERAL (SELECT * FROM budget_renewals WHERE budget_id = b.id LIMIT 1) br",
     " ON true"
@@ -82,16 +89,59 @@ pub(crate) fn budget_to_write_row(row: &Row<'_>) -> Result<(Budget, bool), RowEr
     ))
 }
 
-/// The ids of the tenant's open budgets.
-pub(crate) fn open_budgets(
+/// The ids of the tenant's open budgets in the order a tombstone closes them: the deepest
+/// first, then by id (the audit replay closes them in this order too). The parent of an open
+/// budget is open.
+pub(crate) fn closing_order(
     db: &mut impl Sql,
     tenant: &TenantId,
 ) -> Result<Vec<BudgetId>, StoreError> {
-    db.query(
-        "SELECT id FROM budgets WHERE tenant_id = CAST(?1 AS TEXT) AND state = 'open' ORDER BY id",
+    let open = db.query(
+        "SELECT id, parent_id FROM budgets \
+         WHERE tenant_id = CAST(?1 AS TEXT) AND state = 'open' ORDER BY id",
         &[tenant.as_str().into()],
-        |row| Columns::new(row, 0).parse(0, "budget id", BudgetId::parse),
-    )
+        |row| {
+            let parent = row
+                .column(1)?
+                .map(|raw| {
+                    BudgetId::parse(&raw)
+                        .ok_or_else(|| row.corrupt(1, format!("a bad budget id {raw:?}")))
+                })
+                .transpose()?;
+            let id = Columns::new(row, 0).parse(0, "budget id", BudgetId::parse)?;
+            Ok((id, parent))
+        },
+    )?;
+    let parents: std::collections::HashMap<&BudgetId, &BudgetId> = open
+        .iter()
+        .filter_map(|(id, parent)| Some((id, parent.as_ref()?)))
+        .collect();
+    let depth = |id: &BudgetId| {
+        let mut at = id;
+        let mut depth = 0;
+        while let Some(parent) = parents.get(at).copied() {
+            depth += 1;
+            at = parent;
+            if depth > crate::domain::ANCESTORS_MAX {
+                break;
+            }
+        }
+        depth
+    };
+    let mut ordered: Vec<(usize, &BudgetId)> = open.iter().map(|(id, _)| (depth(id), id)).collect();
+    ordered.sort_by(|(da, a), (db, b)| db.cmp(da).then(a.cmp(b)));
+    Ok(ordered.into_iter().map(|(_, id)| id.clone()).collect())
+}
+
+/// Whether budget `id` has a child that is open.
+pub(crate) fn has_open_children(db: &mut impl Sql, id: &BudgetId) -> Result<bool, StoreError> {
+    Ok(db
+        .query_opt(
+            "SELECT id FROM budgets WHERE parent_id = CAST(?1 AS TEXT) AND state = 'open' LIMIT 1",
+            &[id.as_str().into()],
+            |_| Ok(()),
+        )?
+        .is_some())
 }
 
 /// The figures of `f` as the four stored columns' parameters, in order.
@@ -121,7 +171,10 @@ pub(crate) fn list_budgets<D: Sql>(
             " FROM budgets",
             budget_renewal_join!("budgets")
         );
-        let filters = [("budgets.tenant_id", tenant.as_str())];
+        let mut filters = vec![("budgets.tenant_id", tenant.as_str())];
+        if let Some(parent) = &query.parent_id {
+            filters.push(("budgets.parent_id", parent));
+        }
         page::page(
             db,
             select,

@@ -47,7 +47,7 @@ const PAGES_MAX: usize = 1000;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The members of a budget.
-const BUDGET_MEMBERS: &str = "id tenant_id name unit state created_at closed_at \
+const BUDGET_MEMBERS: &str = "id tenant_id parent_id name unit state created_at closed_at \
      opening_deposit_atomic credited_atomic debited_atomic spent_atomic reserved_atomic \
      balance_atomic available_atomic period current_period alert_thresholds_atomic";
 
@@ -57,7 +57,7 @@ const RESERVATION_MEMBERS: &str = "id tenant_id budget_id state amount_atomic \
 
 /// The members of a ledger entry.
 const ENTRY_MEMBERS: &str = "id budget_id kind amount_atomic reservation_id memo \
-     occurred_at balance_atomic available_atomic period_id";
+     occurred_at balance_atomic available_atomic period_id via_budget_id";
 
 /// `/v1/tenants/<tid>/budgets`.
 pub fn budgets_path(tid: &str) -> String {
@@ -557,6 +557,9 @@ fn assert_times(v: &Value, members: &[&str], nullable: bool, ctx: &str) {
 pub fn assert_budget_shape(b: &Value, ctx: &str) {
     assert_members(b, BUDGET_MEMBERS, ctx);
     assert_ids(b, &[("id", "bud"), ("tenant_id", "ten")], ctx);
+    if !b["parent_id"].is_null() {
+        assert_ids(b, &[("parent_id", "bud")], ctx);
+    }
     assert_times(b, &["created_at"], false, ctx);
     assert_times(b, &["closed_at"], true, ctx);
     let open = b["state"] == "open";
@@ -592,6 +595,9 @@ pub fn assert_entry_shape(e: &Value, ctx: &str) {
     assert_ids(e, &[("id", "ent"), ("budget_id", "bud")], ctx);
     if !e["reservation_id"].is_null() {
         assert_ids(e, &[("reservation_id", "res")], ctx);
+    }
+    if !e["via_budget_id"].is_null() {
+        assert_ids(e, &[("via_budget_id", "bud")], ctx);
     }
     assert_times(e, &["occurred_at"], false, ctx);
     let memo = &e["memo"];

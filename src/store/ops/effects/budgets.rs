@@ -2,7 +2,7 @@
 //! its renewal row (period policy and alert thresholds), its first period and its opening
 //! entry.
 
-use crate::domain::{Atomic, Budget, Cadence, LedgerEntry, Policy, Timestamp};
+use crate::domain::{Atomic, Budget, BudgetId, Cadence, LedgerEntry, Policy, Timestamp};
 use crate::store::StoreError;
 use crate::store::queries;
 use crate::store::sql::{Param, Sql};
@@ -17,8 +17,8 @@ impl<D: Sql> WriterState<D> {
         self.db().send(
             "INSERT INTO budgets (id, tenant_id, name, unit, state, created_at, closed_at, \
              opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic, \
-             reserved_atomic) \
-             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10)",
+             reserved_atomic, parent_id) \
+             VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, ?6, ?7, ?8, ?9, ?10, ?11)",
             &[
                 budget.id.as_str().into(),
                 budget.tenant_id.as_str().into(),
@@ -30,6 +30,7 @@ impl<D: Sql> WriterState<D> {
                 debited,
                 spent,
                 reserved,
+                budget.parent_id.as_ref().map(BudgetId::as_str).into(),
             ],
         )?;
         self.counts().budget_created();

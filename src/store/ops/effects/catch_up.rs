@@ -207,9 +207,9 @@ impl<D: Sql> WriterState<D> {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let expired = rules::expire(budget.figures, &reservation.hold(), now)?;
+        self.apply(budget, expired.change, &Actor::System, now)?;
         reservation.state = expired.state;
         self.write_reservation(&reservation)?;
-        self.apply(budget, expired.change, &Actor::System, now)?;
         self.publish_reservation_expired(now, &reservation, budget)
     }
 }

@@ -18,7 +18,7 @@ use crate::store::StoreError;
 impl From<Refusal> for StoreError {
     fn from(refusal: Refusal) -> Self {
         match refusal {
-            Refusal::InsufficientFunds { available } => Self::InsufficientFunds(available),
+            Refusal::InsufficientFunds { available } => Self::InsufficientFunds(available, None),
             Refusal::Overflow => Self::AmountOverflow,
             Refusal::Corrupt => Self::Internal("a stored budget breaks the invariant".into()),
             Refusal::NotActive { state } => Self::ReservationNotActive(state),

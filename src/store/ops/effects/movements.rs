@@ -1,12 +1,13 @@
 //! What moves a budget's money, as every operation writes it: what a rule decided applied
-//! (figures, entry, audit event, events), a reservation's new state, the ledger's entries, and
-//! a budget closed with its holds released.
+//! (figures, entry, audit event, events) on the budget and on each of its ancestors, a
+//! reservation's new state, the ledger's entries, and a budget closed with its holds released
+//! at every level.
 
 use crate::audit::Actor;
-use crate::domain::rules::{self, Change, Draft};
+use crate::domain::rules::{self, Change, Draft, Spread};
 use crate::domain::{
-    Atomic, Budget, BudgetState, EntryId, LedgerEntry, Memo, PeriodId, Reservation, ReservationId,
-    Timestamp,
+    ANCESTORS_MAX, Atomic, Budget, BudgetId, BudgetState, EntryId, Figures, LedgerEntry, Memo,
+    PeriodId, Reservation, ReservationId, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::queries;
@@ -17,7 +18,10 @@ impl<D: Sql> WriterState<D> {
     /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money
     /// (a rule that writes no entry leaves the figures as they were: an extend), its audit
     /// event by `actor`, the event of a credit or a debit, and a `budget.available_low` for
-    /// each threshold it crossed. The entry, if any.
+    /// each threshold it crossed; then, for a spend or a hold's end, the same move on each
+    /// ancestor, nearest first, with its entry and its thresholds' events. Nothing is written
+    /// when an ancestor cannot take it: the refusal names the nearest that cannot. The entry,
+    /// if any.
     pub(crate) fn apply(
         &mut self,
         budget: &mut Budget,
@@ -25,12 +29,16 @@ impl<D: Sql> WriterState<D> {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<Option<LedgerEntry>, StoreError> {
+        let above = match (change.spread, &change.entry) {
+            (Some(spread), Some(_)) => self.lift(budget, spread, now)?,
+            _ => Vec::new(),
+        };
         let before = budget.figures;
         let entry = match change.entry {
             Some(draft) => {
                 budget.figures = change.figures;
                 self.write_figures(budget)?;
-                Some(self.append_entry(budget, draft, now)?)
+                Some(self.append_entry(budget, draft, None, now)?)
             }
             None => {
                 debug_assert_eq!(
@@ -44,22 +52,108 @@ impl<D: Sql> WriterState<D> {
         if let Some(entry) = &entry {
             self.publish_budget_moved(now, budget, entry)?;
             self.alert(budget, &before, now)?;
+            for (mut ancestor, figures) in above {
+                let before = std::mem::replace(&mut ancestor.figures, figures);
+                self.write_figures(&ancestor)?;
+                let draft = Draft {
+                    kind: entry.kind,
+                    amount: entry.amount,
+                    reservation: entry.reservation_id.clone(),
+                    memo: entry.memo.clone(),
+                };
+                self.append_entry(&ancestor, draft, Some(&budget.id), now)?;
+                self.alert(&ancestor, &before, now)?;
+                self.keep_budget(&ancestor);
+            }
         }
         Ok(entry)
     }
 
-    /// Closes `budget` (a close or a tombstone): every active hold returns, a `release` entry
-    /// each and no event of their own; the figures are written and the budget is marked
-    /// closed at `now`.
+    /// The ancestors of `budget`, nearest first, each read as a write reads its budget and
+    /// caught up to `now`, with its figures after `spread`; or, when one of them cannot take
+    /// it, the refusal of the nearest that cannot, naming it.
+    fn lift(
+        &mut self,
+        budget: &Budget,
+        spread: Spread,
+        now: Timestamp,
+    ) -> Result<Vec<(Budget, Figures)>, StoreError> {
+        if budget.parent_id.is_none() {
+            return Ok(Vec::new());
+        }
+        let ancestors = self.ancestors(budget, now)?;
+        let after = rules::spread_up(spread, ancestors.iter().map(|a| a.figures))
+            .map_err(|(level, refusal)| StoreError::from(refusal).short_on(&ancestors[level].id))?;
+        Ok(ancestors.into_iter().zip(after).collect())
+    }
+
+    /// The ancestors of `budget`, nearest first: each read (from what the batch read ahead,
+    /// or from the database) after the one below it was caught up to `now`, since recording
+    /// what fell due on one may move those above it.
+    pub(crate) fn ancestors(
+        &mut self,
+        budget: &Budget,
+        now: Timestamp,
+    ) -> Result<Vec<Budget>, StoreError> {
+        let tenant = &budget.tenant_id;
+        let mut ancestors: Vec<Budget> = Vec::new();
+        let mut parent = budget.parent_id.clone();
+        while let Some(id) = parent {
+            let below = ancestors.last().map_or(&budget.id, |b| &b.id);
+            if ancestors.len() == ANCESTORS_MAX {
+                return Err(StoreError::Internal(format!(
+                    "budget {below} is under more than {ANCESTORS_MAX} levels"
+                )));
+            }
+            let read = match self.take_budget_ahead(tenant, Some(&id)) {
+                Some(read) => Ok(read),
+                None => queries::budgets::budget_to_write(self.db(), tenant, Some(&id)),
+            };
+            let (mut up, _) = read.map_err(|e| match e {
+                StoreError::BudgetNotFound => StoreError::Internal(format!(
+                    "budget {below}'s parent {id} is not its tenant's"
+                )),
+                e => e,
+            })?;
+            if !up.is_open() {
+                return Err(StoreError::Internal(format!(
+                    "open budget {below} is under closed budget {id}"
+                )));
+            }
+            self.catch_up_budget(&mut up, now)?;
+            parent = up.parent_id.clone();
+            ancestors.push(up);
+        }
+        Ok(ancestors)
+    }
+
+    /// Closes `budget` (a close or a tombstone): every active hold returns, on the budget and
+    /// on each of its ancestors, a `release` entry each and no event of their own; the figures
+    /// are written and the budget is marked closed at `now`.
     pub(crate) fn close(&mut self, budget: &mut Budget, now: Timestamp) -> Result<(), StoreError> {
         let mut active = queries::reservations::active_in_budget(self.db(), &budget.id)?;
         let holds: Vec<_> = active.iter().map(Reservation::hold).collect();
         let (figures, released) = rules::release_all(budget.figures, &holds, now)?;
+        let mut ancestors = if active.is_empty() {
+            Vec::new()
+        } else {
+            self.ancestors(budget, now)?
+        };
         for (reservation, (draft, state, after)) in active.iter_mut().zip(released) {
             budget.figures = after;
             reservation.state = state;
             self.write_reservation(reservation)?;
-            self.append_entry(budget, draft, now)?;
+            for ancestor in &mut ancestors {
+                ancestor.figures = Spread::Return(draft.amount.get()).apply(ancestor.figures)?;
+            }
+            self.append_entry(budget, draft.clone(), None, now)?;
+            for ancestor in &ancestors {
+                self.append_entry(ancestor, draft.clone(), Some(&budget.id), now)?;
+            }
+        }
+        for ancestor in &ancestors {
+            self.write_figures(ancestor)?;
+            self.keep_budget(ancestor);
         }
         budget.figures = figures;
         self.write_figures(budget)?;
@@ -121,11 +215,12 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Appends the entry a rule drafted, of a movement that left `budget` with its current
-    /// figures.
+    /// figures: its own, or (`via`) one of a spend on a budget under it.
     pub(super) fn append_entry(
         &mut self,
         budget: &Budget,
         draft: Draft,
+        via: Option<&BudgetId>,
         now: Timestamp,
     ) -> Result<LedgerEntry, StoreError> {
         let figure = |value: Option<u128>| {
@@ -144,6 +239,7 @@ impl<D: Sql> WriterState<D> {
             balance: figure(budget.figures.balance())?,
             available: figure(budget.figures.available())?,
             period_id: budget.current.as_ref().map(|c| c.id.clone()),
+            via_budget_id: via.cloned(),
         };
         self.insert_entry(&entry)?;
         Ok(entry)
@@ -152,8 +248,8 @@ impl<D: Sql> WriterState<D> {
     pub(super) fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
         self.db().send(
             "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
-             memo, occurred_at, balance_atomic, available_atomic, period_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             memo, occurred_at, balance_atomic, available_atomic, period_id, via_budget_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             &[
                 entry.id.as_str().into(),
                 entry.budget_id.as_str().into(),
@@ -169,6 +265,7 @@ impl<D: Sql> WriterState<D> {
                 entry.balance.into(),
                 entry.available.into(),
                 entry.period_id.as_ref().map(PeriodId::as_str).into(),
+                entry.via_budget_id.as_ref().map(BudgetId::as_str).into(),
             ],
         )?;
         self.counts().entry(entry.kind);

@@ -37,7 +37,7 @@ impl<D: Sql> WriterState<D> {
         budget.figures = reset.change.figures;
         self.write_figures(budget)?;
         self.begin_period(budget, &policy, current.anchor, at, reset.carried_in)?;
-        let entry = self.append_entry(budget, draft, at)?;
+        let entry = self.append_entry(budget, draft, None, at)?;
         self.record(now, &Actor::System, &reset.change.event)?;
         self.publish_period_reset(now, budget, &closed, &entry)?;
         self.alert(budget, &before, now)
