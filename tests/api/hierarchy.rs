@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 use crate::wire::Response;
 
-pub(crate) mod concurrency;
 mod lifecycle;
 mod spending;
 

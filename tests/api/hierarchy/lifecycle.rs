@@ -332,3 +332,50 @@ fn audit_verify_passes_after_a_mixed_workload_on_a_tree() {
         "audit verify after the tombstone: {verified:?}"
     );
 }
+
+/// An ancestor's figure edited behind the service's back is found and named: `audit verify`
+/// replays every level's figures from the chain, though no audit row names the ancestors.
+#[test]
+fn audit_verify_finds_an_edited_figure_of_an_ancestor() {
+    let mut app = spawn_app();
+    let t = Tree::new(&app, "edited-tree", ["1000", "500", "200"]);
+    charged(&t.key, "30");
+    let rid = t.key.hold_id("20");
+    assert_ok(&t.key.commit(&rid, "25"), "a commit above its hold");
+    let (team, org) = (t.team.bid.clone(), t.org.bid.clone());
+    assert_eq!(app.terminate().code(), Some(0), "graceful stop");
+    let verify = app.audit_verify();
+    assert_eq!(verify.code, Some(0), "the untouched database: {verify:?}");
+
+    for (bid, edited) in [(&org, "54"), (&team, "56")] {
+        let set = |spent: &str| {
+            app.execute(&format!(
+                "UPDATE budgets SET spent_atomic = '{spent}' WHERE id = '{bid}'"
+            ))
+            .expect("editing the spend")
+        };
+        assert_eq!(set(edited), 1, "one budget edited");
+        let verify = app.audit_verify();
+        assert_eq!(
+            verify.code,
+            Some(1),
+            "{bid}: an edited spend fails: {verify:?}"
+        );
+        let says = format!(
+            "budget {bid}'s stored spent figure is {edited} atomic units, but its events give \
+             55 atomic units"
+        );
+        assert!(
+            verify.stderr.lines().any(|line| line.ends_with(&says)),
+            "{bid}: the level and both values are named: {:?}",
+            verify.stderr
+        );
+        assert_eq!(set("55"), 1, "the spend put back");
+        let verify = app.audit_verify();
+        assert_eq!(
+            verify.code,
+            Some(0),
+            "{bid}: put back, it verifies: {verify:?}"
+        );
+    }
+}
