@@ -1,9 +1,10 @@
 //! The crash loop: creates and tombstones from concurrent clients, reservations, commits and
-//! releases from concurrent spenders, charges on a budget whose one-second periods pass all
-//! the while, `kill -9` at a random instant, restart on the same database, and check that
-//! every acknowledged write is there, that no write is half there, that no budget is
-//! overspent, that every boundary is recorded once, in order and on its second, and that the
-//! chain replays to the stored figures. Cycle after cycle.
+//! releases from concurrent spenders (each on the key at the bottom of a three-level tree),
+//! charges on a budget whose one-second periods pass all the while, `kill -9` at a random
+//! instant, restart on the same database, and check that every acknowledged write is there,
+//! that no write is half there, that no budget is overspent, that every spend on a key is on
+//! each level above it, that every boundary is recorded once, in order and on its second, and
+//! that the chain replays to every level's stored figures and entries. Cycle after cycle.
 //!
 //! A webhook endpoint takes every event, sent to a receiver of the test's that answers `200`
 //! at once; credits and debits from a client of their own write events too. After the last
@@ -432,8 +433,35 @@ fn spender(
     }
 }
 
-/// Checks every acknowledged reservation and every budget's invariant.
-fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
+/// A spender's tenant and its three levels, the key (where it spends) first.
+struct Tree {
+    tenant: String,
+    levels: [String; 3],
+}
+
+/// A budget of `tenant` named `name` under `parent`, opening with [`SPENDER_DEPOSIT`]; its id.
+fn child_budget(app: &TestApp, tenant: &str, name: &str, parent: &str) -> String {
+    let body = format!(
+        r#"{{"name":"{name}","opening_deposit_atomic":"{SPENDER_DEPOSIT}","parent_id":"{parent}"}}"#
+    );
+    let path = format!("/v1/tenants/{tenant}/budgets");
+    let resp = send(
+        &app.addr,
+        "POST",
+        &path,
+        &app.admin(),
+        Some(&body),
+        None,
+        &[],
+    );
+    assert_eq!(resp.status, 201, "{}", resp.describe());
+    resp.json()["id"].as_str().expect("a budget id").to_owned()
+}
+
+/// Checks every acknowledged reservation and every budget's invariant; and that every spend
+/// on a tree's key is on each level above it: every level has spent and holds what the key
+/// has (nothing else moves them).
+fn check_spending(app: &TestApp, spent: &Spent, trees: &[Tree], context: &str) -> usize {
     let mut stored: HashMap<String, (String, Option<String>)> = HashMap::new();
     for row in app.rows("SELECT id, state, committed_atomic FROM reservations") {
         let [id, state, committed] = <[Option<String>; 3]>::try_from(row).expect("three columns");
@@ -463,6 +491,7 @@ fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
     let rows = app.text_rows(
         "SELECT id, credited_atomic, debited_atomic, spent_atomic, reserved_atomic FROM budgets",
     );
+    let mut moved: HashMap<String, (u128, u128)> = HashMap::new();
     for row in rows {
         let [id, figures @ ..] = <[String; 5]>::try_from(row).expect("five columns");
         let [credited, debited, spent, reserved] =
@@ -470,6 +499,16 @@ fn check_spending(app: &TestApp, spent: &Spent, context: &str) -> usize {
         assert!(
             credited >= debited + spent + reserved,
             "{context}: budget {id} is overspent: {credited} < {debited} + {spent} + {reserved}"
+        );
+        moved.insert(id, (spent, reserved));
+    }
+    for tree in trees {
+        let [key, team, org] = tree.levels.each_ref().map(|id| moved[id]);
+        assert!(
+            key == team && team == org,
+            "{context}: tenant {}'s levels differ (spent, reserved): key {key:?}, team {team:?}, \
+             org {org:?}",
+            tree.tenant
         );
     }
     stored.len()
@@ -639,16 +678,27 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
     assert_eq!(created.status, 201, "{}", created.describe());
     let mut arrived = Arrived::default();
     let mut restarts: Vec<Instant> = Vec::new();
-    // Each spender spends from its own tenant's default budget, cycle after cycle.
-    let spenders: Vec<(String, String)> = (0..SPENDERS)
+    // Each spender spends, cycle after cycle, from the key at the bottom of its own tenant's
+    // three-level tree: the default budget, a team under it, the key under the team.
+    let trees: Vec<Tree> = (0..SPENDERS)
         .map(|n| {
             let created = app.create_ok(&format!("spender-{n}"), &SPENDER_DEPOSIT.to_string());
-            let budget = created["budget"]["id"]
+            let tenant = tenant_id(&created);
+            let org = created["budget"]["id"]
                 .as_str()
                 .expect("a budget id")
                 .to_owned();
-            (tenant_id(&created), budget)
+            let team = child_budget(&app, &tenant, "team", &org);
+            let key = child_budget(&app, &tenant, "key", &team);
+            Tree {
+                tenant,
+                levels: [key, team, org],
+            }
         })
+        .collect();
+    let spenders: Vec<(String, String)> = trees
+        .iter()
+        .map(|t| (t.tenant.clone(), t.levels[0].clone()))
         .collect();
     // The charger's tenant, whose default budget renews every second.
     let period = format!(r#"{{"every_seconds":1,"allowance_atomic":"{PERIOD_ALLOWANCE}"}}"#);
@@ -736,7 +786,8 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
         let acked = acked.lock().expect("acked lock");
         let context = format!("cycle {cycle} (seed {seed})");
         let (tenants, tombstoned) = check(&app, &acked, &context);
-        let reservations = check_spending(&app, &spent.lock().expect("spent lock"), &context);
+        let reservations =
+            check_spending(&app, &spent.lock().expect("spent lock"), &trees, &context);
         let charges = charged.lock().expect("charged lock");
         let (tenant, budget) = (periodic.0.as_str(), periodic.1.as_str());
         let boundaries = check_periods(
