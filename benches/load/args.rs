@@ -168,6 +168,8 @@ pub(crate) enum Group {
     Create1,
     /// Reserve+commit cycles over 1,000 budgets and on one
     Spend,
+    /// Charges on a leaf with 3 ancestors against a flat budget, over 1,000 tenants and on one
+    Tree,
     /// Reads at --scale tenants
     Scale,
     /// --boundary-budgets monthly budgets passing one boundary while charges go on (SQLite)

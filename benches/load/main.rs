@@ -30,6 +30,8 @@
 //! - `client.rs`: one connection's requests, their latencies and statuses;
 //! - `workloads.rs`: the requests of each row, the phases that send them, the seeding;
 //! - `spend.rs`: the reserve+commit rows, and the hot budget checked at the end;
+//! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
+//!   every budget checked at the end;
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
@@ -40,6 +42,7 @@ mod delay;
 mod report;
 mod server;
 mod spend;
+mod tree;
 mod webhooks;
 mod workloads;
 
@@ -180,6 +183,11 @@ async fn run(args: &Args) -> Result<Report, String> {
         )?);
         notes.extend(server.chaining_note("spends, charges and credits"));
         server.stop();
+    }
+    if wanted(Group::Tree) {
+        let (tree_rows, tree_notes) = tree::measure(args).await?;
+        rows.extend(tree_rows);
+        notes.extend(tree_notes);
     }
     if wanted(Group::Scale) {
         eprintln!("server: reads at {} tenants", args.scale);

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 use crate::wire::Response;
 
+pub(crate) mod concurrency;
 mod lifecycle;
 mod spending;
 

@@ -24,6 +24,7 @@ use crate::helpers::*;
 use crate::wire::{self, Response};
 
 mod kill_loop;
+mod tree;
 
 /// Instances started on one database.
 const INSTANCES: usize = 3;
