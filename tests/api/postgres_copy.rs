@@ -78,6 +78,17 @@ fn busy_sqlite() -> (tempfile::TempDir, std::path::PathBuf) {
         201,
         "a debit",
     );
+    // A budget under another, and a spend on it that moves both: a parent and an entry via
+    // the budget spent on.
+    let team = json!({"name": "gpu-team", "opening_deposit_atomic": "50", "parent_id": second.bid});
+    let team = second.post_budget(&team);
+    let team = second.on(str_of(
+        &assert_created(&team, &budgets_path(&second.tid), "a budget under another"),
+        "id",
+    ));
+    let charge = json!({"budget_id": team.bid, "amount_atomic": "7", "memo": "two levels"});
+    let charged = team.post(&format!("/v1/tenants/{}/charges", team.tid), &charge);
+    assert_status(&charged, 201, "a charge on two levels");
     for (scene, amount, settle) in [
         (&plain, "10", Some(("commit", "12"))),
         (&plain, "5", Some(("release", ""))),
