@@ -211,7 +211,14 @@ cat >"$WORK/hooks.py" <<'EOF'
    all that a host name must be (at most 253 characters, labels of 63, not all digits), which
    the unit tests of src/webhook/url.rs check. (The black-box tests check both `422`s.)
 
-4. `tombstoned_tenant_stays_readable` replaces Schemathesis' `use_after_free`, whose premise
+4. `before_call`: a budget create's `parent_id` that matches the document's pattern is valid
+   to the document, but the contract answers `422` for one that names no budget of the
+   tenant (the generator's ids name none, or another tenant's), which
+   `positive_data_acceptance` would report as a valid request rejected. So a well-formed
+   parent becomes `null` (a budget at the top); a malformed one is left as it is, so the `422`
+   cases are still generated and checked. (The black-box tests check the tree's rules.)
+
+5. `tombstoned_tenant_stays_readable` replaces Schemathesis' `use_after_free`, whose premise
    (a read after a successful DELETE must be 404) contradicts the contract: DELETE is a
    tombstone, and a tombstoned tenant stays readable with 200. This check asserts the
    contract instead: once DELETE /v1/tenants/{id} answered 200, every later GET of that id
@@ -230,7 +237,7 @@ import time
 import schemathesis
 
 # What the hooks did, written at exit for the script's summary.
-_stats = {"endpoint_tenants_cleared": 0, "endpoint_urls_replaced": 0, "zones_replaced": 0, "keys_bound": 0, "tombstones": 0, "reads_after_tombstone": 0, "deletes_after_tombstone": 0, "admin_answered": 0}
+_stats = {"budget_parents_cleared": 0, "endpoint_tenants_cleared": 0, "endpoint_urls_replaced": 0, "zones_replaced": 0, "keys_bound": 0, "tombstones": 0, "reads_after_tombstone": 0, "deletes_after_tombstone": 0, "admin_answered": 0}
 
 
 @atexit.register
@@ -300,6 +307,20 @@ def _existing_tenants_only(case):
         _stats["endpoint_urls_replaced"] += 1
 
 
+_BUDGET_ID = re.compile(r"^bud_[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+
+
+def _parents_at_the_top(case):
+    operation = case.operation
+    if operation.method.upper() != "POST" or operation.path != "/v1/tenants/{id}/budgets":
+        return
+    body = case.body
+    if isinstance(body, dict) and isinstance(body.get("parent_id"), str) \
+            and _BUDGET_ID.match(body["parent_id"]):
+        body["parent_id"] = None
+        _stats["budget_parents_cleared"] += 1
+
+
 _lock = threading.Lock()
 _sent = {}  # case id -> when its request was sent (monotonic)
 _tombstoned = {}  # tenant id -> (when its first DELETE 200 arrived, that body)
@@ -309,6 +330,7 @@ _tombstoned = {}  # tenant id -> (when its first DELETE 200 arrived, that body)
 def before_call(context, case, kwargs):
     _known_zones(case)
     _existing_tenants_only(case)
+    _parents_at_the_top(case)
     _bind_key_to_body(case)
     with _lock:
         _sent[case.id] = time.monotonic()

@@ -24,6 +24,7 @@ pub(super) const FILES: &[(&str, &[u8])] = &[
         "budget-thresholds.js",
         include_bytes!("assets/budget-thresholds.js"),
     ),
+    ("budget-tree.js", include_bytes!("assets/budget-tree.js")),
     ("clipboard.js", include_bytes!("assets/clipboard.js")),
     ("console.css", include_bytes!("assets/console.css")),
     ("console.js", include_bytes!("assets/console.js")),

@@ -249,6 +249,22 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
     assert!(verified.stdout.starts_with("ok: 5 events"), "{verified:?}");
 }
 
+/// Asserts that every row of `before` is in `after` (found by its id, the first column) as it
+/// was, and that the columns `after` has beyond them are `NULL`, which means `null_means`.
+fn assert_kept(before: &[Vec<Option<String>>], after: &[Vec<Option<String>>], null_means: &str) {
+    for before in before {
+        let after = after
+            .iter()
+            .find(|e| e[0] == before[0])
+            .unwrap_or_else(|| panic!("row {before:?} is kept"));
+        assert_eq!(after[..before.len()], before[..], "kept as it was");
+        assert!(
+            after[before.len()..].iter().all(Option::is_none),
+            "{null_means}: {after:?}"
+        );
+    }
+}
+
 /// Every row of `table` as text, in primary-key order.
 fn rows(db: &rusqlite::Connection, table: &str, columns: &str) -> Vec<Vec<Option<String>>> {
     let mut stmt = db
@@ -409,14 +425,7 @@ fn a_revision_4_database_gains_periods_and_charges() {
         "ledger_entries",
         &format!("{ENTRY_COLUMNS}, period_id"),
     );
-    for before in &entries_before {
-        let after = entries_after
-            .iter()
-            .find(|e| e[0] == before[0])
-            .unwrap_or_else(|| panic!("entry {before:?} is kept"));
-        assert_eq!(after[..before.len()], before[..], "kept as it was");
-        assert_eq!(after[before.len()], None, "in no period");
-    }
+    assert_kept(&entries_before, &entries_after, "in no period");
     drop(db);
 
     let admin = app.admin();
@@ -521,14 +530,7 @@ fn a_revision_6_database_gains_budget_trees() {
         "ledger_entries",
         &format!("{ENTRY_COLUMNS}, period_id, via_budget_id"),
     );
-    for before in &entries_before {
-        let after = entries_after
-            .iter()
-            .find(|e| e[0] == before[0])
-            .unwrap_or_else(|| panic!("entry {before:?} is kept"));
-        assert_eq!(after[..before.len()], before[..], "kept as it was");
-        assert_eq!(after[before.len()], None, "the budget's own movement");
-    }
+    assert_kept(&entries_before, &entries_after, "the budget's own movement");
     // The server may have recorded expiries and period boundaries since (the fixture's holds
     // last a day, its period a month): each is the budget's own movement too.
     let added = entries_after

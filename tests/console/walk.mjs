@@ -790,6 +790,114 @@ async function adminWalk(browser, receiver) {
     await visible('a "Retry" button on the delivery', button(page, 'Retry'));
   });
 
+  // The budget tree: org → team → key under the walk's tenant, made through the API.
+  const tree = {};
+  const treeCard = (name) => budgetCard(page, name);
+  /** The card's bar, by its label: "available A of W unit, reserved R, spent S". */
+  const barLabel = (b) => `available ${b.available_atomic} of ${BigInt(b.available_atomic) + BigInt(b.reserved_atomic) + BigInt(b.spent_atomic)} ${b.unit}, reserved ${b.reserved_atomic}, spent ${b.spent_atomic}`;
+  const expectBars = async (what) => {
+    for (const name of ['org', 'team', 'key']) {
+      const b = await api('GET', `/v1/tenants/${state.id}/budgets/${tree[name].id}`);
+      await visible(`${what}: the ${name} card's bar "${barLabel(b)}"`, treeCard(name).getByRole('img', { name: barLabel(b), exact: true }));
+    }
+  };
+
+  await steps('a budget tree org → team → key: the cards in tree order, indented, "Under" and "Over" linked, a bar each', async () => {
+    const create = (name, deposit, parent) => api('POST', `/v1/tenants/${state.id}/budgets`, {
+      body: { name, opening_deposit_atomic: deposit, unit: 'tokens', ...(parent ? { parent_id: parent.id } : {}) },
+    });
+    tree.org = await create('org', '10000');
+    tree.team = await create('team', '1800', tree.org);
+    tree.key = await create('key', '3000', tree.team);
+    check(tree.org.parent_id === null && tree.team.parent_id === tree.org.id && tree.key.parent_id === tree.team.id,
+      `the API made the tree ${show([tree.org.parent_id, tree.team.parent_id, tree.key.parent_id])}`);
+    await visit(page, base, `#/tenants/${state.id}`);
+    await expectPage(page, state.name);
+    const budgets = page.getByRole('region', { name: 'Budgets', exact: true });
+    const order = ['default', 'org', 'team', 'key'];
+    await until('the budget cards in tree order', () => budgets.getByRole('heading', { level: 3 }).allTextContents(),
+      (names) => show(names.map((n) => n.trim())) === show(order), { expected: show(order) });
+    // Each level is indented further than its parent; the top levels line up.
+    const left = {};
+    for (const name of order) left[name] = (await treeCard(name).boundingBox()).x;
+    check(left.org === left.default && left.team > left.org && left.key > left.team, `the cards are not indented by depth: ${show(left)}`);
+
+    const lines = (name) => treeCard(name).getByText(/^(Under|Over) /).allTextContents();
+    const expected = { default: [], org: ['Over team'], team: ['Under org', 'Over key'], key: ['Under team'] };
+    for (const [name, want] of Object.entries(expected)) {
+      await until(`the ${name} card's "Under"/"Over" lines`, async () => (await lines(name)).map((t) => t.replace(/\s+/g, ' ').trim()),
+        (got) => show(got) === show(want), { expected: show(want) });
+    }
+    for (const [name, link, target] of [['org', 'team', tree.team], ['team', 'org', tree.org], ['team', 'key', tree.key], ['key', 'team', tree.team]]) {
+      const href = await treeCard(name).getByRole('link', { name: link, exact: true }).getAttribute('href');
+      check(href === `#budget-${target.id}`, `the ${name} card's link "${link}" goes to ${show(href)}, not #budget-${target.id}`);
+    }
+    const route = page.url();
+    await treeCard('key').getByRole('link', { name: 'team', exact: true }).click();
+    await until('the focus after "Under team"', () => page.evaluate(() => document.activeElement?.id), (id) => id === `budget-${tree.team.id}`,
+      { expected: `the team card's heading budget-${tree.team.id}` });
+    check(page.url() === route, `the link "team" changed the URL to ${page.url()} (the route is ${route})`);
+    await expectPage(page, state.name);
+    await expectBars('the new tree');
+  });
+
+  await steps('"Charge" on the key, over the team\'s funds: the dialog names the team and its available; nothing moves', async () => {
+    await button(treeCard('key'), 'Charge').click();
+    const dialog = await openDialog(page, 'Charge key');
+    await dialog.getByLabel('Amount', { exact: true }).fill('2500');
+    await dialog.getByLabel('Memo', { exact: true }).fill('more than the team has');
+    const want = 'team has only 1800 tokens available — a spend must fit every level above this budget too.';
+    await monitor.tolerating(/status of 409/, async () => {
+      await button(dialog, 'Charge').click();
+      const alert = await visible('the charge dialog\'s alert', dialog.getByRole('alert'));
+      await untilText('the charge dialog\'s alert', alert, want);
+    });
+    for (const [name, available] of [['org', '10000'], ['team', '1800'], ['key', '3000']]) {
+      const b = await api('GET', `/v1/tenants/${state.id}/budgets/${tree[name].id}`);
+      check(b.available_atomic === available && b.spent_atomic === '0', `after the refused charge ${name} has available ${b.available_atomic}, spent ${b.spent_atomic}`);
+    }
+
+    // The same dialog, an amount that fits every level (a failed request binds no key).
+    await dialog.getByLabel('Amount', { exact: true }).fill('500');
+    await dialog.getByLabel('Memo', { exact: true }).fill('walk charge');
+    await button(dialog, 'Charge').click();
+    await expectDialogClosed(page, 'Charge key');
+    for (const [name, available] of [['org', '9500'], ['team', '1300'], ['key', '2500']]) {
+      await expectFigures(treeCard(name), { Available: `${available} tokens`, Spent: '500 tokens' }, `${name} after charging 500 on the key`);
+    }
+    await expectBars('after the charge');
+  });
+
+  await steps('the team\'s ledger shows the charge "Via" the key; the key\'s own shows none', async () => {
+    const ledger = page.getByLabel('Budget', { exact: true });
+    const charges = (rows) => rows.filter((r) => r.Kind === 'charge');
+    await ledger.selectOption({ label: 'team' });
+    const teamRows = await untilRows('the team\'s ledger', page, 'Ledger', (r) => charges(r).length === 1, { expected: 'one charge row' });
+    const row = charges(teamRows)[0];
+    check(row.Via === 'key' && row.Amount === '500 tokens', `the team's charge row reads Via ${show(row.Via)}, Amount ${show(row.Amount)}, not "key" and "500 tokens"`);
+    const deposit = teamRows.find((r) => r.Kind === 'opening_deposit');
+    check(deposit && deposit.Via === '—', `the team's opening deposit row reads Via ${show(deposit?.Via)}, not "—"`);
+    const [apiEntry] = (await api('GET', `/v1/tenants/${state.id}/budgets/${tree.team.id}/entries?limit=20`)).data.filter((e) => e.kind === 'charge');
+    check(apiEntry.via_budget_id === tree.key.id && row.Id === apiEntry.id, `the API's charge on the team is ${show(apiEntry)}`);
+
+    await ledger.selectOption({ label: 'key' });
+    const keyRows = await untilRows('the key\'s ledger', page, 'Ledger', (r) => charges(r).length === 1 && !r.some((e) => e.Id === row.Id), { expected: 'the key\'s one charge row' });
+    check(charges(keyRows)[0].Via === '—', `the key's own charge reads Via ${show(charges(keyRows)[0].Via)}, not "—"`);
+  });
+
+  await steps('"Close budget" on the team while the key is open: refused, "close the budgets under it first"', async () => {
+    await button(treeCard('team'), 'Close budget').click();
+    const dialog = await openDialog(page, 'Close team?');
+    await monitor.tolerating(/status of 409/, async () => {
+      await button(dialog, 'Close budget').click();
+      const alert = await visible('the close dialog\'s alert', dialog.getByRole('alert'));
+      await untilText('the close dialog\'s alert', alert, 'team has open budgets under it (key): close the budgets under it first.');
+    });
+    await button(dialog, 'Cancel').click();
+    await expectDialogClosed(page, 'Close team?');
+    check((await api('GET', `/v1/tenants/${state.id}/budgets/${tree.team.id}`)).state === 'open', 'the team was closed');
+  });
+
   await steps('a u128 opening deposit shows its exact digits, on the page and in the list', async () => {
     const name = `u128-${randomUUID().slice(0, 8)}`;
     const tenant = await api('POST', '/v1/tenants', { body: { name, opening_deposit_atomic: U128_MAX } });
@@ -917,7 +1025,7 @@ async function tenantWalk(browser, state) {
       await until(`the URL ${where}`, () => page.url(), (u) => u.endsWith(ownPage), { expected: `…${ownPage}` });
       await expectFigures(budgetCard(page, 'default'), { Available: `${budget.available_atomic} atomic`, Spent: `${budget.spent_atomic} atomic` }, `the tenant's own budget ${where}`);
       for (const link of ['Events', 'Webhooks']) await absent(`the nav link "${link}" for a tenant ${where}`, nav.getByRole('link', { name: link, exact: true }));
-      for (const admin of ['Credit', 'Debit', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
+      for (const admin of ['Credit', 'Debit', 'Charge', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
         await absent(`the admin button "${admin}" for a tenant ${where}`, button(page, admin));
       }
       await absent(`the tenants list for a tenant ${where}`, page.getByRole('table', { name: 'Tenants', exact: true }));

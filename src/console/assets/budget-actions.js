@@ -1,5 +1,5 @@
-// An admin's actions on a budget: the buttons and their dialogs (credit, debit, edit the
-// period and thresholds, close).
+// An admin's actions on a budget: the buttons and their dialogs (credit, debit, charge, edit
+// the period and thresholds, close), and what a refusal of the budget tree means in words.
 
 import { h, field, showMessages } from './dom.js';
 import { api, newIdempotencyKey, budgetPath } from './api.js';
@@ -8,9 +8,36 @@ import { openDialog, cancelButton, submitButton, confirmDialog } from './dialog.
 import { periodFields } from './period-form.js';
 import { thresholdsField, parseThresholds } from './budget-thresholds.js';
 
-/** "Credit" or "Debit": an amount (and an optional memo) posted with an Idempotency-Key. */
-function openMovementDialog(budget, kind, onChanged) {
-  const label = kind === 'credits' ? 'Credit' : 'Debit';
+/** What each movement posts where: a credit or debit names the budget, a charge spends on it. */
+const MOVEMENTS = {
+  credits: { label: 'Credit', path: (b) => `${budgetPath(b)}/credits` },
+  debits: { label: 'Debit', path: (b) => `${budgetPath(b)}/debits` },
+  charges: {
+    label: 'Charge',
+    path: (b) => `/v1/tenants/${encodeURIComponent(b.tenant_id)}/charges`,
+    body: (b) => ({ budget_id: b.id }),
+    note: 'A charge spends on this budget and on every budget above it: it must fit each of them.',
+  },
+};
+
+/**
+ * A 409 insufficient_funds in words: the level that is short (the budget itself or one above
+ * it, named by the problem's budget_id), by name, with what it has available in its unit.
+ */
+function shortfall(error, budget, budgetsById) {
+  if (!error || error.code !== 'insufficient_funds' || !error.problem) return error;
+  const levelId = error.problem.budget_id || budget.id;
+  const level = budgetsById.get(levelId);
+  const above = levelId !== budget.id;
+  const text = level
+    ? `${level.name} has only ${formatAmount(error.problem.available_atomic, level.unit)} available`
+    : error.message;
+  return new Error(above ? `${text} — a spend must fit every level above this budget too.` : `${text}.`);
+}
+
+/** "Credit", "Debit" or "Charge": an amount (and an optional memo) posted with an Idempotency-Key. */
+function openMovementDialog(budget, kind, { onChanged, budgetsById }) {
+  const { label, path, body: extra = () => ({}), note } = MOVEMENTS[kind];
   const idempotencyKey = newIdempotencyKey();
   const amount = field('Amount', h('input', { type: 'text', autocomplete: 'off', inputMode: 'numeric' }),
     `Atomic units (${budget.unit}).`);
@@ -19,6 +46,7 @@ function openMovementDialog(budget, kind, onChanged) {
     title: `${label} ${budget.name}`,
     content: [
       h('p', { class: 'muted' }, `Available now: ${formatAmount(budget.available_atomic, budget.unit)}`),
+      note ? h('p', { class: 'muted' }, note) : null,
       amount.field, memo.field],
     actions: [cancelButton(), submitButton(label)],
     async onSubmit() {
@@ -28,9 +56,13 @@ function openMovementDialog(budget, kind, onChanged) {
         showMessages(alert, [problem]);
         return false;
       }
-      const body = { amount_atomic: value };
+      const body = { ...extra(budget), amount_atomic: value };
       if (memo.input.value !== '') body.memo = memo.input.value;
-      await api(`${budgetPath(budget)}/${kind}`, { method: 'POST', body, idempotencyKey });
+      try {
+        await api(path(budget), { method: 'POST', body, idempotencyKey });
+      } catch (error) {
+        throw shortfall(error, budget, budgetsById);
+      }
       onChanged();
       return true;
     },
@@ -67,13 +99,20 @@ function openEditDialog(budget, onChanged) {
 }
 
 /** "Close budget": a confirmation, then the DELETE that freezes the budget for good. */
-function openCloseDialog(budget, onChanged) {
+function openCloseDialog(budget, { onChanged, children }) {
   confirmDialog({
     title: `Close ${budget.name}?`,
     text: 'Closing releases its active reservations and freezes the budget: it can never be moved again. This cannot be undone.',
     confirmLabel: 'Close budget',
     async action() {
-      await api(budgetPath(budget), { method: 'DELETE' });
+      try {
+        await api(budgetPath(budget), { method: 'DELETE' });
+      } catch (error) {
+        if (error.code !== 'budget_has_open_children') throw error;
+        const open = children.filter((c) => c.state === 'open').map((c) => c.name);
+        const which = open.length ? ` (${open.join(', ')})` : '';
+        throw new Error(`${budget.name} has open budgets under it${which}: close the budgets under it first.`);
+      }
       onChanged();
       return true;
     },
@@ -81,15 +120,17 @@ function openCloseDialog(budget, onChanged) {
 }
 
 /** The action buttons; onChanged reloads the page's data after a change. */
-export function actionButtons(budget, onChanged) {
+export function actionButtons(budget, { onChanged, budgetsById, children = [] }) {
+  const context = { onChanged, budgetsById, children };
   const button = (text, handler, variant = '') => {
     const b = h('button', { type: 'button', class: `button button-small ${variant}` }, text);
     b.addEventListener('click', handler);
     return b;
   };
   return h('div', { class: 'actions' },
-    button('Credit', () => openMovementDialog(budget, 'credits', onChanged)),
-    button('Debit', () => openMovementDialog(budget, 'debits', onChanged)),
+    button('Credit', () => openMovementDialog(budget, 'credits', context)),
+    button('Debit', () => openMovementDialog(budget, 'debits', context)),
+    button('Charge', () => openMovementDialog(budget, 'charges', context)),
     button('Edit period and thresholds', () => openEditDialog(budget, onChanged)),
-    button('Close budget', () => openCloseDialog(budget, onChanged), 'button-danger-quiet'));
+    button('Close budget', () => openCloseDialog(budget, context), 'button-danger-quiet'));
 }

@@ -8,6 +8,7 @@ import { formatInstant } from './time.js';
 import { pagedList, growingList } from './list-page.js';
 import { confirmDialog } from './dialog.js';
 import { budgetCard } from './budget-card.js';
+import { budgetTree } from './budget-tree.js';
 
 const LEDGER_PAGE = 20;
 const EVENTS_PAGE = 20;
@@ -69,14 +70,22 @@ function reservationsTable(reservations, budgetsById) {
   });
 }
 
-function ledgerTable(entries, unit) {
+/** Where an entry came from: the budget the spend was made on, when not this one. */
+function viaCell(entry, budgetsById) {
+  if (!entry.via_budget_id) return h('span', { class: 'muted' }, '—');
+  const via = budgetsById.get(entry.via_budget_id);
+  return via ? via.name : mono(entry.via_budget_id);
+}
+
+function ledgerTable(entries, unit, budgetsById) {
   return table({
     caption: 'Ledger',
     captionHidden: true,
-    columns: ['Id', 'Kind', 'Amount', 'Created', 'Reservation', 'Available after'],
+    columns: ['Id', 'Kind', 'Via', 'Amount', 'Created', 'Reservation', 'Available after'],
     rows: entries.map((e) => [
       mono(e.id),
       h('code', { class: 'kind' }, e.kind),
+      viaCell(e, budgetsById),
       mono(formatAmount(e.amount_atomic, unit)),
       timeNode(e.occurred_at, formatInstant(e.occurred_at)),
       e.reservation_id ? mono(e.reservation_id) : h('span', { class: 'muted' }, '—'),
@@ -98,6 +107,7 @@ function ledgerSection(tenantId, signal) {
   const holder = h('div', {});
   const chooser = h('div', { class: 'toolbar' });
   let budgets = [];
+  let budgetsById = new Map();
   const select = h('select', {});
   const chooserField = field('Budget', select);
   const entries = pagedList({
@@ -109,7 +119,7 @@ function ledgerSection(tenantId, signal) {
       const page = await api(`${tenantPath(tenantId)}/budgets/${encodeURIComponent(budget.id)}/entries${query({ limit: LEDGER_PAGE, after })}`);
       return { ...page, unit: budget.unit };
     },
-    render: (page) => holder.replaceChildren(ledgerTable(page.data, page.unit)),
+    render: (page) => holder.replaceChildren(ledgerTable(page.data, page.unit, budgetsById)),
   });
   select.addEventListener('change', () => entries.reset());
 
@@ -122,6 +132,7 @@ function ledgerSection(tenantId, signal) {
       const first = budgets.length === 0;
       const chosen = select.value;
       budgets = list;
+      budgetsById = new Map(list.map((b) => [b.id, b]));
       fill(select, list.map((b) => h('option', { value: b.id }, b.state === 'open' ? b.name : `${b.name} (${b.state})`)));
       if (list.some((b) => b.id === chosen)) select.value = chosen;
       chooser.replaceChildren(list.length > 1 ? chooserField.field : h('p', { class: 'muted small' },
@@ -217,10 +228,11 @@ export function renderTenant(main, { principal, params, signal }) {
     }
     tickers = [];
     const writable = manage && tenant.state === 'active';
-    budgetsHolder.replaceChildren(...budgets.map((b) => budgetCard(b, { manage: writable, tickers, signal, onChanged: refresh })));
+    const { items, budgetsById } = budgetTree(budgets);
+    budgetsHolder.replaceChildren(...items.map((item) => budgetCard(item.budget,
+      { manage: writable, tickers, signal, onChanged: refresh, tree: { ...item, budgetsById } })));
     if (budgets.length === 0) budgetsHolder.append(h('p', { class: 'muted' }, 'No budgets.'));
-    const budgetsById = new Map(budgets.map((b) => [b.id, b]));
-    ledger.setBudgets(budgets);
+    ledger.setBudgets(items.map((item) => item.budget));
     events.reload();
     try {
       const reservations = await listAll(`${tenantPath(tenantId)}/reservations`, { state: 'active' }, 1000);
