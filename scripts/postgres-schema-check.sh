@@ -38,8 +38,10 @@ q() {
 
 q "$admin_url" -c "CREATE DATABASE $db OWNER tenantd" >/dev/null
 old_db="${db}_v3"
+v7_db="${db}_v7"
 trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null;
-      q "$admin_url" -c "DROP DATABASE IF EXISTS $old_db WITH (FORCE)" >/dev/null' EXIT
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $old_db WITH (FORCE)" >/dev/null;
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $v7_db WITH (FORCE)" >/dev/null' EXIT
 
 checks=0
 failed=()
@@ -134,15 +136,15 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 7 (SQLite's user_version 6, and what only PostgreSQL has)" \
-    "SELECT version FROM schema_version" 7
+yields "schema_version is 8 (SQLite's user_version 8; 7 is what only PostgreSQL has)" \
+    "SELECT version FROM schema_version" 8
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
     "audit_events,audit_pending,budget_renewals,budgets,chain_head,events,idempotency_keys,ledger_entries,periods,reservations,schema_version,tenants,webhook_deliveries,webhook_endpoints"
 yields "every index is there" \
     "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'" \
-    "audit_events_pkey,audit_pending_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
+    "audit_events_pkey,audit_pending_pkey,budget_renewals_due,budget_renewals_pkey,budgets_open_name,budgets_parent,budgets_pkey,budgets_tenant,chain_head_pkey,events_pkey,events_tenant,idempotency_keys_created,idempotency_keys_pkey,ledger_entries_budget,ledger_entries_pkey,periods_budget,periods_current,periods_pkey,reservations_active_budget,reservations_active_expiry,reservations_pkey,reservations_tenant,reservations_tenant_active,schema_version_pkey,tenants_active_name,tenants_pkey,tenants_tombstoned,webhook_deliveries_due,webhook_deliveries_endpoint,webhook_deliveries_event,webhook_deliveries_pkey,webhook_endpoints_pkey"
 yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
@@ -439,17 +441,17 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 7"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 8" -f "$schema" 2>&1); then
+    "2 2 2 8"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 9" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 8)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 9)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"
 fi
 
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
-# release before periods and charges) is brought to version 7, its rows kept
+# release before periods and charges) is brought to version 8, its rows kept
 q "$admin_url" -c "CREATE DATABASE $old_db OWNER tenantd" >/dev/null
 new_url=$db_url
 db_url="${url%/*}/$old_db"
@@ -465,8 +467,8 @@ commit "version 3: a tenant, its budget and its opening entry" "
         VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
     INSERT INTO ledger_entries $entry_cols
         VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
-apply "the version-7 schema applies over version 3"
-yields "the upgraded schema is at version 7" "SELECT version FROM schema_version" 7
+apply "the version-8 schema applies over version 3"
+yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
 yields "the upgraded tenants have a last id, not yet set" \
     "SELECT coalesce(last_id, 'none') FROM tenants WHERE id = 'ten_A'" none
 yields "the budget is kept, with no period and no thresholds" \
@@ -493,6 +495,37 @@ refuses "the upgraded budget refuses half a period" \
     "budget_renewals_period_whole"
 accepts "the upgraded database takes an event" "INSERT INTO events $evt_cols
     VALUES ('evt_A', 'budget.credited', '$t1', 'ten_A', '{}')"
+
+# --- a database made by the version-7 script (tests/fixtures/schema-postgres-7.sql, the
+# release before budgets in a tree) is brought to version 8, its rows kept
+q "$admin_url" -c "CREATE DATABASE $v7_db OWNER tenantd" >/dev/null
+db_url="${url%/*}/$v7_db"
+if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
+        -f "$root/tests/fixtures/schema-postgres-7.sql" 2>&1); then
+    pass "the version-7 schema applies"
+else
+    fail "the version-7 schema applies" "$out"
+fi
+commit "version 7: a tenant, its budget and its opening entry" "
+    INSERT INTO tenants $tenant_cols VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL);
+    INSERT INTO budgets $budget_cols
+        VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
+    INSERT INTO ledger_entries $entry_cols
+        VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+apply "the version-8 schema applies over version 7"
+yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
+yields "the budget is kept, at the top" \
+    "SELECT credited_atomic || ' ' || coalesce(parent_id, 'none') FROM budgets" "1000 none"
+yields "the entry is kept, the budget's own" \
+    "SELECT kind || ' ' || coalesce(via_budget_id, 'none') FROM ledger_entries" \
+    "opening_deposit none"
+accepts "the upgraded database takes a budget under another, and an entry via it" "
+    INSERT INTO budgets ${budget_cols%)}, parent_id) VALUES ('bud_B', 'ten_A', 'team', 'atomic',
+        'open', '$t1', NULL, 10, 10, 0, 0, 0, 'bud_A');
+    INSERT INTO ledger_entries ${entry_cols%)}, via_budget_id)
+        VALUES ('ent_B', 'bud_A', 'charge', 5, NULL, NULL, '$t1', 995, 995, 'bud_B')"
+refuses "the upgraded budget's parent is fixed" \
+    "UPDATE budgets SET parent_id = 'bud_A' WHERE id = 'bud_A'" "23000"
 db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"
