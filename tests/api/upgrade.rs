@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::wire::Response;
 
 /// The schema version this build migrates every database to.
 const SCHEMA_VERSION: i64 = 8;
@@ -249,6 +250,34 @@ fn a_revision_2_database_gains_budgets_and_keeps_its_keys() {
     assert!(verified.stdout.starts_with("ok: 5 events"), "{verified:?}");
 }
 
+/// Sends again the keyed reserve of `tests/fixtures/revision-N.db` (`fixture-key-N`: 40 on
+/// `budget` of `tenant`, held for a day, with the tenant's `token`), and asserts that it
+/// replays the answer that release gave (`revision-N.keyed-reserve.json`), byte for byte. The
+/// replay.
+fn keyed_reserve_replays(
+    app: &TestApp,
+    (tenant, budget, token): (&str, &str, &str),
+    revision: u32,
+) -> Response {
+    let answered =
+        std::fs::read_to_string(fixture(&format!("revision-{revision}.keyed-reserve.json")))
+            .expect("the fixture's answer");
+    let reserve = json!({"budget_id": budget, "amount_atomic": "40", "ttl_seconds": 86400});
+    let replay = send(
+        &app.addr,
+        "POST",
+        &reservations_path(tenant),
+        token,
+        Some(&reserve.to_string()),
+        Some(&format!("fixture-key-{revision}")),
+        &[],
+    );
+    assert_eq!(replay.status, 201, "{}", replay.describe());
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.text(), answered, "the stored answer, byte for byte");
+    replay
+}
+
 /// Asserts that every row of `before` is in `after` (found by its id, the first column) as it
 /// was, and that the columns `after` has beyond them are `NULL`, which means `null_means`.
 fn assert_kept(before: &[Vec<Option<String>>], after: &[Vec<Option<String>>], null_means: &str) {
@@ -437,22 +466,8 @@ fn a_revision_4_database_gains_periods_and_charges() {
     assert_eq!(b["alert_thresholds_atomic"], json!([]), "{b}");
 
     // The keyed reserve replays its exact answer, in the shape that release wrote.
-    let answered = std::fs::read_to_string(fixture("revision-4.keyed-reserve.json"))
-        .expect("the fixture's answer");
     let token = format!("Bearer {}", id("token"));
-    let reserve = json!({"budget_id": budget, "amount_atomic": "40", "ttl_seconds": 86400});
-    let replay = send(
-        &app.addr,
-        "POST",
-        &reservations_path(&tenant),
-        &token,
-        Some(&reserve.to_string()),
-        Some("fixture-key-4"),
-        &[],
-    );
-    assert_eq!(replay.status, 201, "{}", replay.describe());
-    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-    assert_eq!(replay.text(), answered, "the stored answer, byte for byte");
+    keyed_reserve_replays(&app, (&tenant, &budget, &token), 4);
 
     // The migrated budget takes a period and a charge.
     let period = json!({"period": {"every_seconds": 3600, "allowance_atomic": "100"}});
@@ -577,27 +592,13 @@ fn a_revision_6_database_gains_budget_trees() {
     assert_eq!(closed.get("parent_id"), Some(&Value::Null), "{closed}");
 
     // The keyed reserve replays its exact answer, in the shape that release wrote.
-    let answered = std::fs::read_to_string(fixture("revision-6.keyed-reserve.json"))
-        .expect("the fixture's answer");
     let token = format!("Bearer {}", id("token"));
-    let reserve = json!({"budget_id": budget, "amount_atomic": "40", "ttl_seconds": 86400});
-    let replay = send(
-        &app.addr,
-        "POST",
-        &reservations_path(&tenant),
-        &token,
-        Some(&reserve.to_string()),
-        Some("fixture-key-6"),
-        &[],
-    );
-    assert_eq!(replay.status, 201, "{}", replay.describe());
-    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    let replay = keyed_reserve_replays(&app, (&tenant, &budget, &token), 6);
     assert_eq!(
         replay.header("location"),
         Some(reservation_path(&tenant, &id("keyed"), "").as_str()),
         "the Location of the original reserve"
     );
-    assert_eq!(replay.text(), answered, "the stored answer, byte for byte");
 
     // A migrated budget takes a child, and a charge on the child moves it too.
     let child = json!({"name": "gpu-hours-team", "opening_deposit_atomic": "300",
