@@ -5,12 +5,12 @@
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
+use super::refused;
 use super::{
     FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
     parse_memo, parse_name, parse_positive_amount, query, read_patch, read_post, renewal, respond,
     tenant_id,
 };
-use super::{Taken, refused};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{
@@ -243,7 +243,7 @@ pub(crate) async fn movement(
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),
-        Err(e) => Err(refused(app, e, tenant_text, Taken::Budget(budget_text)).await),
+        Err(e) => Err(refused(app, e, tenant_text).await),
     }
 }
 

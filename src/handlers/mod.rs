@@ -44,4 +44,4 @@ use json::member;
 use json::{FieldErrors, Member, array_items, object_members};
 pub(crate) use response::HttpResponse;
 use response::{json_response, keyed, ok_json, respond};
-use shortfall::{Taken, refused};
+use shortfall::refused;

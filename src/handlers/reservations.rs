@@ -3,11 +3,11 @@
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
+use super::refused;
 use super::{
     FieldErrors, HttpResponse, Member, Post, keyed, object_members, ok_json, parse_amount,
     parse_memo, parse_positive_amount, parse_ttl, query, read_post, respond, tenant_id,
 };
-use super::{Taken, refused};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{NewReservation, Reservation, ReservationId, ReservationState, Settle, Ttl};
@@ -85,12 +85,7 @@ pub(crate) async fn create(
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),
-        // The body was parsed once already: read again, only on this path, for its budget.
-        Err(e) => {
-            let parsed = parse_create(&body).ok();
-            let budget = parsed.as_ref().map(|r| r.budget_text.as_str());
-            Err(refused(app, e, tenant_text, Taken::Budget(budget)).await)
-        }
+        Err(e) => Err(refused(app, e, tenant_text).await),
     }
 }
 
@@ -189,7 +184,7 @@ pub(crate) async fn settle(
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),
-        Err(e) => Err(refused(app, e, tenant_text, Taken::Reservation(reservation)).await),
+        Err(e) => Err(refused(app, e, tenant_text).await),
     }
 }
 

@@ -34,7 +34,7 @@ impl From<StoreError> for ApiError {
             StoreError::TenantTombstoned => Self::TenantTombstoned,
             StoreError::BudgetClosed => Self::BudgetClosed,
             StoreError::ReservationNotActive(state) => Self::ReservationNotActive(state),
-            // Without the budget at hand, in atomic units: `shortfall::refused` names the unit.
+            // In atomic units: `shortfall::refused` names the unit of the budget that is short.
             StoreError::InsufficientFunds(available, budget) => Self::InsufficientFunds {
                 available: available.to_string(),
                 unit: None,

@@ -5,53 +5,36 @@
 //! the unit the refusal was in.
 
 use crate::app::App;
-use crate::domain::{BudgetId, ReservationId, TenantId, Unit};
+use crate::domain::{BudgetId, TenantId, Unit};
 use crate::problem::ApiError;
 use crate::store::StoreError;
 
-/// What a refused write took from: a budget named by the request (its id's text, if any),
-/// or the budget a reservation holds on (the reservation's id's text).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Taken<'a> {
-    /// A reserve, a debit or a charge names its budget.
-    Budget(Option<&'a str>),
-    /// A commit takes from its reservation's budget.
-    Reservation(&'a str),
-}
-
-/// The API's error for the store's `e`, a shortfall in the unit of the budget it names, or
-/// else of the budget `taken` names, under `tenant` (the path's text). The unit is left out, and the amount said in atomic
-/// units, when the budget has the default unit or cannot be read.
-pub(super) async fn refused(app: &App, e: StoreError, tenant: &str, taken: Taken<'_>) -> ApiError {
+/// The API's error for the store's `e`, a shortfall in the unit of the budget it names under
+/// `tenant` (the path's text). The unit is left out, and the amount said in atomic units, when
+/// the budget has the default unit or cannot be read.
+pub(super) async fn refused(app: &App, e: StoreError, tenant: &str) -> ApiError {
     let StoreError::InsufficientFunds(available, short) = e else {
         return e.into();
     };
-    // The level that is short, where the store named it: the budget moved or an ancestor.
-    let taken = match &short {
-        Some(budget) => Taken::Budget(Some(budget.as_str())),
-        None => taken,
+    let unit = match &short {
+        Some(budget) => unit_of(app, tenant, budget).await,
+        None => None,
     };
     ApiError::InsufficientFunds {
         available: available.to_string(),
-        unit: unit_of(app, tenant, taken).await,
+        unit,
         budget: short.map(|b| b.as_str().to_owned()),
     }
 }
 
-/// The unit of the budget `taken` names, unless it is the default one.
-async fn unit_of(app: &App, tenant: &str, taken: Taken<'_>) -> Option<String> {
+/// The unit of `budget` under `tenant`, unless it is the default one.
+async fn unit_of(app: &App, tenant: &str, budget: &BudgetId) -> Option<String> {
     let tenant = TenantId::parse(tenant)?;
-    let budget = match taken {
-        Taken::Budget(id) => BudgetId::parse(id?)?,
-        Taken::Reservation(id) => {
-            let id = ReservationId::parse(id);
-            app.store
-                .reservation(tenant.clone(), id)
-                .await
-                .ok()?
-                .budget_id
-        }
-    };
-    let unit = app.store.budget(tenant, Some(budget)).await.ok()?.unit;
+    let unit = app
+        .store
+        .budget(tenant, Some(budget.clone()))
+        .await
+        .ok()?
+        .unit;
     (unit != Unit::atomic()).then(|| unit.as_str().to_owned())
 }
