@@ -39,7 +39,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
-use proptest::sample::Index;
 
 use super::ops::{
     BudgetPatch, CloseBudget, CreateBudget, CreateTenant, ExpireDue, MoveBudget, Reserve,
@@ -75,6 +74,27 @@ const ZONES: [&str; 4] = [
     "Australia/Lord_Howe",
 ];
 
+/// Which of the `n` things that exist when a step runs it picks: `n` times the fraction
+/// `self.0 / 2^64`, as `proptest::sample::Index` picks, and made by hand where a test needs
+/// one sequence exactly.
+#[derive(Debug, Clone, Copy)]
+struct Pick(u64);
+
+impl Pick {
+    /// The pick of the `i`th of `n`.
+    fn at(i: u64, n: u64) -> Self {
+        Self(((u128::from(i) << 64) / u128::from(n)) as u64 + 1)
+    }
+
+    fn index(&self, n: usize) -> usize {
+        ((n as u128 * u128::from(self.0)) >> 64) as usize
+    }
+}
+
+fn pick() -> impl Strategy<Value = Pick> {
+    any::<u64>().prop_map(Pick)
+}
+
 /// A period policy a step asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PeriodSpec {
@@ -100,12 +120,12 @@ enum ParentPick {
     /// At the top of its tenant's tree.
     Top,
     /// Under one of its tenant's budgets, whatever its state and level.
-    Own(Index),
+    Own(Pick),
     /// Under the latest of its tenant's deepest open budgets (at the top when none is open):
     /// the tree grows to four levels, then a fifth is tried.
     Deepest,
     /// Under another tenant's budget.
-    Other(Index),
+    Other(Pick),
     /// Under an id that names no budget.
     Unknown,
 }
@@ -113,17 +133,17 @@ enum ParentPick {
 /// One step of a sequence. Indexes pick among what exists when the step runs.
 #[derive(Debug, Clone)]
 enum Step {
-    CreateBudget(Index, u128, Option<PolicySpec>, ParentPick),
-    Credit(Index, u128),
-    Debit(Index, u128),
-    Charge(Index, u128),
-    Patch(Index, Option<PolicySpec>),
-    Reserve(Index, u128, u32),
-    Commit(Index, u128),
-    Release(Index),
-    Extend(Index, u32),
-    Close(Index),
-    Tombstone(Index),
+    CreateBudget(Pick, u128, Option<PolicySpec>, ParentPick),
+    Credit(Pick, u128),
+    Debit(Pick, u128),
+    Charge(Pick, u128),
+    Patch(Pick, Option<PolicySpec>),
+    Reserve(Pick, u128, u32),
+    Commit(Pick, u128),
+    Release(Pick),
+    Extend(Pick, u32),
+    Close(Pick),
+    Tombstone(Pick),
     Advance(u64),
     Sweep,
 }
@@ -155,9 +175,9 @@ fn policy(jumps: bool) -> impl Strategy<Value = PolicySpec> {
 fn parent_pick() -> impl Strategy<Value = ParentPick> {
     prop_oneof![
         2 => Just(ParentPick::Top),
-        4 => any::<Index>().prop_map(ParentPick::Own),
+        4 => pick().prop_map(ParentPick::Own),
         5 => Just(ParentPick::Deepest),
-        1 => any::<Index>().prop_map(ParentPick::Other),
+        1 => pick().prop_map(ParentPick::Other),
         1 => Just(ParentPick::Unknown),
     ]
 }
@@ -169,23 +189,23 @@ fn step(jumps: bool) -> impl Strategy<Value = Step> {
     // tree, seldom enough that most sequences keep both.
     prop_oneof![
         8 => (
-            any::<Index>(),
+            pick(),
             amount(),
             prop::option::weighted(0.6, policy(jumps)),
             parent_pick(),
         )
             .prop_map(|(i, a, p, parent)| Step::CreateBudget(i, a, p, parent)),
-        3 => (any::<Index>(), amount()).prop_map(|(i, a)| Step::Credit(i, a)),
-        3 => (any::<Index>(), 0u128..25).prop_map(|(i, a)| Step::Debit(i, a)),
-        5 => (any::<Index>(), 0u128..25).prop_map(|(i, a)| Step::Charge(i, a)),
-        2 => (any::<Index>(), prop::option::weighted(0.8, policy(jumps)))
+        3 => (pick(), amount()).prop_map(|(i, a)| Step::Credit(i, a)),
+        3 => (pick(), 0u128..25).prop_map(|(i, a)| Step::Debit(i, a)),
+        5 => (pick(), 0u128..25).prop_map(|(i, a)| Step::Charge(i, a)),
+        2 => (pick(), prop::option::weighted(0.8, policy(jumps)))
             .prop_map(|(i, p)| Step::Patch(i, p)),
-        9 => (any::<Index>(), 0u128..25, ttl.clone()).prop_map(|(i, a, t)| Step::Reserve(i, a, t)),
-        5 => (any::<Index>(), 0u128..30).prop_map(|(i, a)| Step::Commit(i, a)),
-        3 => any::<Index>().prop_map(Step::Release),
-        2 => (any::<Index>(), ttl).prop_map(|(i, t)| Step::Extend(i, t)),
-        2 => any::<Index>().prop_map(Step::Close),
-        1 => any::<Index>().prop_map(Step::Tombstone),
+        9 => (pick(), 0u128..25, ttl.clone()).prop_map(|(i, a, t)| Step::Reserve(i, a, t)),
+        5 => (pick(), 0u128..30).prop_map(|(i, a)| Step::Commit(i, a)),
+        3 => pick().prop_map(Step::Release),
+        2 => (pick(), ttl).prop_map(|(i, t)| Step::Extend(i, t)),
+        2 => pick().prop_map(Step::Close),
+        1 => pick().prop_map(Step::Tombstone),
         5 => advance.prop_map(Step::Advance),
         1 => Just(Step::Sweep),
     ]
@@ -554,7 +574,7 @@ impl Harness {
             }
             model.catch_up(now_ms);
         }
-        let pick = |i: &Index, n: usize| (n > 0).then(|| i.index(n));
+        let pick = |i: &Pick, n: usize| (n > 0).then(|| i.index(n));
         let (expected, got): (Outcome, Outcome) = match step {
             Step::Advance(ms) => {
                 self.clock.fetch_add(*ms, Ordering::SeqCst);
@@ -1076,6 +1096,31 @@ proptest! {
         let start = if jumps { JUMP_START_MS } else { START_MS };
         if let Err(e) = run_sequence(Backend::Postgres, start, deposits, defaults, &steps) {
             return Err(TestCaseError::fail(e));
+        }
+    }
+}
+
+/// A sequence the PostgreSQL run once found: a sweep that records two expiries in one tree,
+/// a top budget's own and then its grandchild's, whose return reaches the top budget again.
+/// The batch had read the top budget ahead before the sweep; the grandchild's return must move
+/// the top budget as the first expiry left it, not as it was read.
+#[test]
+fn a_sweep_returns_two_holds_on_one_ancestor() {
+    let calendar = |interval, allowance, rollover| {
+        Some((PeriodSpec::Calendar(interval, 1), allowance, rollover))
+    };
+    let steps = [
+        Step::Reserve(Pick::at(1, 2), 20, 2),
+        Step::CreateBudget(Pick::at(1, 2), 20, calendar(0, 14, 8), ParentPick::Deepest),
+        Step::CreateBudget(Pick::at(1, 2), 7, calendar(1, 4, 0), ParentPick::Deepest),
+        Step::CreateBudget(Pick::at(0, 2), 21, None, ParentPick::Deepest),
+        Step::Reserve(Pick::at(3, 5), 5, 3),
+        Step::Advance(153_433_842),
+        Step::Charge(Pick::at(3, 5), 8),
+    ];
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        if let Err(e) = run_sequence(backend, JUMP_START_MS, (5, 25), (None, None), &steps) {
+            panic!("{backend:?}: {e}");
         }
     }
 }

@@ -99,11 +99,19 @@ impl<D: Sql> WriterState<D> {
     ) -> Result<Option<usize>, StoreError> {
         let caught_up = self.guarded(true, |w| {
             w.lock_tenant(tenant)?;
-            let mut budget = queries::budgets::budget(w.db(), tenant, Some(budget))?;
+            // As the batch read it ahead, or as stored; a copy read ahead is taken either way,
+            // so a return from a budget under it (an ancestor's move takes what was read
+            // ahead) finds it as this catch-up leaves it.
+            let mut budget = match w.take_budget_ahead(tenant, Some(budget)) {
+                Some((budget, _)) => budget,
+                None => queries::budgets::budget(w.db(), tenant, Some(budget))?,
+            };
             if !budget.is_open() {
                 return Ok(0);
             }
-            w.catch_up_budget_by(&mut budget, now, limit)
+            let recorded = w.catch_up_budget_by(&mut budget, now, limit)?;
+            w.keep_budget(&budget);
+            Ok(recorded)
         });
         if let Some(poisoned) = self.poisoned() {
             return Err(poisoned.clone());
