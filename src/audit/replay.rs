@@ -88,6 +88,25 @@ impl ReplayedBudget {
             .map(|p| p.ends_at)
     }
 
+    /// Refuses the expiry of a hold whose time was up at `expires_at` recorded out of its
+    /// period: after the boundary that followed that instant, or before a boundary that
+    /// preceded it (a hold that ran out by a boundary returns before it).
+    pub(super) fn in_period(&self, id: &BudgetId, expires_at: Timestamp) -> Result<(), String> {
+        match self.periods.last().filter(|_| self.current) {
+            Some(p) if expires_at > p.ends_at => Err(format!(
+                "returns a hold on budget {id} whose time was up at {expires_at}, past its \
+                 period's end at {}, before that boundary is recorded",
+                p.ends_at
+            )),
+            Some(p) if expires_at <= p.started_at => Err(format!(
+                "returns a hold on budget {id} whose time was up at {expires_at}, after the \
+                 boundary at {} that came after it",
+                p.started_at
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses a change at `at` that comes after a boundary that was not recorded first.
     pub(super) fn on_time(&self, id: &BudgetId, at: Timestamp) -> Result<(), String> {
         match self.ends_at() {
@@ -267,18 +286,23 @@ impl Replay {
 
     /// Moves each ancestor of budget `via` by `spread` (a spend or a hold's end on `via`), with
     /// its entry of `draft`'s kind, amount, reservation and memo, nearest first, as the writer
-    /// does.
+    /// does. A move at `at` comes after each ancestor's boundaries up to `at` (`on_time`; an
+    /// expiry is checked against the instant it fell due instead, by its caller).
     fn spread_up(
         &mut self,
         via: &BudgetId,
         spread: Spread,
         draft: &Draft,
         at: Timestamp,
+        on_time: bool,
     ) -> Result<(), String> {
         for id in self.ancestors(via) {
             let a = self.budgets.get_mut(&id).expect("an ancestor is a budget");
             if a.closed_at.is_some() {
                 return Err(format!("moves closed budget {id}, above budget {via}"));
+            }
+            if on_time {
+                a.on_time(&id, at)?;
             }
             a.figures = spread.apply(a.figures).map_err(|_| {
                 format!("a move of budget {via} that budget {id} above it cannot take")
@@ -388,7 +412,7 @@ impl Replay {
         }
         // Each hold returns on every level it held, as the writer returns it.
         for ((_, reservation), (draft, state, _)) in active.iter().zip(released) {
-            self.spread_up(id, Spread::Return(draft.amount.get()), &draft, at)?;
+            self.spread_up(id, Spread::Return(draft.amount.get()), &draft, at, true)?;
             self.reservations
                 .get_mut(reservation)
                 .expect("an active reservation")
@@ -432,7 +456,8 @@ impl Replay {
                 at,
             );
             if let Some(spread) = change.spread {
-                self.spread_up(budget, spread, &draft, at)?;
+                let on_time = !matches!(event, AuditEvent::ReservationExpired { .. });
+                self.spread_up(budget, spread, &draft, at, on_time)?;
             }
         }
         Ok(())

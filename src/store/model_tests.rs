@@ -22,18 +22,12 @@
 //! are due at a step than a batch's sweep records (`BOUNDARY_SWEEP_MAX`), a sweep of its own
 //! records them before the step.
 //!
-//! The model records, before each write, every expiry and boundary due, budget by budget in
-//! time order (the holds that ran out by a boundary return before it): the writer records
-//! them at the start of each batch, and each step here is a batch of one. In a tree, a budget
-//! that moves (an expiry of one of its holds among them) has its ancestors caught up first,
-//! nearest first, each with its own expiries and boundaries up to now, as the writer does:
-//! so an ancestor's boundary counts the holds of the budgets under it that were still
-//! recorded active when the ancestor was caught up, even one whose time ran out before that
-//! boundary, and their expiries return on the ancestor after it. That is the writer's order
-//! today, and not yet the contract's: a hold holds nothing once its time is up, so such a
-//! hold should return on the ancestor before that boundary; the writer and this model change
-//! together. The model finds a calendar boundary by walking local dates one day at a time,
-//! apart from `domain::period`'s way.
+//! The model records, before each write, every expiry and boundary due, in the order they fell
+//! due, across every level: a hold whose time was up by a boundary returns before it, on its
+//! budget and on each ancestor, so an ancestor's boundary counts every hold under it that ran
+//! out by then returned. (The writer records them at the start of each batch, and each step
+//! here is a batch of one.) The model finds a calendar boundary by walking local dates one day
+//! at a time, apart from `domain::period`'s way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -369,46 +363,31 @@ impl Model {
         levels
     }
 
-    /// Every expiry and boundary due at `now_ms`, budget by budget.
+    /// Every expiry and boundary due at `now_ms`, in the order they fell due: an expiry
+    /// before a boundary at the same instant (a hold that ran out by a boundary returns
+    /// before it), so a boundary counts returned every hold, at its level or under it, whose
+    /// time was up by then, and held every other.
     fn catch_up(&mut self, now_ms: u64) {
-        for budget in 0..self.budgets.len() {
-            self.catch_up_budget(budget, now_ms);
-        }
-    }
-
-    /// What is recorded before `budget` moves at `now_ms`: its expiries and boundaries in the
-    /// order they fell due (the holds that ran out by a boundary return before it).
-    fn catch_up_budget(&mut self, budget: usize, now_ms: u64) {
-        while self.budgets[budget].open
-            && let Some(ends_ms) = self.budgets[budget].period.as_ref().map(|p| p.ends_ms)
-            && ends_ms <= now_ms
-        {
-            self.expire_due(budget, ends_ms, now_ms);
-            self.budgets[budget].reset();
-        }
-        if self.budgets[budget].open {
-            self.expire_due(budget, now_ms, now_ms);
-        }
-    }
-
-    /// Every active reservation of `budget` whose time is up at `by_ms` expires, recorded at
-    /// `now_ms`: its hold returns on the budget and on each ancestor, each caught up to
-    /// `now_ms` first, nearest first, as any budget is before it moves.
-    fn expire_due(&mut self, budget: usize, by_ms: u64, now_ms: u64) {
-        for r in 0..self.reservations.len() {
-            let (hold, due) = {
-                let r = &self.reservations[r];
-                let due = r.budget == budget && r.state == "active" && r.expires_ms <= by_ms;
-                (r.amount, due)
-            };
-            if !due {
-                continue;
+        loop {
+            let expiry = (0..self.reservations.len())
+                .filter(|&r| self.reservations[r].state == "active")
+                .map(|r| (self.reservations[r].expires_ms, r))
+                .filter(|&(at, _)| at <= now_ms)
+                .min();
+            let boundary = (0..self.budgets.len())
+                .filter(|&b| self.budgets[b].open)
+                .filter_map(|b| self.budgets[b].period.as_ref().map(|p| (p.ends_ms, b)))
+                .filter(|&(at, _)| at <= now_ms)
+                .min();
+            match (expiry, boundary) {
+                (Some((expires_ms, r)), _) if boundary.is_none_or(|(at, _)| expires_ms <= at) => {
+                    self.reservations[r].state = "expired";
+                    let (budget, hold) = (self.reservations[r].budget, self.reservations[r].amount);
+                    self.lift(budget, Lift::Return(hold));
+                }
+                (_, Some((_, budget))) => self.budgets[budget].reset(),
+                _ => return,
             }
-            for ancestor in self.levels(budget).into_iter().skip(1) {
-                self.catch_up_budget(ancestor, now_ms);
-            }
-            self.reservations[r].state = "expired";
-            self.lift(budget, Lift::Return(hold));
         }
     }
 
@@ -1120,6 +1099,25 @@ fn a_sweep_returns_two_holds_on_one_ancestor() {
     ];
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if let Err(e) = run_sequence(backend, JUMP_START_MS, (5, 25), (None, None), &steps) {
+            panic!("{backend:?}: {e}");
+        }
+    }
+}
+
+/// A child's hold that ran out before its parent's boundary returns on the parent before it:
+/// the parent (an allowance of 10 every 2 s, nothing carried) renews to 10 available, where
+/// counting the hold still held at its boundary would credit 5 more.
+#[test]
+fn a_hold_that_ran_out_returns_on_its_parent_before_the_parents_boundary() {
+    let steps = [
+        Step::CreateBudget(Pick::at(0, 2), 10, None, ParentPick::Deepest),
+        Step::Reserve(Pick::at(2, 3), 5, 1),
+        Step::Advance(2500),
+        Step::Sweep,
+    ];
+    let defaults = (Some((PeriodSpec::Fixed(2), 10, 0)), None);
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        if let Err(e) = run_sequence(backend, START_MS, (10, 0), defaults, &steps) {
             panic!("{backend:?}: {e}");
         }
     }

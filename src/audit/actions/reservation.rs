@@ -257,15 +257,15 @@ pub(super) fn replay(
         AuditEvent::ReservationExpired { ref tenant, ref id } => {
             let held = r.own_reservation(tenant, id)?;
             let (budget, expires_at) = (held.budget.clone(), held.expires_at);
-            let b = r.open_budget(tenant, &budget)?;
-            // An expiry is recorded before the boundary that follows it, in the period
-            // it fell in.
-            if b.ends_at().is_some_and(|ends_at| expires_at > ends_at) {
-                return Err(format!(
-                    "expires reservation {id} after its budget's boundary was due"
-                ));
+            // An expiry is recorded in the period it fell in, on its budget and on every
+            // ancestor: after the boundaries before it, before those after it.
+            for level in std::iter::once(budget.clone()).chain(r.ancestors(&budget)) {
+                if let Some(b) = r.budgets.get(&level) {
+                    b.in_period(&level, expires_at)
+                        .map_err(|e| format!("expires reservation {id}: {e}"))?;
+                }
             }
-            let figures = b.figures;
+            let figures = r.open_budget(tenant, &budget)?.figures;
             let expired =
                 rules::expire(figures, &r.reservations[id].hold(id), at).map_err(|refusal| {
                     match refusal {

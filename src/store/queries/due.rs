@@ -24,6 +24,25 @@ pub(crate) fn due(
     )
 }
 
+/// Every active reservation of `tenant` whose time is up at `now`, soonest first (then by id).
+/// Found through the index of every active reservation by expiry: what is due is what the
+/// sweeps have not recorded yet, a few rows of any tenant.
+pub(crate) fn due_in_tenant(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    now: Timestamp,
+) -> Result<Vec<Reservation>, StoreError> {
+    db.query(
+        &format!(
+            "SELECT {RESERVATION_COLUMNS} FROM reservations \
+             WHERE state = 'active' AND expires_at <= ?2 AND tenant_id = CAST(?1 AS TEXT) \
+             ORDER BY expires_at, id"
+        ),
+        &[tenant.as_str().into(), Param::Text(&now.to_string())],
+        |row| rows::reservation(row),
+    )
+}
+
 /// When the soonest active reservation expires, if any is active.
 pub(crate) fn next_expiry(db: &mut impl Sql) -> Result<Option<Timestamp>, StoreError> {
     let soonest = db.query_opt(
@@ -58,6 +77,28 @@ pub(crate) fn due_boundaries(
             let c = Columns::new(row, 0);
             Ok((
                 c.parse(0, "tenant id", TenantId::parse)?,
+                c.parse(1, "budget id", BudgetId::parse)?,
+            ))
+        },
+    )
+}
+
+/// The open budgets of `tenant` whose period ended by `now`, with the end of that period,
+/// soonest first (then by id); found, as [`due_in_tenant`]'s rows are, through what is due.
+pub(crate) fn boundaries_in_tenant(
+    db: &mut impl Sql,
+    tenant: &TenantId,
+    now: Timestamp,
+) -> Result<Vec<(Timestamp, BudgetId)>, StoreError> {
+    db.query(
+        "SELECT r.period_ends_at, b.id FROM budget_renewals r JOIN budgets b ON b.id = r.budget_id \
+         WHERE r.period_ends_at IS NOT NULL AND r.period_ends_at <= ?2 \
+         AND b.tenant_id = CAST(?1 AS TEXT) ORDER BY r.period_ends_at, b.id",
+        &[tenant.as_str().into(), Param::Text(&now.to_string())],
+        |row| {
+            let c = Columns::new(row, 0);
+            Ok((
+                c.parse(0, "period_ends_at", Timestamp::parse)?,
                 c.parse(1, "budget id", BudgetId::parse)?,
             ))
         },

@@ -3,14 +3,12 @@
 
 use super::page;
 use super::tenants;
-use crate::domain::{
-    Budget, BudgetId, Reservation, ReservationId, TenantId, TenantState, Timestamp,
-};
+use crate::domain::{Budget, BudgetId, Reservation, ReservationId, TenantId, TenantState};
 use crate::store::rows::{
     self, RESERVATION_COLUMNS, RESERVATION_WIDTH, budget_columns, budget_renewal_join,
     reservation_columns,
 };
-use crate::store::sql::{Param, Sql, text};
+use crate::store::sql::{Sql, text};
 use crate::store::{ListQuery, Page, StoreError};
 
 /// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
@@ -62,23 +60,6 @@ pub(crate) fn reservation_to_settle(
                 rows::budget(row, RESERVATION_WIDTH + 1)?,
             ))
         },
-    )
-}
-
-/// The active reservations of `budget` whose time is up at `now`, soonest first.
-pub(crate) fn due_in_budget(
-    db: &mut impl Sql,
-    budget: &BudgetId,
-    now: Timestamp,
-) -> Result<Vec<Reservation>, StoreError> {
-    db.query(
-        &format!(
-            "SELECT {RESERVATION_COLUMNS} FROM reservations \
-             WHERE budget_id = CAST(?1 AS TEXT) AND state = 'active' AND expires_at <= ?2 \
-             ORDER BY expires_at, id"
-        ),
-        &[budget.as_str().into(), Param::Text(&now.to_string())],
-        |row| rows::reservation(row),
     )
 }
 

@@ -48,6 +48,10 @@ pub(crate) struct WriterState<D> {
     /// period). A lower bound, as `next_expiry` is: lowered by every period begun, raised only
     /// by a sweep that read the true soonest boundary.
     next_boundary: Timestamp,
+    /// While what fell due on a tenant's budgets is recorded in time order: each budget is
+    /// then as of the instant being recorded, and is not caught up further
+    /// (`WriterState::catch_up_budget`).
+    recording_due: bool,
     /// Set when a command left the transaction in a state the batch must not commit.
     poisoned: Option<StoreError>,
     /// After a sweep failed, the next is not tried before this instant, so a database that
@@ -100,6 +104,7 @@ impl<D: Sql> WriterState<D> {
             // Unknown until read: the first batch reads it.
             next_expiry: Timestamp::from_unix_ms(0),
             next_boundary: Timestamp::from_unix_ms(0),
+            recording_due: false,
             poisoned: None,
             sweep_retry_at: None,
             locked: Vec::new(),
@@ -317,6 +322,16 @@ impl<D: Sql> WriterState<D> {
     /// The soonest boundary as read from the database ([`Timestamp::MAX`]: none).
     pub(crate) fn set_next_boundary(&mut self, at: Timestamp) {
         self.next_boundary = at;
+    }
+
+    /// Whether what fell due on a tenant's budgets is being recorded in time order.
+    pub(crate) fn recording_due(&self) -> bool {
+        self.recording_due
+    }
+
+    /// Begins (`true`) or ends recording in time order what fell due on a tenant's budgets.
+    pub(crate) fn set_recording_due(&mut self, recording: bool) {
+        self.recording_due = recording;
     }
 
     /// A sweep could not record every expiry: the next is tried after a pause.

@@ -20,10 +20,10 @@ pub(crate) struct Swept {
 }
 
 impl<D: Sql> WriterState<D> {
-    /// Records up to `limit` expiries that are due at `now`, of any budget, each with every
-    /// boundary of its budget that fell due before it ([`WriterState::catch_up_budget`]).
+    /// Records up to `limit` expiries that are due at `now`, of any budget, each tenant's with
+    /// every expiry and boundary of its budgets in time order ([`WriterState::catch_up_budget`]).
     ///
-    /// Each budget is caught up in a savepoint of its own: one that fails (a row that cannot
+    /// Each tenant is caught up in a savepoint of its own: one that fails (a row that cannot
     /// be read, a budget that breaks the invariant) is logged and left due, and the others are
     /// recorded; the writer then tries again after a pause rather than at once.
     pub(crate) fn sweep(&mut self, now: Timestamp, limit: usize) -> Result<Swept, StoreError> {
@@ -32,9 +32,10 @@ impl<D: Sql> WriterState<D> {
             found: due.len(),
             failed: 0,
         };
+        // Catching one budget up catches its whole tenant up when a hold is due.
         let mut caught_up = std::collections::BTreeSet::new();
         for reservation in due {
-            if !caught_up.insert(reservation.budget_id.clone()) {
+            if !caught_up.insert(reservation.tenant_id.clone()) {
                 continue;
             }
             let (tenant, budget) = (reservation.tenant_id, reservation.budget_id);
@@ -158,11 +159,13 @@ impl<D: Sql> WriterState<D> {
         Ok(budget)
     }
 
-    /// Records, in the order they fell due, every expiry of a reservation of `budget` and
-    /// every boundary of its period up to `now`: the holds that ran out by a boundary return
-    /// before it, so each boundary sees what was available at its instant. Cheap when nothing
-    /// is due: the writer knows the soonest expiry, and the budget its next boundary. How
-    /// many boundaries it recorded.
+    /// Records, in the order they fell due, every expiry and boundary up to `now` that moves
+    /// `budget`: the holds that ran out by a boundary return before it, so each boundary
+    /// sees what was available at its instant. A hold under the budget returns on it too, so
+    /// when any hold is due the whole tenant is caught up in time order
+    /// ([`WriterState::catch_up_tenant`]); when none is, only the budget's own boundaries are
+    /// due, and they move nothing else. Cheap when nothing is due: the writer knows the
+    /// soonest expiry, and the budget its next boundary. How many boundaries it recorded.
     pub(crate) fn catch_up_budget(
         &mut self,
         budget: &mut Budget,
@@ -171,14 +174,23 @@ impl<D: Sql> WriterState<D> {
         self.catch_up_budget_by(budget, now, usize::MAX)
     }
 
-    /// [`WriterState::catch_up_budget`], stopping after `limit` boundaries; a budget left
-    /// with a boundary due has no expiry after it recorded either.
+    /// [`WriterState::catch_up_budget`], stopping after `limit` boundaries; what is left due
+    /// then has nothing recorded after it. Nothing is recorded while a tenant is being caught
+    /// up: the budget is then as of the instant being recorded.
     fn catch_up_budget_by(
         &mut self,
         budget: &mut Budget,
         now: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
+        if self.recording_due() {
+            return Ok(0);
+        }
+        if self.next_expiry() <= now
+            && let Some(boundaries) = self.catch_up_tenant(budget, now, limit)?
+        {
+            return Ok(boundaries);
+        }
         let mut boundaries = 0;
         while let Some(ends_at) = budget.current.as_ref().map(|c| c.ends_at)
             && ends_at <= now
@@ -186,24 +198,97 @@ impl<D: Sql> WriterState<D> {
             if boundaries == limit {
                 return Ok(boundaries);
             }
-            self.expire_due_by(budget, ends_at)?;
             self.boundary(budget, ends_at, now)?;
             boundaries += 1;
         }
-        self.expire_due_by(budget, now)?;
         Ok(boundaries)
     }
 
-    /// Records the expiry of every reservation of `budget` whose time is up at `by`.
-    fn expire_due_by(&mut self, budget: &mut Budget, by: Timestamp) -> Result<(), StoreError> {
-        if self.next_expiry() > by {
-            return Ok(());
+    /// When a hold of `budget`'s tenant is due: records every expiry and boundary of the
+    /// tenant's budgets up to `now` (at most `limit` boundaries) in the order they fell due,
+    /// an expiry before a boundary at the same instant, and reads `budget` again as they
+    /// left it. An expiry returns its hold on the budget and on each ancestor as they are at
+    /// its instant, so an ancestor's boundary after it counts it returned, and one before it
+    /// counts it held. How many boundaries it recorded; `None` when no hold of the tenant was
+    /// due, and nothing was recorded.
+    fn catch_up_tenant(
+        &mut self,
+        budget: &mut Budget,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Option<usize>, StoreError> {
+        let tenant = budget.tenant_id.clone();
+        let expiries = queries::due::due_in_tenant(self.db(), &tenant, now)?;
+        if expiries.is_empty() {
+            return Ok(None);
         }
-        let now = self.now();
-        for reservation in queries::reservations::due_in_budget(self.db(), &budget.id, by)? {
-            self.expire(budget, reservation, now)?;
+        let boundaries = queries::due::boundaries_in_tenant(self.db(), &tenant, now)?;
+        self.set_recording_due(true);
+        let recorded = self.record_in_time(&tenant, expiries, boundaries, now, limit);
+        self.set_recording_due(false);
+        let recorded = recorded?;
+        // What was read ahead of it, if anything, is older than what was recorded.
+        self.take_budget_ahead(&tenant, Some(&budget.id));
+        *budget = queries::budgets::budget(self.db(), &tenant, Some(&budget.id))?;
+        Ok(Some(recorded))
+    }
+
+    /// Records `expiries` and the `boundaries` due (each budget's first, with the end of its
+    /// period) in time order, each boundary followed by the budget's next one if that is due
+    /// too, stopping before the boundary past `limit`. How many boundaries it recorded.
+    fn record_in_time(
+        &mut self,
+        tenant: &TenantId,
+        expiries: Vec<Reservation>,
+        boundaries: Vec<(Timestamp, BudgetId)>,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let mut expiries = expiries.into_iter().peekable();
+        let mut boundaries: std::collections::BTreeSet<_> = boundaries.into_iter().collect();
+        let mut recorded = 0;
+        loop {
+            let boundary = boundaries.first().map(|(at, _)| *at);
+            match expiries.peek().map(|r| r.expires_at) {
+                Some(expires_at) if boundary.is_none_or(|at| expires_at <= at) => {
+                    let reservation = expiries.next().expect("peeked");
+                    let mut budget = self.budget_to_move(tenant, &reservation.budget_id)?;
+                    self.expire(&mut budget, reservation, now)?;
+                    self.keep_budget(&budget);
+                }
+                _ if recorded == limit => return Ok(recorded),
+                _ => {
+                    let Some((at, id)) = boundaries.pop_first() else {
+                        return Ok(recorded);
+                    };
+                    let mut budget = self.budget_to_move(tenant, &id)?;
+                    if budget.current.as_ref().map(|c| c.ends_at) != Some(at) {
+                        continue;
+                    }
+                    self.boundary(&mut budget, at, now)?;
+                    recorded += 1;
+                    self.keep_budget(&budget);
+                    if let Some(next) = budget.current.as_ref().map(|c| c.ends_at)
+                        && next <= now
+                    {
+                        boundaries.insert((next, id));
+                    }
+                }
+            }
         }
-        Ok(())
+    }
+
+    /// Budget `id` of `tenant` as a write reads it: from what the batch read ahead, or from
+    /// the database.
+    pub(crate) fn budget_to_move(
+        &mut self,
+        tenant: &TenantId,
+        id: &BudgetId,
+    ) -> Result<Budget, StoreError> {
+        match self.take_budget_ahead(tenant, Some(id)) {
+            Some((budget, _)) => Ok(budget),
+            None => queries::budgets::budget_to_write(self.db(), tenant, Some(id)).map(|(b, _)| b),
+        }
     }
 
     /// Records one expiry: the hold returns, an `expire` entry, a `reservation.expired` audit

@@ -87,9 +87,10 @@ impl<D: Sql> WriterState<D> {
         Ok(ancestors.into_iter().zip(after).collect())
     }
 
-    /// The ancestors of `budget`, nearest first: each read (from what the batch read ahead,
-    /// or from the database) after the one below it was caught up to `now`, since recording
-    /// what fell due on one may move those above it.
+    /// The ancestors of `budget`, nearest first, each read (from what the batch read ahead,
+    /// or from the database) and caught up to `now`. The budget was caught up first: when a
+    /// hold was due, with its whole tenant, so what is left due on an ancestor is its own
+    /// boundaries, which move nothing else.
     pub(crate) fn ancestors(
         &mut self,
         budget: &Budget,
@@ -105,11 +106,7 @@ impl<D: Sql> WriterState<D> {
                     "budget {below} is under more than {ANCESTORS_MAX} levels"
                 )));
             }
-            let read = match self.take_budget_ahead(tenant, Some(&id)) {
-                Some(read) => Ok(read),
-                None => queries::budgets::budget_to_write(self.db(), tenant, Some(&id)),
-            };
-            let (mut up, _) = read.map_err(|e| match e {
+            let mut up = self.budget_to_move(tenant, &id).map_err(|e| match e {
                 StoreError::BudgetNotFound => StoreError::Internal(format!(
                     "budget {below}'s parent {id} is not its tenant's"
                 )),
