@@ -298,11 +298,15 @@ async fn attempt(
     let body = views::event_json(&due.event).unwrap_or_default();
     let outcome = match (
         url::parse(&target.url, shared.config.allow_http),
-        Secret::from_bytes(&target.secret),
+        Secret::from_bytes(&due.keys.secret),
     ) {
         (Ok(url), Some(current)) => {
             let timestamp = i64::try_from(crate::ids::now_unix_ms() / 1000).unwrap_or(i64::MAX);
-            let previous = target.previous.as_ref().and_then(|p| Secret::from_bytes(p));
+            let previous = due
+                .keys
+                .previous
+                .as_ref()
+                .and_then(|p| Secret::from_bytes(p));
             let headers = Headers::sign(
                 &due.event.id,
                 timestamp,

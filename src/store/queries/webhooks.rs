@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::page;
 use crate::domain::{Delivery, DeliveryId, Endpoint, EndpointId, Event, EventId, Timestamp};
 use crate::store::rows::{self, Columns, DELIVERY_COLUMNS, ENDPOINT_COLUMNS};
-use crate::store::sql::{Param, RowError, Sql};
+use crate::store::sql::{Param, Row, RowError, Sql};
 use crate::store::{ListQuery, Page, StoreError};
 
 /// The webhook endpoint `id`: `webhook_endpoint_not_found` for none, or a deleted one.
@@ -86,25 +86,40 @@ pub(crate) fn delivery(
     .ok_or(StoreError::DeliveryNotFound)
 }
 
-/// An endpoint this instance sends to, with what signs its attempts.
-#[derive(Clone, PartialEq, Eq)]
+/// An endpoint this instance sends to.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sending {
     /// Which.
     pub(crate) id: EndpointId,
     /// Where.
     pub(crate) url: String,
+}
+
+/// What signs an attempt: the endpoint's secret, and the secret it replaced while that still
+/// signs beside it. Its `Debug` shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Keys {
     /// The secret's bytes.
     pub(crate) secret: [u8; 32],
-    /// The secret it replaced, while that still signs beside it.
+    /// The replaced secret's bytes, while it signs.
     pub(crate) previous: Option<[u8; 32]>,
 }
 
-impl std::fmt::Debug for Sending {
+impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sending")
-            .field("id", &self.id)
-            .field("url", &self.url)
-            .finish_non_exhaustive()
+        f.write_str("Keys { .. }")
+    }
+}
+
+/// A secret's 32 bytes in column `i`, if any.
+fn key(row: &Row<'_>, i: usize) -> Result<Option<[u8; 32]>, RowError> {
+    match row.blob(i)? {
+        None => Ok(None),
+        Some(bytes) => bytes
+            .as_ref()
+            .try_into()
+            .map(Some)
+            .map_err(|_| row.corrupt(i, "a secret that is not 32 bytes".into())),
     }
 }
 
@@ -117,30 +132,18 @@ pub(crate) fn sending(
 ) -> Result<(Vec<Sending>, bool), StoreError> {
     let now = now.to_string();
     let rows = db.query(
-        "SELECT id, url, secret, CASE WHEN previous_until > ?2 THEN previous_secret END, \
+        "SELECT id, url, \
          CASE WHEN lease_owner = ?1 AND lease_until > ?2 THEN 'mine' \
               WHEN lease_owner IS NULL OR lease_until <= ?2 THEN 'free' ELSE 'held' END \
          FROM webhook_endpoints WHERE state = 'enabled' ORDER BY id",
         &[owner.into(), Param::Text(&now)],
         |row| {
-            let key = |i: usize| -> Result<Option<[u8; 32]>, RowError> {
-                match row.blob(i)? {
-                    None => Ok(None),
-                    Some(bytes) => bytes
-                        .as_ref()
-                        .try_into()
-                        .map(Some)
-                        .map_err(|_| row.corrupt(i, "a secret that is not 32 bytes".into())),
-                }
-            };
             let c = Columns::new(row, 0);
             let sending = Sending {
                 id: c.parse(0, "endpoint id", EndpointId::parse)?,
                 url: c.text(1)?.into_owned(),
-                secret: key(2)?.ok_or_else(|| row.corrupt(2, "no secret".into()))?,
-                previous: key(3)?,
             };
-            Ok((sending, c.text(4)?.into_owned()))
+            Ok((sending, c.text(2)?.into_owned()))
         },
     )?;
     let free = rows.iter().any(|(_, lease)| lease == "free");
@@ -159,6 +162,9 @@ pub(crate) struct Due {
     pub(crate) delivery: DeliveryId,
     /// Its event, as stored.
     pub(crate) event: Event,
+    /// What signs it, read with it: after the event was written, so after any rotation of
+    /// the endpoint's secret that came before the event.
+    pub(crate) keys: Keys,
 }
 
 /// Up to `limit` deliveries of `endpoint` due at `now`, soonest first, with their events.
@@ -169,8 +175,10 @@ pub(crate) fn due_deliveries(
     limit: usize,
 ) -> Result<Vec<Due>, StoreError> {
     db.query(
-        "SELECT d.id, e.id, e.type, e.created_at, e.tenant_id, e.data \
+        "SELECT d.id, e.id, e.type, e.created_at, e.tenant_id, e.data, w.secret, \
+         CASE WHEN w.previous_until > ?2 THEN w.previous_secret END \
          FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
+         JOIN webhook_endpoints w ON w.id = d.endpoint_id \
          WHERE d.endpoint_id = ?1 AND d.state = 'pending' AND d.next_attempt_at <= ?2 \
          ORDER BY d.next_attempt_at LIMIT CAST(?3 AS BIGINT)",
         &[
@@ -183,6 +191,10 @@ pub(crate) fn due_deliveries(
             Ok(Due {
                 delivery: c.parse(0, "delivery id", DeliveryId::parse)?,
                 event: rows::event_at(row, 1)?,
+                keys: Keys {
+                    secret: key(row, 6)?.ok_or_else(|| row.corrupt(6, "no secret".into()))?,
+                    previous: key(row, 7)?,
+                },
             })
         },
     )
