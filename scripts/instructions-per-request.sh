@@ -7,8 +7,9 @@
 #
 # Workloads: healthz, read (admin token), own (each tenant's own token), create, spend
 # (reserve then commit, in turn, each tenant's own token; a reserve and a commit each count as
-# a request), charge (a charge of 1, each tenant's own token) and credit (a credit of 1, the
-# admin token). With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
+# a request), charge (a charge of 1, each tenant's own token), leaf (the same on a budget with
+# three ancestors) and credit (a credit of 1, the admin token). With INSTR_KEEP=DIR, each
+# run's callgrind output is kept there, for callgrind_annotate. With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
 # made after the seeding, before the requests (pointing at a closed port on 127.0.0.1; the server runs with
 # --webhook-allow-http --webhook-allow-private). Each runs
 # the binary under callgrind (every thread counted) twice, with N and 3N requests on one
@@ -41,10 +42,15 @@ def request(method, path, body=None, auth=token):
     assert response.status in (200, 201), (response.status, data)
     return data
 tenants = []
-for i in range(200 if kind in ("read", "own", "spend", "charge", "credit") else 0):
+for i in range(200 if kind in ("read", "own", "spend", "charge", "credit", "leaf") else 0):
     made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1000000"})))
     env = made["sidecar_config_env"]
-    tenants.append(("/v1/tenants/" + made["id"], env["TENANTD_TENANT_TOKEN"], env["TENANTD_BUDGET_ID"]))
+    path, budget = "/v1/tenants/" + made["id"], env["TENANTD_BUDGET_ID"]
+    # A leaf: three budgets, each under the last, below the default budget.
+    for level in range(3 if kind == "leaf" else 0):
+        body = {"name": f"level-{level}", "opening_deposit_atomic": "1000000", "parent_id": budget}
+        budget = json.loads(request("POST", path + "/budgets", json.dumps(body)))["id"]
+    tenants.append((path, env["TENANTD_TENANT_TOKEN"], budget))
 # After the seeding, so that only the measured requests' events (if any) are delivered.
 for i in range(endpoints):
     request("POST", "/v1/webhook-endpoints", json.dumps({"url": f"http://127.0.0.1:9/hook-{i}"}))
@@ -59,7 +65,7 @@ for i in range(n):
         request("GET", path, auth=own)
     elif kind == "create":
         request("POST", "/v1/tenants", json.dumps({"name": f"create-{i}", "opening_deposit_atomic": "1000"}))
-    elif kind == "charge":
+    elif kind in ("charge", "leaf"):
         path, own, budget = tenants[i % len(tenants)]
         request("POST", path + "/charges", json.dumps({"budget_id": budget, "amount_atomic": "1"}), auth=own)
     elif kind == "credit":
@@ -99,6 +105,10 @@ instructions() {
     kill -TERM "$pid"
     wait "$pid"
     grep -E '^(summary|totals):' "$dir/callgrind.out" | head -n 1 | awk '{print $2}'
+    if [ -n "${INSTR_KEEP:-}" ]; then
+        mkdir -p "$INSTR_KEEP"
+        cp "$dir/callgrind.out" "$INSTR_KEEP/callgrind.$kind.$count.out"
+    fi
     rm -rf "$dir"
 }
 

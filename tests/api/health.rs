@@ -174,3 +174,50 @@ fn the_openapi_document_describes_the_api() {
         "the create operation documents its application/json body"
     );
 }
+
+/// `info.version` follows the policy of `docs/versioning.md`: semantic versioning whose major
+/// is the path's version (every path under `/v1` but the probes and the metrics), and the
+/// version the policy's table names last, the current one.
+#[test]
+fn info_version_follows_the_version_policy() {
+    let app = spawn_app();
+    let doc = app.get_path("/v1/openapi.json").json();
+    let version = doc["info"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let parts: Vec<u64> = version
+        .split('.')
+        .map(|p| p.parse().unwrap_or(u64::MAX))
+        .collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| *p != u64::MAX),
+        "info.version is MAJOR.MINOR.PATCH: {version:?}"
+    );
+    let paths: Vec<&String> = doc["paths"]
+        .as_object()
+        .expect("paths is an object")
+        .keys()
+        .filter(|p| !matches!(p.as_str(), "/healthz" | "/readyz" | "/metrics"))
+        .collect();
+    let major = format!("/v{}/", parts[0]);
+    assert!(
+        !paths.is_empty() && paths.iter().all(|p| p.starts_with(&major)),
+        "the major version {} is the paths' {major}: {paths:?}",
+        parts[0]
+    );
+    let policy = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/versioning.md"),
+    )
+    .expect("docs/versioning.md");
+    let listed: Vec<&str> = policy
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(
+        listed.last().copied(),
+        Some(version.as_str()),
+        "the policy's table ends with the served version: {listed:?}"
+    );
+}
