@@ -63,6 +63,7 @@ PAGES = [
     "docs/api.md",
     "docs/periods.md",
     "docs/hierarchy.md",
+    "docs/ratelimits.md",
     "docs/webhooks.md",
     "docs/audit.md",
     "docs/operations.md",

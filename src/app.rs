@@ -30,6 +30,8 @@ pub(crate) struct App {
     pub(crate) webhook_allow_http: bool,
     /// The web console, unless `--no-console`.
     pub(crate) console: Option<Console>,
+    /// Each principal's token bucket, unless `--rate-limit off`.
+    pub(crate) rate_limits: Option<std::sync::Arc<crate::ratelimit::Limiter>>,
 }
 
 impl App {

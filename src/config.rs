@@ -32,6 +32,7 @@ use crate::domain::is_visible_ascii;
 use crate::oidc::ADMIN_SCOPE_DEFAULT;
 use crate::oidc::OidcConfig;
 use crate::oidc::flags::OidcArgs;
+use crate::ratelimit::flags::{RateLimitArgs, RateLimitConfig};
 #[cfg(test)]
 use crate::server::{self, millis};
 use crate::server::{LimitArgs, Limits};
@@ -129,6 +130,8 @@ pub struct ServeConfig {
     pub event_retention: Duration,
     /// How events are delivered to webhook endpoints.
     pub webhooks: WebhookConfig,
+    /// Each principal's rate limit.
+    pub rate_limits: RateLimitConfig,
     /// The web console under `/console/`.
     pub console: ConsoleConfig,
 }
@@ -368,6 +371,9 @@ struct ServeArgs {
     webhooks: WebhookArgs,
 
     #[command(flatten)]
+    rate_limits: RateLimitArgs,
+
+    #[command(flatten)]
     console: ConsoleArgs,
 }
 
@@ -404,6 +410,7 @@ fn serve(
         idempotency_ttl: store.idempotency_ttl,
         event_retention: store.event_retention,
         webhooks: args.webhooks.config(),
+        rate_limits: args.rate_limits.config(),
         console: args.console.config(),
     })))
 }

@@ -12,6 +12,7 @@
 //! | `router` | the route table; request id, authentication, dispatch, access log |
 //! | `handlers` | one function per endpoint, a file per resource: request → domain → store → response |
 //! | `auth` | bearer extraction, constant-time admin check, tenant and access tokens, `Principal` |
+//! | `ratelimit` | per-principal token buckets (GCRA), their flags, and the draft's `RateLimit` headers |
 //! | `console` | the web console's files, embedded, served with a strict CSP, ETags and gzip |
 //! | `oidc` | the identity provider's access tokens: discovery, cached keys, claim checks |
 //! | `webhook` | delivery: signing secrets and signatures, endpoint URLs, the SSRF guard, one bounded attempt, the sender |
@@ -47,6 +48,7 @@ mod ids;
 mod metrics;
 mod oidc;
 mod problem;
+mod ratelimit;
 mod router;
 mod server;
 mod store;
@@ -117,9 +119,19 @@ pub async fn run(
         request_ids: RequestIds::new(),
         webhook_allow_http: config.webhooks.allow_http,
         console: Console::new(&config.console, config.oidc.as_ref()),
+        rate_limits: ratelimit::Limiter::new(&config.rate_limits).map(Arc::new),
     });
     server::ensure_fd_limit(config.limits.max_connections);
     let purger = tokio::spawn(purge_expired(app.store.clone(), config.event_retention));
+    let idle_buckets = app.rate_limits.clone().map(|limits| {
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(ratelimit::IDLE_SWEEP_INTERVAL);
+            loop {
+                interval.tick().await;
+                limits.forget_idle();
+            }
+        })
+    });
     // On SQLite this process is the file's one writer: every lease from before is its own.
     let takes_all = store::postgres_url(&config.db).is_none();
     let sender = webhook::send::start(
@@ -136,6 +148,9 @@ pub async fn run(
     let handler = move |request| router::handle(Arc::clone(&app), request);
     server::serve(listener, config.limits, metrics, handler, shutdown).await;
     purger.abort();
+    if let Some(task) = idle_buckets {
+        task.abort();
+    }
     // Attempts cut off here were not recorded: they are made again after a restart.
     sender.abort();
     store_threads.shutdown().await
@@ -394,6 +409,11 @@ mod tests {
                 allow_http: false,
                 allow_private: false,
                 ca_file: None,
+            },
+            rate_limits: ratelimit::RateLimitConfig {
+                rate: None,
+                burst: std::num::NonZeroU32::MIN,
+                admin: false,
             },
             console: console::ConsoleConfig::default(),
         };

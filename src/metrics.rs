@@ -11,11 +11,12 @@ use std::time::Duration;
 use crate::domain::{
     BudgetState, DeliveryState, EntryKind, EventType, ReservationState, TenantState,
 };
+use crate::ratelimit::PRINCIPAL_LABELS;
 use crate::store::{CHAIN_DELAY_BOUNDS_MS, StoreGauges};
 
 /// The statuses this service answers with; anything else is counted as `other`.
-const STATUSES: [u16; 16] = [
-    200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 501, 503, 0,
+const STATUSES: [u16; 17] = [
+    200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429, 500, 501, 503, 0,
 ];
 
 /// Upper bounds of the request-duration histogram, in seconds.
@@ -43,6 +44,8 @@ pub(crate) struct Metrics {
     attempts: [AtomicU64; ATTEMPT_OUTCOMES.len()],
     /// The age in seconds of the oldest pending delivery, as the sender last read it.
     oldest_pending_s: AtomicU64,
+    /// Requests refused over a rate limit, by principal, in [`PRINCIPAL_LABELS`] order.
+    rate_limited: [AtomicU64; PRINCIPAL_LABELS.len()],
 }
 
 /// The outcomes of a webhook attempt, as `/metrics` labels them.
@@ -65,6 +68,14 @@ impl Metrics {
             connections_open: AtomicU64::new(0),
             attempts: Default::default(),
             oldest_pending_s: AtomicU64::new(0),
+            rate_limited: Default::default(),
+        }
+    }
+
+    /// A request of the principal at `principal` in [`PRINCIPAL_LABELS`] was over its limit.
+    pub(crate) fn rate_limited(&self, principal: usize) {
+        if let Some(count) = self.rate_limited.get(principal) {
+            count.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -293,6 +304,16 @@ impl Metrics {
         for (outcome, count) in ATTEMPT_OUTCOMES.iter().zip(&self.attempts) {
             let count = count.load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {count}");
+        }
+        let name = "tenantd_rate_limited_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Requests refused with 429 over their principal's rate limit.\n\
+             # TYPE {name} counter"
+        );
+        for (principal, count) in PRINCIPAL_LABELS.iter().zip(&self.rate_limited) {
+            let count = count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{principal=\"{principal}\"}} {count}");
         }
         let name = "tenantd_webhook_oldest_pending_seconds";
         let _ = writeln!(

@@ -38,6 +38,11 @@ pub enum ApiError {
     InvalidToken(&'static str),
     /// A valid token outside its scope.
     Forbidden,
+    /// The principal is over its rate limit: whole seconds until one more is allowed.
+    RateLimited {
+        /// `Retry-After`, at least 1.
+        retry_after_s: u64,
+    },
     /// No such route.
     RouteNotFound,
     /// No such tenant.
@@ -119,6 +124,7 @@ impl ApiError {
             }
             Self::Unauthorized | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::RouteNotFound
             | Self::TenantNotFound
             | Self::BudgetNotFound
@@ -158,6 +164,7 @@ impl ApiError {
             Self::InvalidHeader(_) => "invalid_header",
             Self::Unauthorized | Self::InvalidToken(_) => "unauthorized",
             Self::Forbidden => "forbidden",
+            Self::RateLimited { .. } => "rate_limited",
             Self::RouteNotFound => "not_found",
             Self::TenantNotFound => "tenant_not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
@@ -198,6 +205,10 @@ impl ApiError {
             }
             Self::InvalidToken(why) => format!("the access token was refused: {why}"),
             Self::Forbidden => "this credential may not do this".into(),
+            Self::RateLimited { retry_after_s } => format!(
+                "this credential is over its rate limit; one more request is allowed in \
+                 {retry_after_s} s"
+            ),
             Self::RouteNotFound => "there is no such resource".into(),
             Self::TenantNotFound => "there is no tenant with this id".into(),
             Self::MethodNotAllowed { allow } => {
@@ -352,6 +363,9 @@ impl ApiError {
             }
             Self::Unavailable(_) | Self::IdentityProviderUnavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+            }
+            Self::RateLimited { retry_after_s } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
             }
             // The rest of an oversized body was not read, so the connection cannot carry
             // another request.

@@ -23,6 +23,7 @@ use crate::handlers::{
 };
 use crate::oidc::Permission;
 use crate::problem::ApiError;
+use crate::ratelimit::{self, Decision};
 
 /// Every route: the API's one table, joined from each resource's rows (kept beside their
 /// handlers), in this order. Rows of one path stand together, in the order their methods
@@ -253,12 +254,13 @@ pub(crate) async fn handle(
     let target = Target::parse(path);
     let console = app.console.as_ref().filter(|_| is_console(path));
     let mut unread = Some(request);
+    let mut limited = None;
     let answered = match console {
         Some(console) => {
             let request = unread.as_ref().expect("not yet taken");
             console.serve(&method, path, request.headers()).await
         }
-        None => dispatch(&app, target, path, uri.query(), &mut unread).await,
+        None => dispatch(&app, target, path, uri.query(), &mut unread, &mut limited).await,
     };
     let mut response = match answered {
         Ok(response) => response,
@@ -285,6 +287,11 @@ pub(crate) async fn handle(
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if let Some(limited) = limited {
+        let headers = response.headers_mut();
+        headers.insert("ratelimit-policy", limited.policy);
+        headers.insert("ratelimit", limited.limit);
+    }
     response.headers_mut().insert(
         "x-request-id",
         HeaderValue::from_str(&request_id).expect("request ids are visible ASCII"),
@@ -305,14 +312,16 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
-/// Authentication first (`401`, `403`), then the route (`404`, `405`), then the handler.
-/// The handlers that read a body take the request out of `unread`.
+/// Authentication first (`401`, the rate limit's `429`, `403`), then the route (`404`,
+/// `405`), then the handler. The handlers that read a body take the request out of `unread`.
+/// A counted request's rate-limit headers go to `limited`, for its answer whatever it is.
 async fn dispatch(
     app: &App,
     target: Target<'_>,
     path: &str,
     query: Option<&str>,
     unread: &mut Option<Request<Incoming>>,
+    limited: &mut Option<ratelimit::Headers>,
 ) -> Result<HttpResponse, ApiError> {
     let request = unread.as_ref().expect("handle passes the request in");
     // The row is looked up once: what it needs, then what answers it.
@@ -320,6 +329,23 @@ async fn dispatch(
     let principal = match target.needs(route, path) {
         Some(needs) => {
             let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
+            // Counted once authenticated, before anything else is checked or read: a `403`
+            // counts too.
+            if let Some(limits) = &app.rate_limits {
+                match limits.check(&principal) {
+                    Decision::Uncounted => {}
+                    Decision::Allowed(headers) => *limited = Some(headers),
+                    Decision::Refused {
+                        retry_after_s,
+                        headers,
+                        principal,
+                    } => {
+                        *limited = Some(headers);
+                        app.metrics.rate_limited(principal);
+                        return Err(ApiError::RateLimited { retry_after_s });
+                    }
+                }
+            }
             auth::authorize(&principal, needs)?;
             Some(principal)
         }

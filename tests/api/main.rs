@@ -23,6 +23,7 @@ mod period_concurrency;
 mod periods;
 mod postgres_copy;
 mod postgres_instances;
+mod ratelimits;
 mod reservations;
 #[path = "../scratch/mod.rs"]
 mod scratch;

@@ -20,6 +20,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         413 => "Content Too Large",
         415 => "Unsupported Media Type",
         422 => "Unprocessable Content",
+        429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => panic!("no reason phrase listed for {status}"),
