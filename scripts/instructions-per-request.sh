@@ -9,7 +9,8 @@
 # (reserve then commit, in turn, each tenant's own token; a reserve and a commit each count as
 # a request), charge (a charge of 1, each tenant's own token), leaf (the same on a budget with
 # three ancestors) and credit (a credit of 1, the admin token). With INSTR_KEEP=DIR, each
-# run's callgrind output is kept there, for callgrind_annotate. With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
+# run's callgrind output is kept there, for callgrind_annotate; INSTR_FLAGS adds serve flags
+# (for example INSTR_FLAGS="--rate-limit 1000000/s"). With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
 # made after the seeding, before the requests (pointing at a closed port on 127.0.0.1; the server runs with
 # --webhook-allow-http --webhook-allow-private). Each runs
 # the binary under callgrind (every thread counted) twice, with N and 3N requests on one
@@ -94,7 +95,7 @@ instructions() {
     port=$((20000 + RANDOM % 20000))
     valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
         "$bin" serve --listen "127.0.0.1:$port" --db "$dir/t.db" --admin-token-file "$dir/token" \
-        "${webhook_flags[@]}" \
+        "${webhook_flags[@]}" ${INSTR_FLAGS:-} \
         > "$dir/log" 2>&1 &
     pid=$!
     for _ in $(seq 1 150); do

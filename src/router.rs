@@ -289,8 +289,10 @@ pub(crate) async fn handle(
     }
     if let Some(limited) = limited {
         let headers = response.headers_mut();
-        headers.insert("ratelimit-policy", limited.policy);
-        headers.insert("ratelimit", limited.limit);
+        if let Some(policy) = limited.policy {
+            headers.insert(RATELIMIT_POLICY, policy);
+        }
+        headers.insert(RATELIMIT, limited.limit);
     }
     response.headers_mut().insert(
         "x-request-id",
@@ -311,6 +313,12 @@ pub(crate) async fn handle(
     );
     Ok(response)
 }
+
+/// The draft's `RateLimit` header, on every answer to a counted principal.
+const RATELIMIT: header::HeaderName = header::HeaderName::from_static("ratelimit");
+
+/// The draft's `RateLimit-Policy` header, on a `429`.
+const RATELIMIT_POLICY: header::HeaderName = header::HeaderName::from_static("ratelimit-policy");
 
 /// Authentication first (`401`, the rate limit's `429`, `403`), then the route (`404`,
 /// `405`), then the handler. The handlers that read a body take the request out of `unread`.

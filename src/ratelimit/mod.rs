@@ -18,7 +18,6 @@ use governor::{Quota, RateLimiter};
 use hyper::header::HeaderValue;
 
 use crate::auth::Principal;
-use crate::domain::TenantId;
 pub(crate) use flags::RateLimitConfig;
 
 /// How often the buckets of principals that have not asked for a while (whose buckets are
@@ -26,13 +25,17 @@ pub(crate) use flags::RateLimitConfig;
 /// one a valid credential's holder.
 pub(crate) const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
-/// A principal as its bucket is keyed.
+/// A principal as its bucket is keyed: a tenant by its id's text after the prefix (a ULID's 26
+/// characters), copied, so that counting a request neither parses nor allocates.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Admin,
-    Tenant(TenantId),
+    Tenant([u8; ULID_CHARS]),
     Identity(std::sync::Arc<str>),
 }
+
+/// The characters of a ULID's text.
+const ULID_CHARS: usize = 26;
 
 /// The principals as `/metrics` labels their refusals, in the order of its counters.
 pub(crate) const PRINCIPAL_LABELS: [&str; 3] = ["tenant", "identity", "admin"];
@@ -42,7 +45,7 @@ pub(crate) const PRINCIPAL_LABELS: [&str; 3] = ["tenant", "identity", "admin"];
 pub(crate) enum Decision {
     /// Not counted: no header.
     Uncounted,
-    /// Counted and let through, with its `RateLimit-Policy` and `RateLimit` values.
+    /// Counted and let through, with its `RateLimit` value.
     Allowed(Headers),
     /// Over the limit: `429`.
     Refused {
@@ -55,19 +58,24 @@ pub(crate) enum Decision {
     },
 }
 
-/// The draft's two header values for one answer.
+/// The draft's header values for one answer.
 #[derive(Debug, Clone)]
 pub(crate) struct Headers {
-    /// `RateLimit-Policy`.
-    pub(crate) policy: HeaderValue,
+    /// `RateLimit-Policy`, on a `429`.
+    pub(crate) policy: Option<HeaderValue>,
     /// `RateLimit`.
     pub(crate) limit: HeaderValue,
 }
 
 /// The buckets of one instance.
 pub(crate) struct Limiter {
-    buckets: RateLimiter<Key, DashMapStateStore<Key>, DefaultClock, StateInformationMiddleware>,
-    /// `RateLimit-Policy`'s value, the same on every answer.
+    buckets: RateLimiter<
+        Key,
+        DashMapStateStore<Key, BuildKeyHasher>,
+        DefaultClock,
+        StateInformationMiddleware,
+    >,
+    /// `RateLimit-Policy`'s value, the same on every `429`.
     policy: HeaderValue,
     /// The time one request's worth of the bucket takes to come back.
     interval: Duration,
@@ -85,7 +93,8 @@ impl Limiter {
         let policy = HeaderValue::from_str(&format!("\"default\";q={};w={window}", config.burst))
             .expect("digits and quotes");
         Some(Self {
-            buckets: RateLimiter::dashmap(quota).with_middleware::<StateInformationMiddleware>(),
+            buckets: RateLimiter::dashmap_with_hasher(quota, BuildKeyHasher)
+                .with_middleware::<StateInformationMiddleware>(),
             policy,
             interval,
             admin: config.admin,
@@ -97,7 +106,7 @@ impl Limiter {
         let (key, index) = match principal {
             Principal::Admin if !self.admin => return Decision::Uncounted,
             Principal::Admin => (Key::Admin, 2),
-            Principal::Tenant(id) => (Key::Tenant(id.clone()), 0),
+            Principal::Tenant(id) => (Key::Tenant(tenant_key(id)), 0),
             Principal::Identity(identity) => {
                 (Key::Identity(std::sync::Arc::clone(&identity.sub)), 1)
             }
@@ -111,14 +120,14 @@ impl Limiter {
                 } else {
                     ceil_seconds(self.interval).max(1)
                 };
-                Decision::Allowed(self.headers(remaining, t))
+                Decision::Allowed(self.headers(remaining, t, false))
             }
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.buckets.clock().now());
                 let retry_after_s = ceil_seconds(wait).max(1);
                 Decision::Refused {
                     retry_after_s,
-                    headers: self.headers(0, retry_after_s),
+                    headers: self.headers(0, retry_after_s, true),
                     principal: index,
                 }
             }
@@ -132,13 +141,110 @@ impl Limiter {
         self.buckets.shrink_to_fit();
     }
 
-    fn headers(&self, remaining: u32, t: u64) -> Headers {
+    /// The headers of an answer, `RateLimit-Policy` among them when `refused`.
+    fn headers(&self, remaining: u32, t: u64, refused: bool) -> Headers {
+        // Written by hand into the stack, then copied once: it is on every counted answer,
+        // and `format!` costs more than the bucket's own decision.
+        let mut value = [0u8; 64];
+        let mut len = 0;
+        for part in [
+            b"\"default\";r=".as_slice(),
+            decimal(u64::from(remaining)).as_ref(),
+            b";t=",
+            decimal(t).as_ref(),
+        ] {
+            value[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
         Headers {
-            policy: self.policy.clone(),
-            limit: HeaderValue::from_str(&format!("\"default\";r={remaining};t={t}"))
-                .expect("digits and quotes"),
+            policy: refused.then(|| self.policy.clone()),
+            limit: HeaderValue::from_bytes(&value[..len]).expect("digits and quotes"),
         }
     }
+}
+
+/// Hashes the bucket keys: a multiply-and-rotate over 8-byte words (as rustc's `FxHasher`),
+/// several times cheaper than the default SipHash on every counted request. Its weakness to
+/// keys chosen to collide does not matter here: a key is a valid credential's principal (a
+/// tenant id the server made, an identity the provider signed), never a value a client picks.
+#[derive(Debug, Clone, Copy, Default)]
+struct BuildKeyHasher;
+
+impl std::hash::BuildHasher for BuildKeyHasher {
+    type Hasher = KeyHasher;
+
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(0)
+    }
+}
+
+/// The hasher of [`BuildKeyHasher`].
+#[derive(Debug, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let mut rest = [0u8; 8];
+        rest[..words.remainder().len()].copy_from_slice(words.remainder());
+        self.add(u64::from_le_bytes(rest));
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A tenant's bucket key: the ULID's characters of its id.
+fn tenant_key(id: &crate::domain::TenantId) -> [u8; ULID_CHARS] {
+    let text = id.as_str().as_bytes();
+    let mut key = [0u8; ULID_CHARS];
+    key.copy_from_slice(&text[text.len() - ULID_CHARS..]);
+    key
+}
+
+/// `n` in decimal, at the end of a buffer of 20 digits.
+struct Decimal {
+    digits: [u8; 20],
+    at: usize,
+}
+
+impl AsRef<[u8]> for Decimal {
+    fn as_ref(&self) -> &[u8] {
+        &self.digits[self.at..]
+    }
+}
+
+/// `n` in decimal.
+fn decimal(mut n: u64) -> Decimal {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Decimal { digits, at }
 }
 
 /// `d` in whole seconds, rounded up.
@@ -149,6 +255,7 @@ fn ceil_seconds(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::TenantId;
     use crate::ratelimit::flags::{Per, Rate};
     use std::num::NonZeroU32;
 
@@ -198,7 +305,7 @@ mod tests {
                 principal,
             } => {
                 assert_eq!((retry_after_s, principal), (1, 0));
-                assert_eq!(headers.policy, "\"default\";q=4;w=2");
+                assert_eq!(headers.policy.expect("a 429's"), "\"default\";q=4;w=2");
                 assert_eq!(headers.limit, "\"default\";r=0;t=1");
             }
             other => panic!("the fifth is refused: {other:?}"),
@@ -219,9 +326,33 @@ mod tests {
                 ..
             } => {
                 assert_eq!(retry_after_s, 2, "30/m: one every 2 s");
-                assert_eq!(headers.policy, "\"default\";q=1;w=2");
+                assert_eq!(headers.policy.expect("a 429's"), "\"default\";q=1;w=2");
             }
             other => panic!("the second is refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_hash_apart() {
+        use std::hash::BuildHasher;
+        let hashes: std::collections::BTreeSet<u64> = (0..1000u16)
+            .map(|n| {
+                let id = TenantId::from_ulid(ulid::Ulid::from_parts(1, u128::from(n)));
+                BuildKeyHasher.hash_one(Key::Tenant(tenant_key(&id)))
+            })
+            .chain([BuildKeyHasher.hash_one(Key::Admin)])
+            .collect();
+        assert_eq!(
+            hashes.len(),
+            1001,
+            "a thousand tenants and the admin hash apart"
+        );
+    }
+
+    #[test]
+    fn decimals_are_written_whole() {
+        for n in [0, 7, 10, 1_000_000, u64::MAX] {
+            assert_eq!(decimal(n).as_ref(), n.to_string().as_bytes());
         }
     }
 
