@@ -126,10 +126,17 @@ pub(crate) struct Queued<O: WriteOp> {
 impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish {
         let Queued { op, reply } = *self;
-        if O::BUDGETS_AHEAD == BudgetsAhead::Forgets {
-            state.forget_ahead(op.tenant());
+        let forgets = (O::BUDGETS_AHEAD == BudgetsAhead::Forgets).then(|| op.tenant().cloned());
+        if let Some(tenant) = &forgets {
+            state.forget_ahead(tenant.as_ref());
         }
-        finish(reply, state.command(in_transaction, |state| op.run(state)))
+        let result = state.command(in_transaction, |state| op.run(state));
+        // What it left on the way (the expiries and boundaries its catch-up recorded) may be
+        // older than what it then changed.
+        if let Some(tenant) = &forgets {
+            state.forget_ahead(tenant.as_ref());
+        }
+        finish(reply, result)
     }
 
     fn refuse(self: Box<Self>, error: StoreError) -> Finish {
