@@ -3,9 +3,9 @@
 //! principal's token bucket, a GCRA per principal in this instance. A request over its limit
 //! is refused with `429` right after authentication, before anything reads its body.
 //!
-//! The answers carry the headers of the IETF draft *RateLimit header fields for HTTP*:
-//! `RateLimit-Policy: "default";q=<burst>;w=<window>` and
-//! `RateLimit: "default";r=<remaining>;t=<seconds>`, with `Retry-After` on a `429`.
+//! Every answer to a counted principal carries `RateLimit: "default";r=<remaining>;t=<seconds>`
+//! after the IETF draft *RateLimit header fields for HTTP*; a `429` adds `Retry-After` and
+//! `RateLimit-Policy: "default";q=<burst>;w=<window>`.
 
 pub(crate) mod flags;
 
