@@ -450,23 +450,32 @@ else
     fail "the schema refuses a database of a newer schema version" "$out"
 fi
 
+# A new database $2 made by the release script of schema version $1
+# (tests/fixtures/schema-postgres-$1.sql), holding a tenant, its budget and its opening entry;
+# db_url names it afterwards.
+released_database() {
+    local version=$1 name=$2
+    q "$admin_url" -c "CREATE DATABASE $name OWNER tenantd" >/dev/null
+    db_url="${url%/*}/$name"
+    if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
+            -f "$root/tests/fixtures/schema-postgres-$version.sql" 2>&1); then
+        pass "the version-$version schema applies"
+    else
+        fail "the version-$version schema applies" "$out"
+    fi
+    commit "version $version: a tenant, its budget and its opening entry" "
+        INSERT INTO tenants $tenant_cols
+            VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL);
+        INSERT INTO budgets $budget_cols
+            VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
+        INSERT INTO ledger_entries $entry_cols
+            VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+}
+
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
 # release before periods and charges) is brought to version 8, its rows kept
-q "$admin_url" -c "CREATE DATABASE $old_db OWNER tenantd" >/dev/null
 new_url=$db_url
-db_url="${url%/*}/$old_db"
-if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
-        -f "$root/tests/fixtures/schema-postgres-3.sql" 2>&1); then
-    pass "the version-3 schema applies"
-else
-    fail "the version-3 schema applies" "$out"
-fi
-commit "version 3: a tenant, its budget and its opening entry" "
-    INSERT INTO tenants $tenant_cols VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL);
-    INSERT INTO budgets $budget_cols
-        VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
-    INSERT INTO ledger_entries $entry_cols
-        VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+released_database 3 "$old_db"
 apply "the version-8 schema applies over version 3"
 yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
 yields "the upgraded tenants have a last id, not yet set" \
@@ -498,20 +507,7 @@ accepts "the upgraded database takes an event" "INSERT INTO events $evt_cols
 
 # --- a database made by the version-7 script (tests/fixtures/schema-postgres-7.sql, the
 # release before budgets in a tree) is brought to version 8, its rows kept
-q "$admin_url" -c "CREATE DATABASE $v7_db OWNER tenantd" >/dev/null
-db_url="${url%/*}/$v7_db"
-if out=$(q "$db_url" -1 -c "SET client_min_messages = warning" \
-        -f "$root/tests/fixtures/schema-postgres-7.sql" 2>&1); then
-    pass "the version-7 schema applies"
-else
-    fail "the version-7 schema applies" "$out"
-fi
-commit "version 7: a tenant, its budget and its opening entry" "
-    INSERT INTO tenants $tenant_cols VALUES ('ten_A', 'alpha', 'active', 1000, $hash32, '$t0', NULL);
-    INSERT INTO budgets $budget_cols
-        VALUES ('bud_A', 'ten_A', 'default', 'atomic', 'open', '$t0', NULL, 1000, 1000, 0, 0, 0);
-    INSERT INTO ledger_entries $entry_cols
-        VALUES ('ent_A', 'bud_A', 'opening_deposit', 1000, NULL, NULL, '$t0', 1000, 1000)"
+released_database 7 "$v7_db"
 apply "the version-8 schema applies over version 7"
 yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
 yields "the budget is kept, at the top" \
