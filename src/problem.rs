@@ -91,6 +91,13 @@ pub enum ApiError {
     BudgetClosed,
     /// The tenant is tombstoned.
     TenantTombstoned,
+    /// An atomic batch one of whose operations failed: each operation's result, a JSON array
+    /// ([`crate::handlers`]' batch), nothing applied.
+    BatchFailed {
+        /// The `results` member: each failing operation's status and problem, `424` for the
+        /// others.
+        results: String,
+    },
     /// The body is larger than the bound.
     PayloadTooLarge {
         /// The bound, in bytes.
@@ -142,6 +149,7 @@ impl ApiError {
             | Self::ReservationNotActive(_)
             | Self::BudgetClosed
             | Self::TenantTombstoned
+            | Self::BatchFailed { .. }
             | Self::WebhookEndpointDisabled => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -184,6 +192,7 @@ impl ApiError {
             Self::ReservationNotActive(_) => "reservation_not_active",
             Self::BudgetClosed => "budget_closed",
             Self::TenantTombstoned => "tenant_tombstoned",
+            Self::BatchFailed { .. } => "batch_failed",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::BodyTimeout => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -255,6 +264,9 @@ impl ApiError {
             }
             Self::BudgetClosed => "the budget is closed and never moves again".into(),
             Self::TenantTombstoned => "the tenant is tombstoned; nothing of it moves again".into(),
+            Self::BatchFailed { .. } => {
+                "an operation of this atomic batch failed, so none was applied: see results".into()
+            }
             Self::PayloadTooLarge { bytes_max } => {
                 format!("the request body exceeds {bytes_max} bytes")
             }
@@ -293,51 +305,8 @@ impl ApiError {
     /// The problem document, with the headers its row needs (`WWW-Authenticate`, `Allow`,
     /// `Retry-After`, or `Connection: close` where the body was not read to its end).
     pub fn into_response(self, request_id: &str) -> Response<Full<Bytes>> {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            r#type: &'static str,
-            title: &'static str,
-            status: u16,
-            code: &'static str,
-            detail: String,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            errors: Option<&'a [FieldError]>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            budget_id: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            available_atomic: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            state: Option<&'static str>,
-            request_id: &'a str,
-        }
         let status = self.status();
-        let errors = match &self {
-            Self::ValidationFailed(errors) | Self::InvalidQuery(errors) => Some(errors.as_slice()),
-            _ => None,
-        };
-        let (budget_id, available_atomic) = match &self {
-            Self::InsufficientFunds {
-                available, budget, ..
-            } => (budget.as_deref(), Some(available.as_str())),
-            _ => (None, None),
-        };
-        let state = match self {
-            Self::ReservationNotActive(state) => Some(state),
-            _ => None,
-        };
-        let body = Body {
-            r#type: "about:blank",
-            title: title(status),
-            status: status.as_u16(),
-            code: self.code(),
-            detail: self.detail(),
-            errors,
-            budget_id,
-            available_atomic,
-            state,
-            request_id,
-        };
-        let json = serde_json::to_vec(&body).expect("a problem body always serializes");
+        let json = self.body(Some(request_id));
         let mut response = Response::new(Full::new(Bytes::from(json)));
         *response.status_mut() = status;
         let headers = response.headers_mut();
@@ -375,6 +344,66 @@ impl ApiError {
             _ => {}
         }
         response
+    }
+
+    /// The problem document's JSON: with `request_id` as an answer's, without one as an
+    /// operation's result in a batch.
+    pub(crate) fn body(&self, request_id: Option<&str>) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            r#type: &'static str,
+            title: &'static str,
+            status: u16,
+            code: &'static str,
+            detail: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            errors: Option<&'a [FieldError]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            budget_id: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            available_atomic: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            state: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            results: Option<&'a serde_json::value::RawValue>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            request_id: Option<&'a str>,
+        }
+        let status = self.status();
+        let errors = match self {
+            Self::ValidationFailed(errors) | Self::InvalidQuery(errors) => Some(errors.as_slice()),
+            _ => None,
+        };
+        let (budget_id, available_atomic) = match self {
+            Self::InsufficientFunds {
+                available, budget, ..
+            } => (budget.as_deref(), Some(available.as_str())),
+            _ => (None, None),
+        };
+        let state = match self {
+            Self::ReservationNotActive(state) => Some(*state),
+            _ => None,
+        };
+        let results = match self {
+            Self::BatchFailed { results } => {
+                serde_json::from_str::<&serde_json::value::RawValue>(results).ok()
+            }
+            _ => None,
+        };
+        let body = Body {
+            r#type: "about:blank",
+            title: title(status),
+            status: status.as_u16(),
+            code: self.code(),
+            detail: self.detail(),
+            errors,
+            budget_id,
+            available_atomic,
+            state,
+            results,
+            request_id,
+        };
+        serde_json::to_vec(&body).expect("a problem body always serializes")
     }
 }
 

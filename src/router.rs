@@ -19,7 +19,7 @@ use crate::auth::{self, Needs};
 use crate::domain::valid_request_id;
 use crate::handlers::route::{Access, Call, PARAMS_MAX, Params, Route};
 use crate::handlers::{
-    HttpResponse, budgets, drop_unread_body, events, health, reservations, tenants, webhooks,
+    HttpResponse, batch, budgets, drop_unread_body, events, health, reservations, tenants, webhooks,
 };
 use crate::oidc::Permission;
 use crate::problem::ApiError;
@@ -34,6 +34,7 @@ pub(crate) static ROUTES: LazyLock<Vec<&'static Route>> = LazyLock::new(|| {
         tenants::ROUTES,
         budgets::ROUTES,
         reservations::ROUTES,
+        batch::ROUTES,
         events::ROUTES,
         webhooks::ROUTES,
     ]
@@ -470,7 +471,7 @@ mod tests {
             allow("/v1/webhook-endpoints/{endpoint_id}"),
             "GET, HEAD, PATCH, DELETE"
         );
-        assert_eq!(PATHS.len(), 27, "every path of the table once");
+        assert_eq!(PATHS.len(), 28, "every path of the table once");
     }
 
     #[test]

@@ -17,25 +17,36 @@ use crate::problem::ApiError;
 /// The largest request body read, in bytes; a larger one is `413` and is not read to its end.
 pub const BODY_BYTES_MAX: usize = 65_536;
 
-/// Reads at most [`BODY_BYTES_MAX`] bytes: a declared length over it is refused before a
-/// byte is read, and a chunked body is cut off as soon as it passes it. A body that trickles
-/// in slower than `timeout` is refused too, so it cannot hold a connection forever.
+/// The largest body of a batch (`POST /v1/tenants/<id>/batch`), in bytes.
+pub const BATCH_BODY_BYTES_MAX: usize = 1_048_576;
+
+/// Reads at most [`BODY_BYTES_MAX`] bytes ([`read_body_up_to`]).
 pub(super) async fn read_body(
     headers: &HeaderMap,
     body: Incoming,
     timeout: Duration,
 ) -> Result<Bytes, ApiError> {
-    let too_large = ApiError::PayloadTooLarge {
-        bytes_max: BODY_BYTES_MAX,
-    };
+    read_body_up_to(headers, body, timeout, BODY_BYTES_MAX).await
+}
+
+/// Reads at most `bytes_max` bytes: a declared length over it is refused before a byte is
+/// read, and a chunked body is cut off as soon as it passes it. A body that trickles in
+/// slower than `timeout` is refused too, so it cannot hold a connection forever.
+async fn read_body_up_to(
+    headers: &HeaderMap,
+    body: Incoming,
+    timeout: Duration,
+    bytes_max: usize,
+) -> Result<Bytes, ApiError> {
+    let too_large = ApiError::PayloadTooLarge { bytes_max };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > BODY_BYTES_MAX as u64) {
+    if declared.is_some_and(|len| len > bytes_max as u64) {
         return Err(too_large);
     }
-    let collected = tokio::time::timeout(timeout, Limited::new(body, BODY_BYTES_MAX).collect())
+    let collected = tokio::time::timeout(timeout, Limited::new(body, bytes_max).collect())
         .await
         .map_err(|_| ApiError::BodyTimeout)?;
     match collected {
@@ -221,8 +232,24 @@ pub(super) async fn read_post(
     request: Request<Incoming>,
     body_optional: bool,
 ) -> Result<Post, ApiError> {
+    read_post_up_to(app, request, body_optional, BODY_BYTES_MAX).await
+}
+
+/// Reads a `POST` as [`read_post`] does, with a body of at most `bytes_max` bytes.
+pub(super) async fn read_post_up_to(
+    app: &App,
+    request: Request<Incoming>,
+    body_optional: bool,
+    bytes_max: usize,
+) -> Result<Post, ApiError> {
     let (parts, body) = request.into_parts();
-    let body = read_body(&parts.headers, body, app.limits.body_read_timeout).await?;
+    let body = read_body_up_to(
+        &parts.headers,
+        body,
+        app.limits.body_read_timeout,
+        bytes_max,
+    )
+    .await?;
     if !(body_optional && body.is_empty()) {
         check_json_body_headers(&parts.headers)?;
     }

@@ -253,7 +253,14 @@ fn parse_movement(
     body: &[u8],
     direction: Direction,
 ) -> Result<(Movement, Option<String>), ApiError> {
-    let members = object_members(body)?;
+    movement_of(&object_members(body)?, direction)
+}
+
+/// A movement's members ([`parse_movement`]), as a batch's operation gives them too.
+pub(super) fn movement_of(
+    members: &[(String, Member)],
+    direction: Direction,
+) -> Result<(Movement, Option<String>), ApiError> {
     let mut errors = FieldErrors::default();
     let (mut amount, mut memo, mut budget) = (None, Some(None), None);
     let charge = direction == Direction::Charge;
@@ -262,7 +269,7 @@ fn parse_movement(
     } else {
         &["amount_atomic"]
     };
-    errors.walk(&members, required, |errors, field, value| {
+    errors.walk(members, required, |errors, field, value| {
         match (field, value) {
             ("budget_id", Member::String(raw)) if charge => budget = Some(raw.clone()),
             ("budget_id", _) if charge => errors.add(field, "must be a string"),

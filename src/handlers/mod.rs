@@ -4,6 +4,8 @@
 //! head in the contract's order ([`body`]), building answers ([`response`]), the JSON object
 //! reader ([`json`]) and the fields requests share ([`fields`]).
 
+/// Many spends of one tenant in one request.
+pub(crate) mod batch;
 /// Reading a request's body and head: bounds, media type, framing, `Idempotency-Key`.
 mod body;
 /// Budgets, their movements and their ledgers.
@@ -33,9 +35,12 @@ pub(crate) mod tenants;
 /// `/v1/webhook-endpoints`: endpoints and their deliveries.
 pub(crate) mod webhooks;
 
-pub use body::BODY_BYTES_MAX;
 pub(crate) use body::drop_unread_body;
-use body::{Post, check_json_body_headers, idempotency_key, read_body, read_patch, read_post};
+pub use body::{BATCH_BODY_BYTES_MAX, BODY_BYTES_MAX};
+use body::{
+    Post, check_json_body_headers, idempotency_key, read_body, read_patch, read_post,
+    read_post_up_to,
+};
 #[cfg(test)]
 use fields::invalid_fields;
 use fields::{parse_amount, parse_memo, parse_name, parse_positive_amount, parse_ttl, tenant_id};

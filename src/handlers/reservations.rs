@@ -90,12 +90,16 @@ pub(crate) async fn create(
 }
 
 fn parse_create(body: &[u8]) -> Result<NewReservation, ApiError> {
-    let members = object_members(body)?;
+    reservation_of(&object_members(body)?)
+}
+
+/// A reservation's members ([`parse_create`]), as a batch's operation gives them too.
+pub(super) fn reservation_of(members: &[(String, Member)]) -> Result<NewReservation, ApiError> {
     let mut errors = FieldErrors::default();
     let (mut budget, mut amount, mut ttl, mut memo) =
         (None, None, Some(Ttl::default_hold()), Some(None));
     errors.walk(
-        &members,
+        members,
         &["budget_id", "amount_atomic"],
         |errors, field, value| {
             match (field, value) {
@@ -189,7 +193,12 @@ pub(crate) async fn settle(
 }
 
 fn parse_settle(body: &[u8], action: Action) -> Result<Settle, ApiError> {
-    let members = object_members(body)?;
+    settle_of(&object_members(body)?, action)
+}
+
+/// A commit's, release's or extend's members ([`parse_settle`]), as a batch's operation gives
+/// them too.
+pub(super) fn settle_of(members: &[(String, Member)], action: Action) -> Result<Settle, ApiError> {
     let mut errors = FieldErrors::default();
     let (mut amount, mut ttl) = (None, None);
     let required: &[&str] = match action {
@@ -197,7 +206,7 @@ fn parse_settle(body: &[u8], action: Action) -> Result<Settle, ApiError> {
         Action::Release => &[],
         Action::Extend => &["ttl_seconds"],
     };
-    errors.walk(&members, required, |errors, field, value| {
+    errors.walk(members, required, |errors, field, value| {
         match (action, field) {
             (Action::Commit, "amount_atomic") => amount = parse_amount(errors, field, value),
             (Action::Extend, "ttl_seconds") => ttl = parse_ttl(errors, field, value),

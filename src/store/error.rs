@@ -71,6 +71,15 @@ impl StoreError {
             other => other,
         }
     }
+
+    /// Whether this is a refusal the API answers with its own status (a `404`, a `409`),
+    /// rather than a failure of the database or of the server.
+    pub(crate) fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            Self::QueueFull | Self::Unavailable(_) | Self::Busy(_) | Self::Internal(_)
+        )
+    }
 }
 
 impl std::fmt::Display for StoreError {

@@ -282,6 +282,16 @@ pub(crate) enum Written<T> {
     Replayed(StoredResponse),
 }
 
+impl<T> Written<T> {
+    /// A fresh result turned into another; a replay as it is.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Written<U> {
+        match self {
+            Self::Fresh(value) => Written::Fresh(f(value)),
+            Self::Replayed(stored) => Written::Replayed(stored),
+        }
+    }
+}
+
 /// Which page of a list to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListQuery {

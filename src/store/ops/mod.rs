@@ -13,6 +13,7 @@
 mod effects;
 
 mod attempts;
+mod batch;
 mod close_budget;
 mod create_budget;
 mod create_tenant;
@@ -28,6 +29,7 @@ mod tombstone_tenant;
 mod update_budget;
 
 pub(crate) use attempts::{Attempted, ClaimEndpoints, RecordAttempt};
+pub(crate) use batch::{BATCH_OPERATIONS_MAX, BatchItem, BatchOutcome, ItemResult, SendBatch};
 pub(crate) use close_budget::CloseBudget;
 pub(crate) use create_budget::CreateBudget;
 pub(crate) use create_tenant::{CreateTenant, Created};
