@@ -13,6 +13,10 @@
 //! once, and every delivery end `succeeded`. A crash may send an event again: the duplicates
 //! are counted and printed.
 //!
+//! A batcher sends batches of charges, atomic or not, some with an operation that is refused
+//! ([`batcher`]): after each restart every batch is all there or not at all, and an
+//! acknowledged one is there as its answer said.
+//!
 //! `CRASH_CYCLES` sets the number of cycles (10 by default, `make crash-test` runs 200) and
 //! `CRASH_SEED` replays a run.
 
@@ -23,6 +27,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::helpers::*;
+
+mod batcher;
 
 const CYCLES_DEFAULT: usize = 10;
 const CLIENTS: usize = 6;
@@ -661,6 +667,7 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
     let spent = Arc::new(Mutex::new(Spent::new()));
     let charged = Arc::new(Mutex::new(Charged::new()));
     let moved = Arc::new(Mutex::new(Moved::new()));
+    let batches = Arc::new(Mutex::new(batcher::Batches::new()));
     let started = Instant::now();
     // One endpoint for every event, first, so that every event stored is to be delivered.
     let rx = Receiver::start();
@@ -726,11 +733,24 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             .to_owned(),
     );
 
+    // The batcher's tenant: it charges a key under the default budget.
+    let created = app.create_ok("batcher", &SPENDER_DEPOSIT.to_string());
+    let batched = {
+        let tenant = tenant_id(&created);
+        let org = created["budget"]["id"]
+            .as_str()
+            .expect("a budget id")
+            .to_owned();
+        let key = child_budget(&app, &tenant, "key", &org);
+        (tenant, key, org)
+    };
+
     for cycle in 0..cycles {
         let stop = Arc::new(AtomicBool::new(false));
         let spender_seeds: Vec<u64> = (0..SPENDERS).map(|_| rng.next_u64()).collect();
         let charger_seed = rng.next_u64();
         let mover_seed = rng.next_u64();
+        let batcher_seed = rng.next_u64();
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let (addr, auth) = (app.addr.clone(), app.admin());
@@ -763,6 +783,15 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
                 let (addr, auth) = (app.addr.clone(), app.admin());
                 let (movable, moved) = (movable.clone(), Arc::clone(&moved));
                 thread::spawn(move || mover(addr, auth, movable, mover_seed, moved))
+            }))
+            .chain(std::iter::once({
+                let (addr, auth) = (app.addr.clone(), app.admin());
+                let (tenant, key) = (batched.0.clone(), batched.1.clone());
+                let batches = Arc::clone(&batches);
+                let tag = format!("b{cycle}");
+                thread::spawn(move || {
+                    batcher::batcher((addr, auth), (tenant, key), tag, batcher_seed, batches)
+                })
             }))
             .collect();
         let delay = rng.range(KILL_AFTER_MS_MIN, KILL_AFTER_MS_MAX);
@@ -797,12 +826,20 @@ fn kill_9_at_random_instants_loses_no_acknowledged_write() {
             &charges,
             &context,
         );
+        let (batches_acked, batched_charges) = batcher::check_batches(
+            &app,
+            (&batched.1, &batched.2),
+            &batches.lock().expect("batches lock"),
+            &context,
+        );
         arrived.update(&rx);
         println!(
             "cycle {cycle}: killed after {delay} ms; {} creates and {} tombstones acknowledged so far; \
              {tenants} tenants stored, {tombstoned} tombstoned, {reservations} reservations, \
-             {} charges, {} credits and debits, {boundaries} boundaries; nothing lost, nothing \
-             overspent; webhooks so far: {} requests, {} events, {} duplicates ({} within a run)",
+             {} charges, {} credits and debits, {boundaries} boundaries, {batches_acked} batches \
+             acknowledged ({batched_charges} of their charges stored, no batch in part); nothing \
+             lost, nothing overspent; webhooks so far: {} requests, {} events, {} duplicates ({} \
+             within a run)",
             acked.created.len(),
             acked.tombstoned.len(),
             charges.len(),
