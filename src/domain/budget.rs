@@ -378,6 +378,11 @@ impl Movement {
     /// empty memo is not. `budget` is the budget the body names, where the path does not (a
     /// charge).
     pub(crate) fn fingerprint(&self, budget: Option<&str>) -> BodyFingerprint {
+        BodyFingerprint::of(self.canonical(budget).as_bytes())
+    }
+
+    /// The text its fingerprint is of.
+    pub(crate) fn canonical(&self, budget: Option<&str>) -> String {
         let memo = self
             .memo
             .as_ref()
@@ -386,7 +391,7 @@ impl Movement {
         if let Some(budget) = budget {
             text.push_str(&format!("\n{budget}"));
         }
-        BodyFingerprint::of(text.as_bytes())
+        text
     }
 }
 

@@ -174,18 +174,20 @@ impl NewReservation {
 
     /// What makes two requests the same body; an omitted TTL and the default are the same.
     pub(crate) fn fingerprint(&self) -> BodyFingerprint {
+        BodyFingerprint::of(self.canonical().as_bytes())
+    }
+
+    /// The text its fingerprint is of.
+    pub(crate) fn canonical(&self) -> String {
         let memo = self
             .memo
             .as_ref()
             .map_or("-".to_owned(), |m| format!("+{}", m.as_str()));
-        BodyFingerprint::of(
-            format!(
-                "reserve\n{}\n{}\n{}\n{memo}",
-                self.budget_text,
-                self.amount,
-                self.ttl.seconds()
-            )
-            .as_bytes(),
+        format!(
+            "reserve\n{}\n{}\n{}\n{memo}",
+            self.budget_text,
+            self.amount,
+            self.ttl.seconds()
         )
     }
 }
@@ -204,14 +206,16 @@ pub(crate) enum Settle {
 impl Settle {
     /// What makes two requests the same body.
     pub(crate) fn fingerprint(&self) -> BodyFingerprint {
-        BodyFingerprint::of(
-            match self {
-                Self::Commit(amount) => format!("commit\n{amount}"),
-                Self::Release => "release".to_owned(),
-                Self::Extend(ttl) => format!("extend\n{}", ttl.seconds()),
-            }
-            .as_bytes(),
-        )
+        BodyFingerprint::of(self.canonical().as_bytes())
+    }
+
+    /// The text its fingerprint is of.
+    pub(crate) fn canonical(&self) -> String {
+        match self {
+            Self::Commit(amount) => format!("commit\n{amount}"),
+            Self::Release => "release".to_owned(),
+            Self::Extend(ttl) => format!("extend\n{}", ttl.seconds()),
+        }
     }
 }
 

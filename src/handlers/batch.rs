@@ -20,7 +20,6 @@ use super::{
 };
 use crate::app::App;
 use crate::auth::{Needs, Principal, authorize};
-use crate::crypto::hex;
 use crate::domain::{BodyFingerprint, BudgetId, Direction, ReservationId};
 use crate::oidc::Permission::{Manage, Spend};
 use crate::problem::ApiError;
@@ -173,7 +172,11 @@ fn results_json(answers: &Answers, results: &[ItemResult], applied: bool) -> Str
                 )),
             },
         };
-        json.push_str(&format!("{{\"status\":{status},\"body\":{body}}}"));
+        json.push_str("{\"status\":");
+        json.push_str(&status.to_string());
+        json.push_str(",\"body\":");
+        json.push_str(&body);
+        json.push('}');
     }
     json.push(']');
     if applied {
@@ -236,16 +239,16 @@ fn parse_batch(body: &[u8], may_manage: bool) -> Result<Parsed, ApiError> {
         let (op, read) = parse_item(item, may_manage);
         answers.ops.push(op);
         match read {
-            Ok((item, fingerprint)) => {
-                canonical.push_str(&format!("\n{fingerprint}"));
+            // Each operation's text after its length: a memo's line breaks cannot run two
+            // operations together.
+            Ok((item, text)) => {
+                canonical.push_str(&format!("\n{}:{text}", text.len()));
                 parsed.items.push(item);
                 answers.refusals.push(None);
             }
             Err(refusal) => {
-                canonical.push_str(&format!(
-                    "\nrefused {}",
-                    hex(BodyFingerprint::of(member_text(item).as_bytes()).as_bytes())
-                ));
+                let text = member_text(item);
+                canonical.push_str(&format!("\nrefused {}:{text}", text.len()));
                 parsed.items.push(BatchItem::Refused);
                 answers.refusals.push(Some(refusal));
             }
@@ -255,14 +258,17 @@ fn parse_batch(body: &[u8], may_manage: bool) -> Result<Parsed, ApiError> {
     Ok(parsed)
 }
 
-/// An operation's JSON as sent (for a refused one's share of the fingerprint).
+/// An operation's JSON in one canonical form (members sorted, no white space), for a refused
+/// one's share of the fingerprint: the same operation sent again, laid out otherwise, is the
+/// same.
 fn member_text(member: &Member) -> String {
-    match member {
-        Member::String(s) => format!("{s:?}"),
-        Member::Number(text) | Member::Object(text) | Member::Array(text) => text.clone(),
-        Member::Null => "null".into(),
-        Member::Bool(b) => b.to_string(),
-    }
+    let text = match member {
+        Member::String(s) => return format!("{s:?}"),
+        Member::Number(text) | Member::Object(text) | Member::Array(text) => text,
+        Member::Null => return "null".into(),
+        Member::Bool(b) => return b.to_string(),
+    };
+    serde_json::from_str::<serde_json::Value>(text).map_or_else(|_| text.clone(), |v| v.to_string())
 }
 
 /// One operation: its `op` if it names a known one, and what goes to the store with its
@@ -343,7 +349,7 @@ fn read_op(op: Op, mut members: Vec<(String, Member)>) -> Result<(BatchItem, Str
             };
             movement_of(&members, direction).map(|(movement, named)| {
                 let budget_text = id.clone().or(named).unwrap_or_default();
-                let fingerprint = movement.fingerprint(Some(&budget_text));
+                let fingerprint = movement.canonical(Some(&budget_text));
                 let item = BatchItem::Move {
                     budget: BudgetId::parse(&budget_text),
                     movement,
@@ -352,7 +358,7 @@ fn read_op(op: Op, mut members: Vec<(String, Member)>) -> Result<(BatchItem, Str
             })
         }
         Op::Reserve => reservation_of(&members).map(|new| {
-            let fingerprint = new.fingerprint();
+            let fingerprint = new.canonical();
             (BatchItem::Reserve(new), fingerprint)
         }),
         Op::Commit | Op::Release | Op::Extend => {
@@ -362,7 +368,7 @@ fn read_op(op: Op, mut members: Vec<(String, Member)>) -> Result<(BatchItem, Str
                 _ => Action::Extend,
             };
             settle_of(&members, action).map(|settle| {
-                let fingerprint = settle.fingerprint();
+                let fingerprint = settle.canonical();
                 let reservation = id.as_deref().and_then(ReservationId::parse);
                 (
                     BatchItem::Settle {
@@ -382,13 +388,9 @@ fn read_op(op: Op, mut members: Vec<(String, Member)>) -> Result<(BatchItem, Str
             Err(ApiError::ValidationFailed(errors))
         }
         Err(other) => Err(other),
-        Ok((item, fingerprint)) => Ok((
+        Ok((item, text)) => Ok((
             item,
-            format!(
-                "{op:?} {} {}",
-                id.as_deref().unwrap_or("-"),
-                hex(fingerprint.as_bytes())
-            ),
+            format!("{op:?} {}\n{text}", id.as_deref().unwrap_or("-")),
         )),
     }
 }

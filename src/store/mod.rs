@@ -51,6 +51,8 @@
 //! for the sync thread beyond that, and a read waits at most [`SETTLE_WAIT_MAX`] for the
 //! sync of a commit it may show.
 
+#[cfg(test)]
+mod batch_tests;
 mod copy;
 mod durability;
 mod error;

@@ -168,8 +168,9 @@ pub(crate) trait Sql {
 
     /// A count that moves with every statement that may change the transaction (sent, run
     /// or executed) and with every statement that fails: a command that leaves it where it
-    /// was left the transaction as it found it. Counted only by a backend whose batches run
-    /// commands without savepoints ([`crate::store::write::ahead`]).
+    /// was left the transaction as it found it. Counted by a backend whose batches run
+    /// commands without savepoints ([`crate::store::write::ahead`]), and by any whose batch
+    /// of operations runs them so (`ops::batch`).
     fn touched(&self) -> u64 {
         0
     }

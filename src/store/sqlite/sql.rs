@@ -72,6 +72,12 @@ fn assert_prepared_once(stmt: &rusqlite::CachedStatement<'_>, sql: &str) {
 }
 
 impl Sql for Connection {
+    /// The rows every `INSERT`, `UPDATE` and `DELETE` of the connection changed (triggers'
+    /// included): a statement that fails changes none (SQLite rolls it back alone).
+    fn touched(&self) -> u64 {
+        self.total_changes()
+    }
+
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
         let mut stmt = self.prepare_cached(sql)?;
         let changed = stmt.execute(params_from_iter(params.iter()))?;

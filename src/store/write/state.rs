@@ -66,6 +66,9 @@ pub(crate) struct WriterState<D> {
     subscribers: Option<Vec<Subscriber>>,
     /// What the open batch read ahead, where writers share the database.
     ahead: Ahead,
+    /// While a batch of operations runs (`ops::batch`): on every backend, each operation
+    /// leaves the budgets it wrote for the next, as a batch read ahead does.
+    keeping: bool,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
     fail_next_rollback: bool,
@@ -110,6 +113,7 @@ impl<D: Sql> WriterState<D> {
             locked: Vec::new(),
             subscribers: None,
             ahead: Ahead::default(),
+            keeping: false,
             #[cfg(test)]
             fail_next_rollback: false,
         }
@@ -242,7 +246,7 @@ impl<D: Sql> WriterState<D> {
         tenant: &TenantId,
         id: Option<&BudgetId>,
     ) -> Option<(Budget, bool)> {
-        if !D::SHARED {
+        if !(D::SHARED || self.keeping) {
             return None;
         }
         self.ahead.take(tenant, id)
@@ -251,16 +255,32 @@ impl<D: Sql> WriterState<D> {
     /// Forgets the budgets read ahead of `tenant` (of every tenant for `None`): a command or
     /// a sweep may change them otherwise than the read-ahead knows.
     pub(crate) fn forget_ahead(&mut self, tenant: Option<&TenantId>) {
-        if D::SHARED {
+        if D::SHARED || self.keeping {
             self.ahead.forget(tenant);
         }
     }
 
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
     pub(crate) fn keep_budget(&mut self, budget: &Budget) {
-        if D::SHARED {
+        if D::SHARED || self.keeping {
             self.ahead.keep(budget);
         }
+    }
+
+    /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
+    /// operations leaving the budgets it wrote for the next, on every backend (SQLite's one
+    /// writer reads nothing ahead otherwise); what they left is forgotten after it, however
+    /// it ends.
+    pub(crate) fn keeping_budgets<T>(
+        &mut self,
+        tenant: &TenantId,
+        op: impl FnOnce(&mut Self) -> T,
+    ) -> T {
+        self.keeping = true;
+        let result = op(self);
+        self.ahead.forget(Some(tenant));
+        self.keeping = false;
+        result
     }
 
     /// The error that fails a batch whose deferred writes failed ([`Ahead::failure`]).
@@ -360,6 +380,12 @@ impl<D: Sql> WriterState<D> {
     #[cfg(test)]
     pub(crate) fn poison(&mut self, error: StoreError) {
         self.poisoned = Some(error);
+    }
+
+    /// An operation run without [`WriterState::guarded`] ended (well or not): what it kept of
+    /// the budgets it wrote is kept for the next, or dropped.
+    pub(crate) fn command_ended(&mut self, well: bool) {
+        self.ahead.command_ended(well);
     }
 
     /// The error that poisoned the open transaction, if any.
