@@ -1,6 +1,7 @@
 mod audit;
 mod auth;
 mod backup;
+mod batches;
 mod budgets;
 mod concurrency;
 mod config;
