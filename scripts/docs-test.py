@@ -64,6 +64,7 @@ PAGES = [
     "docs/periods.md",
     "docs/hierarchy.md",
     "docs/ratelimits.md",
+    "docs/batches.md",
     "docs/webhooks.md",
     "docs/audit.md",
     "docs/operations.md",

@@ -1,10 +1,11 @@
 """The walk-through of docs/api.md, driven through a client generated from openapi.json by
 openapi-python-client: create, read, list, reserve, commit, release, renew by periods, charge,
 read the events, run a webhook endpoint from creation to deletion (docs/webhooks.md),
-tombstone. Every answer, every error kind a client can provoke included, must parse into the
-model the document names for its status. Left out: 408, 500 and 503 (they need a slow client,
-a broken disk or a full queue), 501 (httpx sends no transfer coding but chunked), and 405 and
-404 not_found (answers to no operation of the document).
+tombstone, and send batches (docs/batches.md; its Python block runs as written, and must print
+the lines the page shows). Every answer, every error kind a client can provoke included, must
+parse into the model the document names for its status. Left out: 408, 500 and 503 (they need
+a slow client, a broken disk or a full queue), 501 (httpx sends no transfer coding but
+chunked), and 405 and 404 not_found (answers to no operation of the document).
 
     python3 walkthrough.py BASE_URL ADMIN_TOKEN   (the generated package on PYTHONPATH)
 
@@ -15,16 +16,22 @@ refused ("address not allowed"); with it they reach the receiver. Either way the
 Prints one line per step and "N passed, 0 failed" at the end; exits 1 at the first failure.
 """
 
+import contextlib
+import io
 import json
+import os
+import re
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import httpx
 
 from tenantd_client import AuthenticatedClient
+from tenantd_client.api.batches import send_batch
 from tenantd_client.api.budgets import (
     close_budget,
     create_budget,
@@ -60,6 +67,24 @@ from tenantd_client.api.webhooks import (
 )
 from tenantd_client.models import (
     ActiveReservation,
+    BatchCharge,
+    BatchChargeOp,
+    BatchCommit,
+    BatchCommitOp,
+    BatchCredit,
+    BatchCreditOp,
+    BatchDebit,
+    BatchDebitOp,
+    BatchExtend,
+    BatchExtendOp,
+    BatchItemProblem,
+    BatchRelease,
+    BatchReleaseOp,
+    BatchRequest,
+    BatchReserve,
+    BatchReserveOp,
+    BatchResponse,
+    BatchResult,
     Budget,
     BudgetEvent,
     BudgetMovementEvent,
@@ -110,6 +135,11 @@ from tenantd_client.models import (
 
 passed = 0
 
+# The page whose Python block this script runs as written (docs/batches.md).
+BATCHES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "batches.md"
+# A reservation id that names no reservation.
+NO_RESERVATION = "res_01M81B5HBV8R5WQ3T6VZ2M9K4X"
+
 
 def step(what, answer, model, **fields):
     """`answer` must be an instance of `model` whose attributes hold `fields`."""
@@ -154,6 +184,244 @@ def first_attempt(admin, endpoint_id, event_id):
             return page
         time.sleep(0.1)
     sys.exit(f"FAIL the delivery of {event_id}: no attempt within 10 s: {page!r}")
+
+
+def fail(what, why):
+    sys.exit(f"FAIL {what}: {why}")
+
+
+def results(what, answer, expected):
+    """`answer.results` must hold one BatchResult per row of `expected`, each a (status, model,
+    fields) of its body; `None` for the model of a 424's body."""
+    got = answer.results
+    if len(got) != len(expected):
+        fail(what, f"{len(expected)} results expected, {len(got)} came: {got!r}")
+    for i, (result, (status, model, fields)) in enumerate(zip(got, expected)):
+        step(f"{what}, operation {i}", result, BatchResult, status=status)
+        if model is None:
+            if result.body is not None:
+                fail(f"{what}, operation {i}", f"a 424's body must be null: {result.body!r}")
+        else:
+            step(f"{what}, operation {i}'s body", result.body, model, **fields)
+
+
+def batches(base_url, admin_token, admin, run):
+    """Batches (docs/batches.md) of a tenant of their own, through the generated client: each
+    result's body parsed into the model of its status, an atomic batch's 409, the key over the
+    whole batch, the bounds, and the refusals of the whole request."""
+    made = create_tenant.sync(
+        client=admin,
+        body=CreateTenantRequest(name=f"batch-{run}", opening_deposit_atomic="1000"),
+    )
+    step("create a tenant for batches", made, CreatedTenant)
+    tid, bid = made.id, made.budget.id
+    token = made.sidecar_config_env.tenantd_tenant_token
+    sidecar = AuthenticatedClient(base_url=base_url, token=token)
+
+    # Not atomic: a charge and a reserve applied, a charge that does not fit refused alone.
+    mixed = BatchRequest(
+        operations=[
+            BatchCharge(op=BatchChargeOp.CHARGE, budget_id=bid, amount_atomic="120", memo="req 81"),
+            BatchReserve(
+                op=BatchReserveOp.RESERVE, budget_id=bid, amount_atomic="300", ttl_seconds=600
+            ),
+            BatchCharge(op=BatchChargeOp.CHARGE, budget_id=bid, amount_atomic="5000"),
+        ]
+    )
+    key = f"batch-{run}"
+    first = send_batch.sync_detailed(tid, client=sidecar, body=mixed, idempotency_key=key)
+    step("a batch", first.parsed, BatchResponse)
+    results(
+        "a batch",
+        first.parsed,
+        [
+            (201, LedgerEntry, dict(kind="charge", amount_atomic="120", available_atomic="880")),
+            (201, Reservation, dict(state="active", amount_atomic="300", budget_id=bid)),
+            (
+                409,
+                BatchItemProblem,
+                dict(code="insufficient_funds", budget_id=bid, available_atomic="580"),
+            ),
+        ],
+    )
+    if "request_id" in json.loads(first.content)["results"][2]["body"]:
+        fail("a batch", "an operation's problem carries a request_id")
+    hold = first.parsed.results[1].body.id
+    again = send_batch.sync_detailed(tid, client=sidecar, body=mixed, idempotency_key=key)
+    step("the batch again, with its key", again.parsed, BatchResponse)
+    if again.headers.get("idempotent-replayed") != "true" or again.content != first.content:
+        fail("the batch again, with its key", "not the first answer replayed")
+
+    # A tenant token's credit and debit are each that operation's 403; the extend goes.
+    mine = send_batch.sync(
+        tid,
+        client=sidecar,
+        body=BatchRequest(
+            operations=[
+                BatchExtend(op=BatchExtendOp.EXTEND, reservation_id=hold, ttl_seconds=900),
+                BatchCredit(op=BatchCreditOp.CREDIT, budget_id=bid, amount_atomic="1000"),
+                BatchDebit(op=BatchDebitOp.DEBIT, budget_id=bid, amount_atomic="10"),
+            ]
+        ),
+    )
+    step("a tenant token's credit and debit", mine, BatchResponse)
+    results(
+        "a tenant token's credit and debit",
+        mine,
+        [
+            (200, Reservation, dict(id=hold, state="active")),
+            (403, BatchItemProblem, dict(code="forbidden")),
+            (403, BatchItemProblem, dict(code="forbidden")),
+        ],
+    )
+
+    # The admin's atomic batch, every operation applied.
+    whole = send_batch.sync(
+        tid,
+        client=admin,
+        body=BatchRequest(
+            atomic=True,
+            operations=[
+                BatchCommit(op=BatchCommitOp.COMMIT, reservation_id=hold, amount_atomic="250"),
+                BatchCredit(
+                    op=BatchCreditOp.CREDIT, budget_id=bid, amount_atomic="1000", memo="top-up"
+                ),
+                BatchDebit(op=BatchDebitOp.DEBIT, budget_id=bid, amount_atomic="10"),
+            ],
+        ),
+    )
+    step("an atomic batch", whole, BatchResponse)
+    results(
+        "an atomic batch",
+        whole,
+        [
+            (200, Reservation, dict(id=hold, state="committed", committed_atomic="250")),
+            (201, LedgerEntry, dict(kind="credit", amount_atomic="1000", available_atomic="1630")),
+            (201, LedgerEntry, dict(kind="debit", amount_atomic="10", available_atomic="1620")),
+        ],
+    )
+
+    # An atomic batch that fails: 409 batch_failed, 424 for the operations that did not fail,
+    # nothing applied.
+    failed = send_batch.sync(
+        tid,
+        client=sidecar,
+        body=BatchRequest(
+            atomic=True,
+            operations=[
+                BatchCharge(op=BatchChargeOp.CHARGE, budget_id=bid, amount_atomic="10"),
+                BatchCommit(op=BatchCommitOp.COMMIT, reservation_id=hold, amount_atomic="1"),
+                BatchRelease(op=BatchReleaseOp.RELEASE, reservation_id=NO_RESERVATION),
+                BatchCharge(op=BatchChargeOp.CHARGE, budget_id=bid, amount_atomic="20"),
+            ],
+        ),
+    )
+    problem("an atomic batch that fails", failed, 409, "batch_failed")
+    results(
+        "an atomic batch that fails",
+        failed,
+        [
+            (424, None, {}),
+            (409, BatchItemProblem, dict(code="reservation_not_active", state="committed")),
+            (404, BatchItemProblem, dict(code="reservation_not_found")),
+            (424, None, {}),
+        ],
+    )
+    step(
+        "nothing of it applied",
+        get_budget.sync(tid, bid, client=sidecar),
+        Budget,
+        spent_atomic="370",
+        reserved_atomic="0",
+        available_atomic="1620",
+    )
+
+    # The bounds: 1,000 operations go, 1,001 and none are the whole request's 422.
+    def charges(n):
+        one = BatchCharge(op=BatchChargeOp.CHARGE, budget_id=bid, amount_atomic="1")
+        return BatchRequest(operations=[one] * n)
+
+    thousand = send_batch.sync(tid, client=sidecar, body=charges(1000))
+    step("a batch of 1,000 charges", thousand, BatchResponse)
+    if [r.status for r in thousand.results] != [201] * 1000:
+        fail("a batch of 1,000 charges", "not 1,000 results of 201")
+    step("the last of them", thousand.results[-1].body, LedgerEntry, available_atomic="620")
+    for n in (1001, 0):
+        over = send_batch.sync(tid, client=sidecar, body=charges(n))
+        problem(f"a batch of {n} operations", over, 422, "validation_failed")
+        step(f"a batch of {n} operations: its field", over.errors[0], FieldError,
+             field="operations")
+
+    # Refusals of the whole request.
+    one = charges(1)
+    problem(
+        "a batch for no such tenant",
+        send_batch.sync("ten_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=admin, body=one),
+        404,
+        "tenant_not_found",
+    )
+    problem(
+        "a tenant token's batch for another tenant",
+        send_batch.sync("ten_01M81B5HBV8R5WQ3T6VZ2M9K4X", client=sidecar, body=one),
+        403,
+        "forbidden",
+    )
+
+    # Answers the typed client cannot provoke, parsed by the same generated code.
+    def raw_batch(content):
+        headers = {"Authorization": f"Bearer {admin_token}", "Content-Type": "application/json"}
+        answer = httpx.post(f"{base_url}/v1/tenants/{tid}/batch", content=content, headers=headers)
+        return send_batch._parse_response(client=admin, response=answer)
+
+    unknown = raw_batch(b'{"operations":[{"op":"refund","budget_id":"' + bid.encode() + b'"}]}')
+    step("an unknown op", unknown, BatchResponse)
+    results("an unknown op", unknown, [(422, BatchItemProblem, dict(code="validation_failed"))])
+    step("its field", unknown.results[0].body.errors[0], FieldError, field="op")
+    problem("a batch that is not an object", raw_batch(b"[]"), 400, "malformed_json")
+    problem(
+        "a batch over 1 MiB",
+        raw_batch(b'{"operations":[' + b" " * 1_048_576 + b"]}"),
+        413,
+        "payload_too_large",
+    )
+
+    page_example(base_url, admin, run)
+
+
+def page_example(base_url, admin, run):
+    """The Python block of docs/batches.md, run as written for a tenant of its own with the
+    environment block it reads; it must print the lines the page shows after it."""
+    text = BATCHES_PAGE.read_text()
+    block = r"^```python\n(.*?)^```\n\n```text\n(.*?)^```"
+    found = re.search(block, text, re.DOTALL | re.MULTILINE)
+    if found is None:
+        fail("docs/batches.md's Python block", "no ```python block followed by a ```text block")
+    code, shown = found.groups()
+    made = create_tenant.sync(
+        client=admin,
+        body=CreateTenantRequest(name=f"batch-page-{run}", opening_deposit_atomic="1000"),
+    )
+    step("create a tenant for docs/batches.md", made, CreatedTenant)
+    env = made.sidecar_config_env
+    os.environ.update(
+        TENANTD_URL=base_url,
+        TENANTD_TENANT_ID=env.tenantd_tenant_id,
+        TENANTD_TENANT_TOKEN=env.tenantd_tenant_token,
+        TENANTD_BUDGET_ID=env.tenantd_budget_id,
+    )
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, f"{BATCHES_PAGE}: its python block", "exec"), {"__name__": "page"})
+    if printed.getvalue().split("\n") != shown.split("\n"):
+        fail("docs/batches.md's Python block", f"printed\n{printed.getvalue()}not\n{shown}")
+    step(
+        "docs/batches.md's Python block, as written",
+        get_budget.sync(made.id, made.budget.id, client=admin),
+        Budget,
+        spent_atomic="120",
+        reserved_atomic="300",
+        available_atomic="580",
+    )
 
 
 def main(base_url, admin_token):
@@ -669,6 +937,8 @@ def main(base_url, admin_token):
         413,
         "payload_too_large",
     )
+
+    batches(base_url, admin_token, admin, run)
     print(f"{passed} passed, 0 failed")
 
 

@@ -1,7 +1,7 @@
-// The shapes of docs/api.md's and docs/webhooks.md's walk-throughs, typed by the declarations
-// openapi-typescript generates from openapi.json (./schema.d.ts beside this file when it is
-// checked): `tsc --noEmit` must accept it, and each `@ts-expect-error` line must still be an
-// error.
+// The shapes of docs/api.md's, docs/webhooks.md's and docs/batches.md's walk-throughs, typed by
+// the declarations openapi-typescript generates from openapi.json (./schema.d.ts beside this
+// file when it is checked): `tsc --noEmit` must accept it, and each `@ts-expect-error` line
+// must still be an error.
 import type { components, operations } from "./schema";
 
 type Schemas = components["schemas"];
@@ -48,6 +48,12 @@ type Deliveries = Json<operations["listWebhookDeliveries"]["responses"][200]>;
 type Retry = operations["retryWebhookDelivery"];
 type Retried = Json<Retry["responses"][202]>;
 type RetryRefused = Problem<Retry["responses"][409]>;
+type SendBatch = operations["sendBatch"];
+type BatchBody = Json<SendBatch["requestBody"]>;
+type BatchDone = Json<SendBatch["responses"][200]>;
+type BatchFailed = Problem<SendBatch["responses"][409]>;
+type BatchTooLarge = Problem<SendBatch["responses"][413]>;
+type BatchResult = Schemas["BatchResult"];
 
 const body: CreateBody = { name: "acme-prod", opening_deposit_atomic: "1000" };
 
@@ -248,7 +254,75 @@ function final(deleted: Deleted): boolean {
   return deleted.state === "deleted" && deleted.disabled_reason === null;
 }
 
+// Batches: many operations of one tenant in one request, each the body of its single call
+// plus op.
+const bud = "bud_01M8KYWVYFJD0X0XJ8MEQ36825";
+const batch: BatchBody = {
+  atomic: false,
+  operations: [
+    { op: "charge", budget_id: bud, amount_atomic: "120", memo: "req 81" },
+    { op: "reserve", budget_id: bud, amount_atomic: "300", ttl_seconds: 600 },
+    { op: "commit", reservation_id: "res_01M8KYWW4VFFFC3HDNGYW7K5V7", amount_atomic: "250" },
+    { op: "release", reservation_id: "res_01M8KYWW4VFFFC3HDNGYW7K5V8" },
+    { op: "extend", reservation_id: "res_01M8KYWW4VFFFC3HDNGYW7K5V9", ttl_seconds: 900 },
+    { op: "credit", budget_id: bud, amount_atomic: "1000" },
+    { op: "debit", budget_id: bud, amount_atomic: "10" },
+  ],
+};
+
+const misnamed: BatchBody = {
+  atomic: true,
+  // @ts-expect-error a commit names its reservation, not a budget
+  operations: [{ op: "commit", budget_id: bud, amount_atomic: "1" }],
+};
+
+const refund: BatchBody = {
+  atomic: false,
+  // @ts-expect-error op is one of the seven
+  operations: [{ op: "refund", budget_id: bud, amount_atomic: "1" }],
+};
+
+// Each result's body is the single call's answer: an entry, a reservation, a problem, or null
+// (424: not applied, because the atomic batch failed).
+function outcome(result: BatchResult): string {
+  const body = result.body;
+  if (body === null) {
+    return `${result.status}: not applied`;
+  }
+  if ("code" in body) {
+    const left = body.code === "insufficient_funds" ? `, ${body.available_atomic ?? "?"} left` : "";
+    return `${result.status} ${body.code}${left}`;
+  }
+  if ("kind" in body) {
+    return `${result.status} ${body.kind} ${body.amount_atomic}, ${body.available_atomic} left`;
+  }
+  const state: "active" | "committed" | "released" | "expired" = body.state;
+  return `${result.status} reservation ${body.id} ${state}`;
+}
+
+function applied(done: BatchDone): number {
+  return done.results.filter((r) => r.status === 200 || r.status === 201).length;
+}
+
+function whyBatchFailed(problem: BatchFailed): string[] {
+  // @ts-expect-error a batch's own 409 is never an operation's insufficient_funds
+  const never: BatchFailed["code"] = "insufficient_funds";
+  const failing = (problem.results ?? []).filter((r) => r.status !== 424 && never !== problem.code);
+  return failing.map(outcome);
+}
+
+function tooLarge(problem: BatchTooLarge): boolean {
+  return problem.code === "payload_too_large";
+}
+
 export {
+  applied,
+  batch,
+  misnamed,
+  outcome,
+  refund,
+  tooLarge,
+  whyBatchFailed,
   available,
   body,
   both,
