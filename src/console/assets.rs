@@ -10,6 +10,7 @@ pub(super) const FILES: &[(&str, &[u8])] = &[
         "budget-actions.js",
         include_bytes!("assets/budget-actions.js"),
     ),
+    ("budget-batch.js", include_bytes!("assets/budget-batch.js")),
     ("budget-card.js", include_bytes!("assets/budget-card.js")),
     ("budget-chart.js", include_bytes!("assets/budget-chart.js")),
     (

@@ -898,6 +898,82 @@ async function adminWalk(browser, receiver) {
     check((await api('GET', `/v1/tenants/${state.id}/budgets/${tree.team.id}`)).state === 'open', 'the team was closed');
   });
 
+  // A batch's report: the tree's figures before each batch, the rows read from its table.
+  const figuresOf = async () => Object.fromEntries(await Promise.all(['org', 'team', 'key'].map(async (name) => {
+    const b = await api('GET', `/v1/tenants/${state.id}/budgets/${tree[name].id}`);
+    return [name, { available: BigInt(b.available_atomic), spent: BigInt(b.spent_atomic) }];
+  })));
+  const sendBatch = async (lines, { atomic }) => {
+    await button(treeCard('key'), 'Batch').click();
+    const dialog = await openDialog(page, 'Batch of charges on key');
+    await dialog.getByLabel('Charges', { exact: true }).fill(lines.join('\n'));
+    const allOrNothing = dialog.getByLabel('All or nothing', { exact: true });
+    check((await allOrNothing.getAttribute('type')) === 'checkbox', '"All or nothing" is not a checkbox');
+    if (atomic) await allOrNothing.check();
+    await button(dialog, 'Send batch').click();
+    await expectDialogClosed(page, 'Batch of charges on key');
+    const report = await visible('the batch\'s report "Batch on key"', page.getByRole('region', { name: 'Batch on key', exact: true }));
+    await until('the focus after the batch', () => page.evaluate(() => document.activeElement?.textContent), (t) => t === 'Batch on key',
+      { expected: 'the report\'s heading "Batch on key"' });
+    const inLedger = page.getByRole('region', { name: 'Ledger', exact: true }).getByRole('region', { name: 'Batch on key', exact: true });
+    check((await inLedger.count()) === 1, 'the batch\'s report is not in the "Ledger" section');
+    return report;
+  };
+  const untilBatchRows = (what, count) => untilRows(what, page, 'Batch results', (r) => r.length === count && r.every((row) => row.Outcome), { expected: `${count} rows` });
+  const expectTree = async (figures, what) => {
+    for (const name of ['org', 'team', 'key']) {
+      await expectFigures(treeCard(name), { Available: `${figures[name].available} tokens`, Spent: `${figures[name].spent} tokens` }, `${name} ${what}`);
+    }
+  };
+
+  await steps('"Batch" on the key, three charges, the second over the team\'s funds: its refusal and the short level shown above the ledger; the balance moves by the other two', async () => {
+    const before = await figuresOf();
+    // 200 fits; the next is then 1 more than the team has (it is short, the key is not); 300 fits.
+    const report = await sendBatch(['200 batch first', `${before.team.available - 200n + 1n} over the team`, '300'], { atomic: false });
+    await untilText('the batch\'s summary', report.locator('.batch-summary'), '2 of 3 charges applied, 1 refused.');
+    const rows = await untilBatchRows('the batch\'s results', 3);
+    const outcomes = rows.map((r) => r.Outcome);
+    check(show(outcomes) === show(['applied', 'refused', 'applied']), `the batch's outcomes read ${show(outcomes)}`);
+    const refused = rows[1];
+    const shortBy = `team has only ${before.team.available - 200n} tokens available — a spend must fit every level above this budget too.`;
+    check(refused.Code === 'insufficient_funds' && refused['Short level'] === 'team' && refused.Detail === shortBy,
+      `the refused charge reads ${show(refused)}, not insufficient_funds, "team" and ${show(shortBy)}`);
+    const href = await report.getByRole('link', { name: 'team', exact: true }).getAttribute('href');
+    check(href === `#budget-${tree.team.id}`, `the short level's link goes to ${show(href)}`);
+    check(rows[0].Memo === 'batch first' && rows[2].Memo === '—' && rows[0].Code === '—', `the applied rows read ${show([rows[0], rows[2]])}`);
+
+    const after = Object.fromEntries(Object.entries(before).map(([name, f]) => [name, { available: f.available - 500n, spent: f.spent + 500n }]));
+    await expectTree(after, 'after the batch (200 and 300 applied, the second refused)');
+    const got = await figuresOf();
+    check(Object.keys(after).every((n) => got[n].available === after[n].available && got[n].spent === after[n].spent),
+      `the API's figures after the batch are not the ones before moved by 500: ${show(Object.fromEntries(Object.entries(got).map(([n, f]) => [n, String(f.available)])))} available`);
+    // The ledger below shows the key's entries, the two applied charges among them.
+    check((await page.getByLabel('Budget', { exact: true }).evaluate((s) => s.selectedOptions[0]?.textContent)) === 'key', 'the ledger does not show the key after its batch');
+    const ids = rows.filter((r) => r.Outcome === 'applied').map((r) => /ent_[0-9A-Z]{26}/.exec(r.Detail)?.[0]);
+    await untilRows('the key\'s ledger after the batch', page, 'Ledger', (r) => ids.every((id) => id && r.some((e) => e.Id === id && e.Kind === 'charge')),
+      { expected: `the entries ${show(ids)}` });
+    await axe(page, 'a tenant\'s page with a batch\'s report');
+    await screenshots(page, 'batch');
+  });
+
+  await steps('"Batch" with "All or nothing", one charge refused: the report says nothing was applied, and nothing moved', async () => {
+    const before = await figuresOf();
+    const report = await monitor.tolerating(/status of 409/, () =>
+      sendBatch(['100 would fit', `${before.team.available} over the team, with the first counted`], { atomic: true }));
+    await untilText('the batch\'s summary', report.locator('.batch-summary'), 'Nothing was applied: 1 of 2 charges refused, and the batch was all or nothing.');
+    const rows = await untilBatchRows('the all-or-nothing batch\'s results', 2);
+    check(show(rows.map((r) => r.Outcome)) === show(['not applied', 'refused']), `the outcomes read ${show(rows.map((r) => r.Outcome))}`);
+    // Each charge is tried after the ones before it: the team would have had 100 less.
+    const shortBy = `team has only ${before.team.available - 100n} tokens available — a spend must fit every level above this budget too.`;
+    check(rows[1].Code === 'insufficient_funds' && rows[1]['Short level'] === 'team' && rows[1].Detail === shortBy,
+      `the refused charge reads ${show(rows[1])}, not insufficient_funds, "team" and ${show(shortBy)}`);
+    await absent('an applied row in the all-or-nothing batch', report.getByText('applied', { exact: true }));
+    await expectTree(before, 'after the all-or-nothing batch');
+    const got = await figuresOf();
+    check(Object.keys(before).every((n) => got[n].available === before[n].available && got[n].spent === before[n].spent),
+      'the API\'s figures moved after the refused all-or-nothing batch');
+  });
+
   await steps('a u128 opening deposit shows its exact digits, on the page and in the list', async () => {
     const name = `u128-${randomUUID().slice(0, 8)}`;
     const tenant = await api('POST', '/v1/tenants', { body: { name, opening_deposit_atomic: U128_MAX } });
@@ -1025,7 +1101,7 @@ async function tenantWalk(browser, state) {
       await until(`the URL ${where}`, () => page.url(), (u) => u.endsWith(ownPage), { expected: `…${ownPage}` });
       await expectFigures(budgetCard(page, 'default'), { Available: `${budget.available_atomic} atomic`, Spent: `${budget.spent_atomic} atomic` }, `the tenant's own budget ${where}`);
       for (const link of ['Events', 'Webhooks']) await absent(`the nav link "${link}" for a tenant ${where}`, nav.getByRole('link', { name: link, exact: true }));
-      for (const admin of ['Credit', 'Debit', 'Charge', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
+      for (const admin of ['Credit', 'Debit', 'Charge', 'Batch', 'Tombstone tenant', 'Edit period and thresholds', 'Close budget', 'New tenant']) {
         await absent(`the admin button "${admin}" for a tenant ${where}`, button(page, admin));
       }
       await absent(`the tenants list for a tenant ${where}`, page.getByRole('table', { name: 'Tenants', exact: true }));

@@ -1,12 +1,14 @@
-// An admin's actions on a budget: the buttons and their dialogs (credit, debit, charge, edit
-// the period and thresholds, close), and what a refusal of the budget tree means in words.
+// An admin's actions on a budget: the buttons and their dialogs (credit, debit, charge, a
+// batch of charges, edit the period and thresholds, close).
 
 import { h, field, showMessages } from './dom.js';
 import { api, newIdempotencyKey, budgetPath } from './api.js';
 import { formatAmount, amountProblem } from './money.js';
+import { shortfallText } from './budget-tree.js';
 import { openDialog, cancelButton, submitButton, confirmDialog } from './dialog.js';
 import { periodFields } from './period-form.js';
 import { thresholdsField, parseThresholds } from './budget-thresholds.js';
+import { openBatchDialog } from './budget-batch.js';
 
 /** What each movement posts where: a credit or debit names the budget, a charge spends on it. */
 const MOVEMENTS = {
@@ -20,19 +22,10 @@ const MOVEMENTS = {
   },
 };
 
-/**
- * A 409 insufficient_funds in words: the level that is short (the budget itself or one above
- * it, named by the problem's budget_id), by name, with what it has available in its unit.
- */
+/** A failed spend's error, with a shortfall said in words (shortfallText). */
 function shortfall(error, budget, budgetsById) {
-  if (!error || error.code !== 'insufficient_funds' || !error.problem) return error;
-  const levelId = error.problem.budget_id || budget.id;
-  const level = budgetsById.get(levelId);
-  const above = levelId !== budget.id;
-  const text = level
-    ? `${level.name} has only ${formatAmount(error.problem.available_atomic, level.unit)} available`
-    : error.message;
-  return new Error(above ? `${text} — a spend must fit every level above this budget too.` : `${text}.`);
+  const text = error ? shortfallText(error.problem, budget, budgetsById) : null;
+  return text ? new Error(text) : error;
 }
 
 /** "Credit", "Debit" or "Charge": an amount (and an optional memo) posted with an Idempotency-Key. */
@@ -119,8 +112,12 @@ function openCloseDialog(budget, { onChanged, children }) {
   });
 }
 
-/** The action buttons; onChanged reloads the page's data after a change. */
-export function actionButtons(budget, { onChanged, budgetsById, children = [] }) {
+/**
+ * The action buttons; onChanged reloads the page's data after a change; onBatch(element,
+ * budget), when given, shows the report of a batch sent from "Batch" where the page shows
+ * the budget's activity.
+ */
+export function actionButtons(budget, { onChanged, onBatch, budgetsById, children = [] }) {
   const context = { onChanged, budgetsById, children };
   const button = (text, handler, variant = '') => {
     const b = h('button', { type: 'button', class: `button button-small ${variant}` }, text);
@@ -131,6 +128,7 @@ export function actionButtons(budget, { onChanged, budgetsById, children = [] })
     button('Credit', () => openMovementDialog(budget, 'credits', context)),
     button('Debit', () => openMovementDialog(budget, 'debits', context)),
     button('Charge', () => openMovementDialog(budget, 'charges', context)),
+    onBatch ? button('Batch', () => openBatchDialog(budget, { budgetsById, onSent: onBatch })) : null,
     button('Edit period and thresholds', () => openEditDialog(budget, onChanged)),
     button('Close budget', () => openCloseDialog(budget, context), 'button-danger-quiet'));
 }

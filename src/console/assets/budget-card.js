@@ -12,10 +12,11 @@ import { treeLines } from './budget-tree.js';
 
 /**
  * Builds the budget's article. manage: whether admin actions show; tickers collects the
- * countdown updaters; onChanged reloads the page's data; tree: its item of budgetTree() and
- * budgetsById (the budget alone, at the top, without it).
+ * countdown updaters; onChanged reloads the page's data; onBatch shows a batch's report (see
+ * budget-batch.js); tree: its item of budgetTree() and budgetsById (the budget alone, at the
+ * top, without it).
  */
-export function budgetCard(budget, { manage, tickers, signal, onChanged, tree = null }) {
+export function budgetCard(budget, { manage, tickers, signal, onChanged, onBatch, tree = null }) {
   const headingId = `budget-${budget.id}`;
   const { depth = 0, parent = null, children = [] } = tree || {};
   const budgetsById = tree ? tree.budgetsById : new Map([[budget.id, budget]]);
@@ -30,7 +31,7 @@ export function budgetCard(budget, { manage, tickers, signal, onChanged, tree = 
     periodBlock(budget, tickers),
     thresholdsBlock(budget),
     budget.closed_at ? h('p', { class: 'muted' }, 'Closed ', timeNode(budget.closed_at, formatInstant(budget.closed_at))) : null,
-    manage && budget.state === 'open' ? actionButtons(budget, { onChanged, budgetsById, children }) : null,
+    manage && budget.state === 'open' ? actionButtons(budget, { onChanged, onBatch, budgetsById, children }) : null,
     chartSection(budget, signal));
   return article;
 }

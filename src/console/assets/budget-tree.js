@@ -1,7 +1,8 @@
-// A tenant's budgets as a tree: their reading order and depth, and the lines on a card that
-// name its parent and its children.
+// A tenant's budgets as a tree: their reading order and depth, the lines on a card that name
+// its parent and its children, and what a refusal of the tree (the level that was short) says.
 
 import { h } from './dom.js';
+import { formatAmount } from './money.js';
 
 const MAX_DEPTH = 3; // four levels: a budget has at most 3 ancestors
 
@@ -37,7 +38,7 @@ export function budgetTree(budgets) {
 }
 
 /** A link to a budget's card on this page: scrolls to it and moves the focus to its heading. */
-function cardLink(budget) {
+export function cardLink(budget) {
   const link = h('a', { href: `#budget-${budget.id}` }, budget.name);
   link.addEventListener('click', (event) => {
     // The page's URL fragment is the console's route: stay on it, go to the card.
@@ -60,4 +61,19 @@ export function treeLines(parent, children) {
       children.map((c, i) => [i ? ', ' : null, cardLink(c)])));
   }
   return lines.length ? h('div', { class: 'budget-tree-lines' }, lines) : null;
+}
+
+/**
+ * A 409 insufficient_funds problem in words: the level that is short (the budget itself or
+ * one above it, named by the problem's budget_id), by name, with what it has available in
+ * its unit; null for any other problem. A charge's dialog and a batch's results both say it.
+ */
+export function shortfallText(problem, budget, budgetsById) {
+  if (!problem || problem.code !== 'insufficient_funds') return null;
+  const levelId = problem.budget_id || budget.id;
+  const level = budgetsById.get(levelId);
+  const text = level
+    ? `${level.name} has only ${formatAmount(problem.available_atomic, level.unit)} available`
+    : problem.detail;
+  return levelId !== budget.id ? `${text} — a spend must fit every level above this budget too.` : `${text}.`;
 }

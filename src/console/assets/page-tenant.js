@@ -1,4 +1,5 @@
-// A tenant's page: overview, budgets, active reservations, ledger and events.
+// A tenant's page: overview, budgets, active reservations, ledger (with the report of a batch
+// sent from it) and events.
 
 import { h, table, field, badge, mono, timeNode, alertBox, showError, hideAlert, fill } from './dom.js';
 import { api, listAll, query } from './api.js';
@@ -102,12 +103,17 @@ function eventRows(events) {
     h('td', {}, timeNode(e.created_at, formatInstant(e.created_at)))));
 }
 
-/** The ledger section: a budget chooser and a paged table. */
+/**
+ * The ledger section: the report of the last batch sent from this page (what the server does
+ * not keep: its refusals), a budget chooser and a paged table.
+ */
 function ledgerSection(tenantId, signal) {
   const holder = h('div', {});
+  const batchHolder = h('div', { class: 'batch-holder' });
   const chooser = h('div', { class: 'toolbar' });
   let budgets = [];
   let budgetsById = new Map();
+  let shownId = null; // the budget whose entries the table shows (or is loading)
   const select = h('select', {});
   const chooserField = field('Budget', select);
   const entries = pagedList({
@@ -121,15 +127,29 @@ function ledgerSection(tenantId, signal) {
     },
     render: (page) => holder.replaceChildren(ledgerTable(page.data, page.unit, budgetsById)),
   });
-  select.addEventListener('change', () => entries.reset());
+  select.addEventListener('change', () => {
+    shownId = select.value;
+    entries.reset();
+  });
 
   return {
     element: h('section', { class: 'section', 'aria-labelledby': 'ledger-heading' },
       h('h2', { id: 'ledger-heading' }, 'Ledger'),
+      batchHolder,
       entries.element),
-    /** Shows the budgets to choose from; keeps the chosen one and the page if it still exists. */
+    /**
+     * Shows a batch's report in place of the last one, and chooses its budget: the page's
+     * refresh that follows (setBudgets) shows that budget's entries.
+     */
+    showBatch(report, budget) {
+      batchHolder.replaceChildren(report);
+      if (budgets.some((b) => b.id === budget.id)) select.value = budget.id;
+    },
+    /**
+     * Shows the budgets to choose from; keeps the chosen one and the page if it still exists
+     * and its entries are the ones shown, else shows the first page of the chosen one.
+     */
     setBudgets(list) {
-      const first = budgets.length === 0;
       const chosen = select.value;
       budgets = list;
       budgetsById = new Map(list.map((b) => [b.id, b]));
@@ -141,7 +161,9 @@ function ledgerSection(tenantId, signal) {
         holder.replaceChildren(h('p', { class: 'muted' }, 'No budgets.'));
         return Promise.resolve(null);
       }
-      return first ? entries.reset() : entries.reload();
+      const same = select.value === shownId;
+      shownId = select.value;
+      return same ? entries.reload() : entries.reset();
     },
   };
 }
@@ -200,6 +222,12 @@ export function renderTenant(main, { principal, params, signal }) {
     alert,
     sections));
 
+  /** A batch was sent from a budget's card: its report above the ledger, then the new figures. */
+  function onBatch(report, budget) {
+    ledger.showBatch(report, budget);
+    refresh();
+  }
+
   async function refresh() {
     let tenant;
     let budgets;
@@ -230,7 +258,7 @@ export function renderTenant(main, { principal, params, signal }) {
     const writable = manage && tenant.state === 'active';
     const { items, budgetsById } = budgetTree(budgets);
     budgetsHolder.replaceChildren(...items.map((item) => budgetCard(item.budget,
-      { manage: writable, tickers, signal, onChanged: refresh, tree: { ...item, budgetsById } })));
+      { manage: writable, tickers, signal, onChanged: refresh, onBatch, tree: { ...item, budgetsById } })));
     if (budgets.length === 0) budgetsHolder.append(h('p', { class: 'muted' }, 'No budgets.'));
     ledger.setBudgets(items.map((item) => item.budget));
     events.reload();
