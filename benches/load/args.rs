@@ -170,6 +170,9 @@ pub(crate) enum Group {
     Spend,
     /// Charges on a leaf with 3 ancestors against a flat budget, over 1,000 tenants and on one
     Tree,
+    /// Charges one a request against batches of 100 and of 1,000 (POST …/batch), over 1,000
+    /// budgets of 100 tenants
+    Batch,
     /// Reads at --scale tenants
     Scale,
     /// --boundary-budgets monthly budgets passing one boundary while charges go on (SQLite)

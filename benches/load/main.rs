@@ -32,10 +32,13 @@
 //! - `spend.rs`: the reserve+commit rows, and the hot budget checked at the end;
 //! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
 //!   every budget checked at the end;
+//! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
+//!   1,000 budgets, and every budget checked at the end;
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
 mod args;
+mod batch;
 mod boundary;
 mod client;
 mod delay;
@@ -188,6 +191,11 @@ async fn run(args: &Args) -> Result<Report, String> {
         let (tree_rows, tree_notes) = tree::measure(args).await?;
         rows.extend(tree_rows);
         notes.extend(tree_notes);
+    }
+    if wanted(Group::Batch) {
+        let (batch_rows, batch_notes) = batch::measure(args).await?;
+        rows.extend(batch_rows);
+        notes.extend(batch_notes);
     }
     if wanted(Group::Scale) {
         eprintln!("server: reads at {} tenants", args.scale);

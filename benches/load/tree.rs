@@ -97,7 +97,7 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
 
 /// A keep-alive connection with the admin's token, for the seeding and the reading around
 /// the measured slices: one request at a time, its answer read whole.
-struct Admin {
+pub(crate) struct Admin {
     stream: TcpStream,
     auth: Arc<str>,
     request: Vec<u8>,
@@ -105,7 +105,7 @@ struct Admin {
 }
 
 impl Admin {
-    async fn open(addr: SocketAddr, auth: Arc<str>) -> Result<Self, String> {
+    pub(crate) async fn open(addr: SocketAddr, auth: Arc<str>) -> Result<Self, String> {
         Ok(Admin {
             stream: connect(addr).await?,
             auth,
@@ -115,7 +115,7 @@ impl Admin {
     }
 
     /// Sends `method path` with `body` (JSON), and returns the answer's status and body.
-    async fn send(
+    pub(crate) async fn send(
         &mut self,
         method: &str,
         path: &str,
@@ -145,7 +145,7 @@ impl Admin {
 }
 
 /// The admin's `Bearer …`.
-fn admin_auth(server: &Server) -> Arc<str> {
+pub(crate) fn admin_auth(server: &Server) -> Arc<str> {
     format!("Bearer {}", server.token).into()
 }
 
@@ -544,7 +544,7 @@ async fn check(
 }
 
 /// Checks a budget's figures against the invariant.
-fn within_invariant(budget: &serde_json::Value) -> Result<(), String> {
+pub(crate) fn within_invariant(budget: &serde_json::Value) -> Result<(), String> {
     let available = budget["available_atomic"]
         .as_str()
         .and_then(|v| v.parse::<i128>().ok());
@@ -561,7 +561,7 @@ fn within_invariant(budget: &serde_json::Value) -> Result<(), String> {
 }
 
 /// The figure `name` of a budget (a decimal string).
-fn figure(budget: &serde_json::Value, name: &str) -> Result<u128, String> {
+pub(crate) fn figure(budget: &serde_json::Value, name: &str) -> Result<u128, String> {
     budget[name]
         .as_str()
         .and_then(|v| v.parse().ok())
@@ -569,13 +569,13 @@ fn figure(budget: &serde_json::Value, name: &str) -> Result<u128, String> {
 }
 
 /// A body as JSON.
-fn json(body: &[u8]) -> Result<serde_json::Value, String> {
+pub(crate) fn json(body: &[u8]) -> Result<serde_json::Value, String> {
     serde_json::from_slice(body)
         .map_err(|e| format!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
 }
 
 /// `n` with a comma between each group of three digits, as the notes write counts.
-fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, digit) in digits.chars().enumerate() {
