@@ -28,13 +28,12 @@ use serde::Deserialize;
 
 use crate::args::Args;
 use crate::client::{
-    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Tally, connect, exchange, histogram, next,
-    seed_from_clock, tenant_path,
+    LATENCY_US_MAX, READ_CHUNK_BYTES, Tally, connect, histogram, next, post_json, seed_from_clock,
+    tenant_path,
 };
 use crate::report::Row;
 use crate::server::{Sample, Server};
 use crate::tree::{Admin, admin_auth, figure, grouped, json, within_invariant};
-use crate::wire;
 
 /// Tenants the budgets belong to.
 const TENANTS: usize = 100;
@@ -74,42 +73,82 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
             1 => format!("POST charge ({over})"),
             n => format!("POST batch of {} charges ({over})", grouped(n as u64)),
         };
-        let (row, sent) = measure_row(args, &server, &tenants, name, size).await?;
+        let (row, sent) =
+            measure_row(args, &server, &tenants, name, size, args.connections).await?;
         for (into, n) in acked.iter_mut().zip(&sent.acked) {
             *into += n;
         }
-        if sent.unmeasured.errors > 0 {
-            notes.push(format!(
-                "{}: {} requests outside the measured window failed {:?}",
-                row.name, sent.unmeasured.errors, sent.unmeasured.statuses
-            ));
-        }
-        // Fewer answers than two a connection: requests slower than the window are missing
-        // from its latencies, and its rate rests on a handful.
-        if row.tally.requests < 2 * args.connections as u64 {
-            notes.push(format!(
-                "{}: only {} requests completed in the {:.1} s window on {} connections; \
-                 their latencies leave out those still running at its end, so measure it over \
-                 a longer --duration-s",
-                row.name,
-                row.tally.requests,
-                args.duration.as_secs_f64(),
-                args.connections
-            ));
-        }
-        if sent.failed_items > 0 {
-            notes.push(format!(
-                "{}: {} operations in batches answered other than 201 {:?}",
-                row.name, sent.failed_items, sent.item_statuses
-            ));
-        }
+        notes.extend(row_notes(&row, &sent, args, args.connections));
         measured.push((row, size, sent.ops));
+    }
+    // A batch's own latency, with no queue of other requests in front of it: one connection
+    // a row. On 32 connections a closed loop answers each request in about 32 ÷ its rate, so
+    // there a batch of 100 takes 100 ÷ (its throughput ratio) times a charge.
+    let mut alone = Vec::new();
+    for size in [1, 100] {
+        let name = match size {
+            1 => format!("POST charge, one connection ({over})"),
+            n => format!(
+                "POST batch of {} charges, one connection ({over})",
+                grouped(n as u64)
+            ),
+        };
+        let (row, sent) = measure_row(args, &server, &tenants, name, size, 1).await?;
+        for (into, n) in acked.iter_mut().zip(&sent.acked) {
+            *into += n;
+        }
+        notes.extend(row_notes(&row, &sent, args, 1));
+        alone.push(row);
+    }
+    if let [charge, batch] = alone.as_slice() {
+        let p99 = |row: &Row| row.hist.value_at_quantile(0.99);
+        notes.push(format!(
+            "batch: alone on one connection, p50 / p99: a charge {:.2} / {:.2} ms, a batch of \
+             100 {:.2} / {:.2} ms (p99 {:.1}× a charge's, target ≤ 10×)",
+            charge.hist.value_at_quantile(0.5) as f64 / 1000.0,
+            p99(charge) as f64 / 1000.0,
+            batch.hist.value_at_quantile(0.5) as f64 / 1000.0,
+            p99(batch) as f64 / 1000.0,
+            p99(batch) as f64 / p99(charge).max(1) as f64
+        ));
     }
     notes.splice(0..0, summary(&server, args, &measured));
     notes.push(check(&server, &tenants, &acked).await?);
     notes.extend(server.chaining_note("charges, single and batched"));
     server.stop();
-    Ok((measured.into_iter().map(|(row, ..)| row).collect(), notes))
+    let rows = measured.into_iter().map(|(row, ..)| row).chain(alone);
+    Ok((rows.collect(), notes))
+}
+
+/// What a row's run says beside its figures: failures outside the window, too few answers
+/// for its latencies to mean much, operations of batches not applied.
+fn row_notes(row: &Row, sent: &Sent, args: &Args, connections: usize) -> Vec<String> {
+    let mut notes = Vec::new();
+    if sent.unmeasured.errors > 0 {
+        notes.push(format!(
+            "{}: {} requests outside the measured window failed {:?}",
+            row.name, sent.unmeasured.errors, sent.unmeasured.statuses
+        ));
+    }
+    // Fewer answers than two a connection: requests slower than the window are missing from
+    // its latencies, and its rate rests on a handful.
+    if row.tally.requests < 2 * connections as u64 {
+        notes.push(format!(
+            "{}: only {} requests completed in the {:.1} s window on {connections} \
+             connections; their latencies leave out those still running at its end, so \
+             measure it over a longer --duration-s",
+            row.name,
+            row.tally.requests,
+            args.duration.as_secs_f64(),
+        ));
+    }
+    if sent.failed_items > 0 {
+        notes.push(format!(
+            "{}: {} operations in batches answered other than 201 {:?}",
+            row.name, sent.failed_items, sent.item_statuses
+        ));
+    }
+    notes
 }
 
 /// The comparisons of the batched rows with the single charges: operations per second,
@@ -409,21 +448,14 @@ async fn charge_loop(
             body.extend_from_slice(b"]}");
             format!("{}/batch", tenant.path)
         };
-        let headers = [
-            HOST,
-            ("Authorization", tenant.auth.as_str()),
-            ("Content-Type", "application/json"),
-        ];
-        request.clear();
-        wire::write_request(
-            &mut request,
-            "POST",
+        let (frame, micros) = post_json(
+            &mut stream,
+            (&mut request, &mut buf),
             &path,
-            wire::HTTP_11,
-            &headers,
-            Some(&body),
-        );
-        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
+            tenant.auth.as_str(),
+            &body,
+        )
+        .await?;
         let done = Instant::now();
         let (status, charged) = match frame.head.status {
             201 if size == 1 => {
@@ -500,6 +532,7 @@ async fn measure_row(
     tenants: &Arc<Vec<Tenant>>,
     name: String,
     size: usize,
+    connections: usize,
 ) -> Result<(Row, Sent), String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s measured",
@@ -511,7 +544,7 @@ async fn measure_row(
         start,
         end: start + args.duration,
     };
-    let tasks: Vec<_> = (0..args.connections)
+    let tasks: Vec<_> = (0..connections)
         .map(|i| {
             let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
             let tenants = Arc::clone(tenants);

@@ -121,6 +121,25 @@ pub(crate) async fn exchange(
     Ok((frame, micros))
 }
 
+/// Writes a `POST` of the JSON `body` to `path` with the `Authorization` value `auth` into
+/// `request` (emptied first), and exchanges it on `stream` ([`exchange`]).
+pub(crate) async fn post_json(
+    stream: &mut TcpStream,
+    (request, buf): (&mut Vec<u8>, &mut Vec<u8>),
+    path: &str,
+    auth: &str,
+    body: &[u8],
+) -> Result<(wire::Frame, u64), String> {
+    let headers = [
+        HOST,
+        ("Authorization", auth),
+        ("Content-Type", "application/json"),
+    ];
+    request.clear();
+    wire::write_request(request, "POST", path, wire::HTTP_11, &headers, Some(body));
+    exchange(stream, request, buf).await
+}
+
 /// Reads until a whole response lies at the front of `buf`, and locates it there.
 async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire::Frame, String> {
     let mut chunk = [0u8; READ_CHUNK_BYTES];

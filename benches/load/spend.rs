@@ -13,7 +13,7 @@ use crate::args::Args;
 use crate::client::Seeded;
 use crate::client::{
     HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
-    seed_from_clock,
+    post_json, seed_from_clock,
 };
 use crate::report::Row;
 use crate::server::Server;
@@ -120,21 +120,14 @@ async fn spend_connection(
             .expect("a Vec");
             (t, format!("{}/reservations", targets[t].path), false, 0)
         };
-        let headers = [
-            HOST,
-            ("Authorization", targets[t].auth.as_str()),
-            ("Content-Type", "application/json"),
-        ];
-        request.clear();
-        wire::write_request(
-            &mut request,
-            "POST",
+        let (frame, micros) = post_json(
+            &mut stream,
+            (&mut request, &mut buf),
             &path,
-            wire::HTTP_11,
-            &headers,
-            Some(&body),
-        );
-        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
+            targets[t].auth.as_str(),
+            &body,
+        )
+        .await?;
         let status = frame.head.status;
         let (hist, tally) = if committing {
             &mut spent.commit

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use crate::args::Args;
 use crate::client::{
     HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, exchange, histogram,
-    next, seed_from_clock, tenant_path,
+    next, post_json, seed_from_clock, tenant_path,
 };
 use crate::report::Row;
 use crate::server::{Sample, Server};
@@ -299,22 +299,15 @@ async fn charge_loop(
             target.budget_id
         )
         .expect("a Vec");
-        let headers = [
-            HOST,
-            ("Authorization", target.auth.as_str()),
-            ("Content-Type", "application/json"),
-        ];
-        request.clear();
         let path = format!("{}/charges", target.path);
-        wire::write_request(
-            &mut request,
-            "POST",
+        let (frame, micros) = post_json(
+            &mut stream,
+            (&mut request, &mut buf),
             &path,
-            wire::HTTP_11,
-            &headers,
-            Some(&body),
-        );
-        let (frame, micros) = exchange(&mut stream, &request, &mut buf).await?;
+            target.auth.as_str(),
+            &body,
+        )
+        .await?;
         charged
             .hist
             .saturating_record(micros.clamp(1, LATENCY_US_MAX));
