@@ -33,12 +33,13 @@
 //! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
 //!   every budget checked at the end;
 //! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
-//!   1,000 budgets, and every budget checked at the end;
+//!   1,000 budgets, and every budget checked at the end; `batch_summary.rs`, their ratios;
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
 mod args;
 mod batch;
+mod batch_summary;
 mod boundary;
 mod client;
 mod delay;
