@@ -224,51 +224,43 @@ fn parse_batch(body: &[u8], may_manage: bool) -> Result<Parsed, ApiError> {
         );
     }
     errors.finish()?;
-    let mut parsed = Parsed {
-        items: Vec::with_capacity(items.len()),
-        answers: Arc::new(Answers {
-            ops: Vec::with_capacity(items.len()),
-            refusals: Vec::with_capacity(items.len()),
-        }),
-        atomic,
-        fingerprint: BodyFingerprint::of(b""),
-    };
-    let answers = Arc::get_mut(&mut parsed.answers).expect("not shared yet");
+    let mut ops = Vec::with_capacity(items.len());
+    let mut refusals = Vec::with_capacity(items.len());
+    let mut store_items = Vec::with_capacity(items.len());
     let mut canonical = format!("batch\n{atomic}");
     for item in &items {
         let (op, read) = parse_item(item, may_manage);
-        answers.ops.push(op);
-        match read {
-            // Each operation's text after its length: a memo's line breaks cannot run two
-            // operations together.
-            Ok((item, text)) => {
-                canonical.push_str(&format!("\n{}:{text}", text.len()));
-                parsed.items.push(item);
-                answers.refusals.push(None);
-            }
-            Err(refusal) => {
-                let text = member_text(item);
-                canonical.push_str(&format!("\nrefused {}:{text}", text.len()));
-                parsed.items.push(BatchItem::Refused);
-                answers.refusals.push(Some(refusal));
-            }
-        }
+        ops.push(op);
+        // Each operation's text after its length: a memo's line breaks cannot run two
+        // operations together.
+        let (store_item, refusal, text) = match read {
+            Ok((store_item, text)) => (store_item, None, text),
+            Err(refusal) => (BatchItem::Refused, Some(refusal), member_text(item)),
+        };
+        let tag = if refusal.is_some() { "refused " } else { "" };
+        canonical.push_str(&format!("\n{tag}{}:{text}", text.len()));
+        store_items.push(store_item);
+        refusals.push(refusal);
     }
-    parsed.fingerprint = BodyFingerprint::of(canonical.as_bytes());
-    Ok(parsed)
+    Ok(Parsed {
+        items: store_items,
+        answers: Arc::new(Answers { ops, refusals }),
+        atomic,
+        fingerprint: BodyFingerprint::of(canonical.as_bytes()),
+    })
 }
 
 /// An operation's JSON in one canonical form (members sorted, no white space), for a refused
 /// one's share of the fingerprint: the same operation sent again, laid out otherwise, is the
 /// same.
 fn member_text(member: &Member) -> String {
-    let text = match member {
-        Member::String(s) => return format!("{s:?}"),
-        Member::Number(text) | Member::Object(text) | Member::Array(text) => text,
-        Member::Null => return "null".into(),
-        Member::Bool(b) => return b.to_string(),
-    };
-    serde_json::from_str::<serde_json::Value>(text).map_or_else(|_| text.clone(), |v| v.to_string())
+    match member {
+        Member::Number(text) | Member::Object(text) | Member::Array(text) => {
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_or_else(|_| text.clone(), |v| v.to_string())
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 /// One operation: its `op` if it names a known one, and what goes to the store with its
@@ -280,10 +272,9 @@ fn parse_item(
     may_manage: bool,
 ) -> (Option<Op>, Result<(BatchItem, String), ApiError>) {
     let bad_op = |message: &str| {
-        ApiError::ValidationFailed(vec![crate::problem::FieldError {
-            field: "op".into(),
-            message: message.into(),
-        }])
+        let mut errors = FieldErrors::default();
+        errors.add("op", message);
+        errors.finish().expect_err("an error was added")
     };
     let Member::Object(text) = item else {
         return (
