@@ -42,6 +42,34 @@ pub(crate) fn now_unix_ms() -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct IdGenerator {
     last: u128,
+    random: RandomPool,
+}
+
+/// Bytes the OS random source gives [`RandomPool`] at a time: the random parts of 100 ids.
+const RANDOM_POOL_BYTES: usize = 1000;
+
+/// Random bytes taken from the OS [`RANDOM_POOL_BYTES`] at a time: a system call an id made a
+/// twentieth of a batched charge's time on the writer. Ids are not secrets; what the pool
+/// holds is what the ids made next will show.
+#[derive(Debug, Default)]
+struct RandomPool {
+    bytes: Vec<u8>,
+    /// The first byte not given out yet.
+    at: usize,
+}
+
+impl RandomPool {
+    /// Fills `out` with bytes no id has shown yet.
+    fn fill(&mut self, out: &mut [u8]) {
+        if self.at + out.len() > self.bytes.len() {
+            self.bytes.resize(RANDOM_POOL_BYTES.max(out.len()), 0);
+            random_bytes(&mut self.bytes);
+            self.at = 0;
+        }
+        let end = self.at + out.len();
+        out.copy_from_slice(&self.bytes[self.at..end]);
+        self.at = end;
+    }
 }
 
 impl IdGenerator {
@@ -50,6 +78,7 @@ impl IdGenerator {
     pub(crate) fn after(latest: Option<Ulid>) -> Self {
         Self {
             last: latest.map_or(0, |ulid| ulid.0),
+            random: RandomPool::default(),
         }
     }
 
@@ -72,7 +101,7 @@ impl IdGenerator {
     pub(crate) fn next(&mut self, now_ms: u64) -> Ulid {
         let last_ms = self.last >> 80;
         let mut random = [0u8; 16];
-        random_bytes(&mut random[6..]);
+        self.random.fill(&mut random[6..]);
         let fresh = u128::from_be_bytes(random) & ULID_RANDOM_MASK;
         let step = u128::from(u32::from_be_bytes([
             random[6], random[7], random[8], random[9],
@@ -173,6 +202,25 @@ impl Default for RequestIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_random_pool_gives_each_byte_once_and_refills() {
+        let mut pool = RandomPool::default();
+        let mut seen = Vec::new();
+        for _ in 0..(RANDOM_POOL_BYTES / 10) * 3 + 7 {
+            let mut part = [0u8; 10];
+            pool.fill(&mut part);
+            seen.push(part);
+        }
+        let distinct: std::collections::HashSet<_> = seen.iter().collect();
+        assert_eq!(distinct.len(), seen.len(), "no random part is given twice");
+        let mut big = vec![0u8; RANDOM_POOL_BYTES + 1];
+        pool.fill(&mut big);
+        assert!(
+            big.iter().any(|&b| b != 0),
+            "a request above the pool's size is filled"
+        );
+    }
 
     #[test]
     fn ids_are_monotonic_within_a_millisecond_and_when_the_clock_steps_back() {

@@ -155,14 +155,6 @@ impl Linked {
             hash: self.hash.clone(),
         }
     }
-
-    /// The head once this row is appended, taking the row's hash rather than copying it.
-    pub(crate) fn into_head(self) -> Head {
-        Head {
-            seq: self.entry.seq,
-            hash: self.hash,
-        }
-    }
 }
 
 /// Why a chain does not verify.

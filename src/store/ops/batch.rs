@@ -309,6 +309,6 @@ fn short_unit<D: Sql>(
     let StoreError::InsufficientFunds(_, Some(short)) = refusal else {
         return Ok(None);
     };
-    let unit = queries::budgets::budget(w.db(), tenant, Some(short))?.unit;
+    let unit = w.stored_budget(tenant, Some(short))?.unit;
     Ok((unit != Unit::atomic()).then_some(unit))
 }

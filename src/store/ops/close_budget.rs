@@ -34,7 +34,7 @@ impl WriteOp for CloseBudget {
             actor,
         } = self;
         w.lock_tenant(&tenant)?;
-        let (mut budget, active) = queries::budgets::budget_to_write(w.db(), &tenant, id.as_ref())?;
+        let (mut budget, active) = w.stored_budget_to_write(&tenant, id.as_ref())?;
         if !active {
             return Err(StoreError::TenantTombstoned);
         }

@@ -5,7 +5,6 @@ use crate::audit::{Actor, AuditEvent};
 use crate::domain::{
     ANCESTORS_MAX, Budget, BudgetId, BudgetState, Figures, NewBudget, PARENT_UNKNOWN, TenantId,
 };
-use crate::store::queries;
 use crate::store::sql::Sql;
 use crate::store::write::WriteOp;
 use crate::store::write::state::WriterState;
@@ -89,7 +88,7 @@ fn check_parent<D: Sql>(
         StoreError::BudgetNotFound => StoreError::BadParent(PARENT_UNKNOWN),
         e => e,
     };
-    let mut above = queries::budgets::budget(w.db(), tenant, Some(parent)).map_err(unknown)?;
+    let mut above = w.stored_budget(tenant, Some(parent)).map_err(unknown)?;
     if !above.is_open() {
         return Err(StoreError::BudgetClosed);
     }
@@ -99,7 +98,7 @@ fn check_parent<D: Sql>(
         let Some(next) = above.parent_id.take() else {
             return Ok(());
         };
-        above = queries::budgets::budget(w.db(), tenant, Some(&next)).map_err(unknown)?;
+        above = w.stored_budget(tenant, Some(&next)).map_err(unknown)?;
     }
     Err(StoreError::BadParent(TOO_DEEP))
 }

@@ -7,7 +7,7 @@ use crate::domain::{Reservation, ReservationId, Settle, TenantId};
 use crate::store::sql::Sql;
 use crate::store::write::state::WriterState;
 use crate::store::write::{BudgetsAhead, WriteOp};
-use crate::store::{Keyed, StoreError, Written, queries};
+use crate::store::{Keyed, StoreError, Written};
 
 /// A commit, release or extend of a reservation.
 #[derive(Debug, Clone)]
@@ -54,8 +54,7 @@ fn settle<D: Sql>(
     actor: &Actor,
 ) -> Result<Reservation, StoreError> {
     let now = w.now();
-    let (mut reservation, active, mut budget) =
-        queries::reservations::reservation_to_settle(w.db(), tenant, id)?;
+    let (mut reservation, active, mut budget) = w.stored_reservation_to_settle(tenant, id)?;
     // Read here with its reservation: what was read ahead of it is left behind.
     w.take_budget_ahead(tenant, Some(&budget.id));
     if !active {

@@ -35,7 +35,7 @@ impl WriteOp for TombstoneTenant {
         let now = w.now();
         // The deepest first: a budget's holds return on its ancestors while they are open.
         for budget in queries::budgets::closing_order(w.db(), &id)? {
-            let mut budget = queries::budgets::budget(w.db(), &id, Some(&budget))?;
+            let mut budget = w.stored_budget(&id, Some(&budget))?;
             w.catch_up_budget(&mut budget, now)?;
             w.close(&mut budget, now)?;
         }

@@ -138,3 +138,32 @@ impl Sql for Connection {
         sql::ended(self, read, |db| db.run("ROLLBACK"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::store::sql::Param;
+
+    #[test]
+    fn many_rows_a_statement_are_inserted_in_order_whatever_their_number() {
+        let many = crate::store::write::many::ManyRows::new("INSERT INTO t (n, sq) VALUES ", 2);
+        for count in [0usize, 1, 2, 3, 63, 64, 65, 130, 1000] {
+            let mut db = rusqlite::Connection::open_in_memory().expect("a database");
+            db.execute_batch("CREATE TABLE t (i INTEGER PRIMARY KEY, n INTEGER, sq INTEGER)")
+                .expect("the table");
+            let rows: Vec<i64> = (0..i64::try_from(count).expect("small")).collect();
+            let before = db.total_changes();
+            many.insert(&mut db, &rows, |n| [Param::Int(*n), Param::Int(n * n)])
+                .expect("inserted");
+            assert_eq!(db.total_changes() - before, count as u64);
+            let stored: Vec<(i64, i64)> = db
+                .prepare("SELECT n, sq FROM t ORDER BY i")
+                .expect("a query")
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .expect("rows")
+                .map(|r| r.expect("a row"))
+                .collect();
+            let wanted: Vec<(i64, i64)> = rows.iter().map(|n| (*n, n * n)).collect();
+            assert_eq!(stored, wanted, "{count} rows");
+        }
+    }
+}

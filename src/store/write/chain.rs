@@ -9,6 +9,7 @@ use crate::audit::{Actor, AuditEvent, Entry, Head, Linked};
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::sql::{Param, Row, RowError, Sql, text};
+use crate::store::write::many::ManyRows;
 use crate::store::write::state::WriterState;
 
 impl<D: Sql> WriterState<D> {
@@ -25,8 +26,11 @@ impl<D: Sql> WriterState<D> {
             append_pending(self.db(), &Entry::new(0, &occurred_at, actor, event))?;
         } else {
             let row = self.head().link(&occurred_at, actor, event);
-            append(self.db(), &row)?;
-            self.set_head(row.into_head());
+            self.set_head(row.head());
+            // Inserted now, or with the rest of its batch of operations.
+            if let Some(row) = self.defer_audit(row) {
+                append(self.db(), &row)?;
+            }
         }
         self.counts().audit_event();
         Ok(())
@@ -63,15 +67,27 @@ pub(crate) fn last_event(db: &mut impl Sql) -> Result<(Head, Timestamp), StoreEr
     Ok(last.unwrap_or_else(|| (Head::genesis(), Timestamp::from_unix_ms(0))))
 }
 
+/// The statements that append audit rows.
+static AUDIT_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
+    ManyRows::new(
+        "INSERT INTO audit_events \
+         (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) VALUES ",
+        8,
+    )
+});
+
 /// Appends one row inside the caller's transaction. The schema's insert trigger refuses a row
 /// that does not continue the chain.
 pub(crate) fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> {
-    let e = &row.entry;
-    db.send(
-        "INSERT INTO audit_events \
-         (seq, occurred_at, actor, action, tenant_id, payload, prev_hash, hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        &[
+    append_rows(db, std::slice::from_ref(row))
+}
+
+/// Appends `rows`, in order, inside the caller's transaction, many to a statement (a batch of
+/// operations' rows, on SQLite). The schema's insert trigger checks each row in turn.
+pub(crate) fn append_rows(db: &mut impl Sql, rows: &[Linked]) -> Result<(), StoreError> {
+    AUDIT_ROWS.insert(db, rows, |row| {
+        let e = &row.entry;
+        [
             Param::Int(e.seq),
             e.occurred_at.as_str().into(),
             e.actor.as_ref().into(),
@@ -80,9 +96,8 @@ pub(crate) fn append(db: &mut impl Sql, row: &Linked) -> Result<(), StoreError> 
             e.payload.as_str().into(),
             row.prev_hash.as_str().into(),
             row.hash.as_str().into(),
-        ],
-    )?;
-    Ok(())
+        ]
+    })
 }
 
 /// Writes `entry` (its `seq` unused) to `audit_pending`, inside the caller's transaction.

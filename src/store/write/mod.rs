@@ -12,6 +12,10 @@
 //! | [`batch`] | the batch loop: one transaction a batch, sweeps first, answers after the commit |
 //! | [`ahead`] | on PostgreSQL, a batch's tenants locked and budgets read in one round trip |
 //! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
+//! | [`command`] | a command run in a savepoint of its own, or without one where writes are deferred |
+//! | [`keeping`] | a batch of operations run: what it keeps, and the budgets read through it |
+//! | [`unwritten`] | a batch of operations' figures, entries and audit rows, written when it ends |
+//! | [`many`] | inserts of many rows a statement |
 //! | [`chain`] | appending to the audit chain and reading its head |
 //! | [`idempotency`] | binding a write to its `Idempotency-Key`, replays, the purge |
 //! | [`outbox`] | the events a change writes, in its transaction; thresholds crossed |
@@ -22,12 +26,16 @@
 pub(crate) mod ahead;
 pub(crate) mod batch;
 pub(crate) mod chain;
+mod command;
 pub(crate) mod delta;
 mod idempotency;
+mod keeping;
+pub(crate) mod many;
 mod outbox;
 pub(crate) mod state;
 pub(crate) mod stats;
 mod subscribers;
+pub(crate) mod unwritten;
 
 use std::time::Duration;
 

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use super::ahead::{self, Ahead, Wanted, last_id};
 use super::delta::Delta;
 use super::subscribers::Subscriber;
+use super::unwritten::Unwritten;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
 use crate::domain::{Budget, BudgetId, TenantId, Timestamp};
 use crate::ids::IdGenerator;
 use crate::store::sql::Sql;
-use crate::store::{Clock, StoreConfig, StoreError, run_guarded};
+use crate::store::{Clock, StoreConfig, StoreError};
 
 /// An id generator that several writers share.
 pub(crate) type SharedIds = std::sync::Arc<std::sync::Mutex<IdGenerator>>;
@@ -28,7 +29,7 @@ pub(crate) fn shared_ids(latest: Option<ulid::Ulid>) -> SharedIds {
 /// A writer's connection and what it keeps between commands.
 pub(crate) struct WriterState<D> {
     /// The connection that writes.
-    db: D,
+    pub(super) db: D,
     clock: Clock,
     idempotency_ttl: Duration,
     /// The chain's head as the open batch leaves it.
@@ -53,7 +54,7 @@ pub(crate) struct WriterState<D> {
     /// (`WriterState::catch_up_budget`).
     recording_due: bool,
     /// Set when a command left the transaction in a state the batch must not commit.
-    poisoned: Option<StoreError>,
+    pub(super) poisoned: Option<StoreError>,
     /// After a sweep failed, the next is not tried before this instant, so a database that
     /// refuses writes is not asked again in a busy loop.
     sweep_retry_at: Option<Instant>,
@@ -65,10 +66,12 @@ pub(crate) struct WriterState<D> {
     /// command that fails, and, where writers share the database, at every batch.
     subscribers: Option<Vec<Subscriber>>,
     /// What the open batch read ahead, where writers share the database.
-    ahead: Ahead,
+    pub(super) ahead: Ahead,
     /// While a batch of operations runs (`ops::batch`): on every backend, each operation
     /// leaves the budgets it wrote for the next, as a batch read ahead does.
-    keeping: bool,
+    pub(super) keeping: bool,
+    /// While a batch of operations runs: the budgets' figures it wrote, sent once it ends.
+    pub(super) unwritten: Unwritten,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
     fail_next_rollback: bool,
@@ -83,6 +86,7 @@ pub(crate) struct Snapshot {
     locked: usize,
     next_expiry: Timestamp,
     next_boundary: Timestamp,
+    unwritten: usize,
 }
 
 impl Snapshot {
@@ -114,6 +118,7 @@ impl<D: Sql> WriterState<D> {
             subscribers: None,
             ahead: Ahead::default(),
             keeping: false,
+            unwritten: Unwritten::default(),
             #[cfg(test)]
             fail_next_rollback: false,
         }
@@ -267,22 +272,6 @@ impl<D: Sql> WriterState<D> {
         }
     }
 
-    /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
-    /// operations leaving the budgets it wrote for the next, on every backend (SQLite's one
-    /// writer reads nothing ahead otherwise); what they left is forgotten after it, however
-    /// it ends.
-    pub(crate) fn keeping_budgets<T>(
-        &mut self,
-        tenant: &TenantId,
-        op: impl FnOnce(&mut Self) -> T,
-    ) -> T {
-        self.keeping = true;
-        let result = op(self);
-        self.ahead.forget(Some(tenant));
-        self.keeping = false;
-        result
-    }
-
     /// The error that fails a batch whose deferred writes failed ([`Ahead::failure`]).
     pub(crate) fn deferred_failure(&mut self, error: Option<&StoreError>) -> Option<StoreError> {
         let sent_failed = self.db.take_send_failure();
@@ -411,6 +400,7 @@ impl<D: Sql> WriterState<D> {
             locked: self.locked.len(),
             next_expiry: self.next_expiry,
             next_boundary: self.next_boundary,
+            unwritten: self.unwritten.mark(),
         }
     }
 
@@ -423,6 +413,7 @@ impl<D: Sql> WriterState<D> {
             locked,
             next_expiry,
             next_boundary,
+            unwritten,
         } = snapshot;
         self.head = head;
         self.delta = delta;
@@ -430,6 +421,7 @@ impl<D: Sql> WriterState<D> {
         self.locked.truncate(locked);
         self.next_expiry = next_expiry;
         self.next_boundary = next_boundary;
+        self.unwritten.undo_to(unwritten);
         // What the command read of the endpoints may have been rolled back with it.
         self.subscribers = None;
     }
@@ -468,118 +460,6 @@ impl<D: Sql> WriterState<D> {
             Err(flume::RecvTimeoutError::Timeout) => Ok(None),
             Err(flume::RecvTimeoutError::Disconnected) => Err(()),
         }
-    }
-
-    /// Runs `op` inside a savepoint (for writes in a transaction), rolling it back alone when
-    /// it fails or panics. A panic becomes [`StoreError::Internal`]; the thread lives on.
-    pub(crate) fn guarded<T>(
-        &mut self,
-        savepoint: bool,
-        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        if savepoint {
-            // Sent with the command's first statements, where the backend can.
-            self.db.send("SAVEPOINT command", &[])?;
-        }
-        let before = self.snapshot();
-        // The command's writes may still be on their way: their errors are its own. The
-        // savepoint's end goes with them, in the same round trip where the backend can: a
-        // write that fails leaves the savepoint to roll back to (the statements after it in
-        // an aborted transaction do nothing).
-        // Where the batch defers its writes ([`Ahead`]), they are not waited for here.
-        let deferred = self.ahead.deferred();
-        let result = run_guarded(|| {
-            op(self).and_then(|value| {
-                if savepoint {
-                    self.db.send("RELEASE command", &[])?;
-                }
-                if deferred {
-                    return Ok(value);
-                }
-                self.db.flush().map(|()| value)
-            })
-        });
-        self.ahead.command_ended(result.is_ok());
-        let ended = if result.is_err() {
-            // A command that failed before it waited for its writes: they run now, and are
-            // rolled back with it below (their errors are the command's, already failed).
-            if !deferred {
-                let _ = self.db.flush();
-            }
-            self.restore(before);
-            match (savepoint, deferred) {
-                (false, _) => Ok(()),
-                (true, false) => self
-                    .db
-                    .run("ROLLBACK TO command")
-                    .and_then(|()| self.db.run("RELEASE command")),
-                (true, true) => self
-                    .db
-                    .send("ROLLBACK TO command", &[])
-                    .and_then(|()| self.db.send("RELEASE command", &[])),
-            }
-        } else {
-            Ok(())
-        };
-        if deferred {
-            if let Some(error) = self.deferred_failure(result.as_ref().err()) {
-                self.poisoned = Some(error.clone());
-                return Err(error);
-            }
-        } else {
-            // A statement the command sent that failed is the command's own failure.
-            self.db.take_send_failure();
-        }
-        if let Err(error) = ended {
-            // The command's changes cannot be told apart from the batch's any more: the
-            // whole batch must fail rather than commit them behind an error answer.
-            self.poisoned = Some(error.clone());
-            if result.is_ok() {
-                return Err(error);
-            }
-        }
-        result
-    }
-
-    /// Runs a command: in a savepoint of its own ([`WriterState::guarded`]), or, where its
-    /// batch defers its writes ([`Ahead`]), without one. A command that fails there having
-    /// left the transaction as it found it (nothing sent, no statement failed: a refusal
-    /// decided before it wrote) fails alone; one that fails after it wrote fails its batch,
-    /// which is sent again command by command ([`Ahead::failure`]).
-    pub(crate) fn command<T>(
-        &mut self,
-        in_transaction: bool,
-        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        if !(in_transaction && self.ahead.deferred()) {
-            return self.guarded(in_transaction, op);
-        }
-        let before = self.snapshot();
-        let touched = self.db.touched();
-        let result = run_guarded(|| op(self));
-        self.ahead.command_ended(result.is_ok());
-        let Err(error) = result else {
-            return match self.deferred_failure(None) {
-                Some(failure) => {
-                    self.poisoned = Some(failure.clone());
-                    Err(failure)
-                }
-                None => result,
-            };
-        };
-        self.restore(before);
-        // Whether the statement that failed was this command's or one sent before it, there
-        // is no savepoint to roll back to: the transaction is the batch's to give up.
-        let sent_failed = self.db.take_send_failure();
-        if self.db.touched() == touched {
-            return Err(error);
-        }
-        let failure = self.ahead.failure(true, Some(&error)).unwrap_or(error);
-        if sent_failed {
-            log::debug!("a statement sent with a batch failed: {failure:?}");
-        }
-        self.poisoned = Some(failure.clone());
-        Err(failure)
     }
 
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.

@@ -105,7 +105,7 @@ impl<D: Sql> WriterState<D> {
             // ahead) finds it as this catch-up leaves it.
             let mut budget = match w.take_budget_ahead(tenant, Some(budget)) {
                 Some((budget, _)) => budget,
-                None => queries::budgets::budget(w.db(), tenant, Some(budget))?,
+                None => w.stored_budget(tenant, Some(budget))?,
             };
             if !budget.is_open() {
                 return Ok(0);
@@ -147,7 +147,7 @@ impl<D: Sql> WriterState<D> {
     ) -> Result<Budget, StoreError> {
         let (mut budget, active) = match self.take_budget_ahead(tenant, id) {
             Some(read) => read,
-            None => queries::budgets::budget_to_write(self.db(), tenant, id)?,
+            None => self.stored_budget_to_write(tenant, id)?,
         };
         if !active {
             return Err(StoreError::TenantTombstoned);
@@ -229,7 +229,7 @@ impl<D: Sql> WriterState<D> {
         let recorded = recorded?;
         // What was read ahead of it, if anything, is older than what was recorded.
         self.take_budget_ahead(&tenant, Some(&budget.id));
-        *budget = queries::budgets::budget(self.db(), &tenant, Some(&budget.id))?;
+        *budget = self.stored_budget(&tenant, Some(&budget.id))?;
         Ok(Some(recorded))
     }
 
@@ -287,7 +287,9 @@ impl<D: Sql> WriterState<D> {
     ) -> Result<Budget, StoreError> {
         match self.take_budget_ahead(tenant, Some(id)) {
             Some((budget, _)) => Ok(budget),
-            None => queries::budgets::budget_to_write(self.db(), tenant, Some(id)).map(|(b, _)| b),
+            None => self
+                .stored_budget_to_write(tenant, Some(id))
+                .map(|(b, _)| b),
         }
     }
 

@@ -12,7 +12,10 @@ use crate::domain::{
 use crate::store::StoreError;
 use crate::store::queries;
 use crate::store::sql::{Param, Sql};
+use crate::store::write::chain;
+use crate::store::write::many::ManyRows;
 use crate::store::write::state::WriterState;
+use crate::store::write::unwritten::Kept;
 
 impl<D: Sql> WriterState<D> {
     /// Writes what a rule decided for `budget`: its figures and its entry, if it moved money
@@ -154,6 +157,8 @@ impl<D: Sql> WriterState<D> {
         }
         budget.figures = figures;
         self.write_figures(budget)?;
+        // A closed budget is frozen: no figure of it may be written after this.
+        self.write_unwritten()?;
         self.end_period(budget, now)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
@@ -168,19 +173,37 @@ impl<D: Sql> WriterState<D> {
         Ok(())
     }
 
-    /// Writes the budget's figures.
+    /// Writes the budget's figures: now, or when the running batch of operations ends
+    /// ([`WriterState::defer_figures`]).
     pub(crate) fn write_figures(&mut self, budget: &Budget) -> Result<(), StoreError> {
-        let [credited, debited, spent, reserved] = queries::budgets::figure_params(&budget.figures);
+        if self.defer_figures(budget) {
+            return Ok(());
+        }
+        self.send_figures(&budget.id, &budget.figures)
+    }
+
+    /// Writes what the running batch of operations kept ([`WriterState::take_unwritten`]):
+    /// each budget's figures once, the entries, then the audit rows.
+    pub(crate) fn write_unwritten(&mut self) -> Result<(), StoreError> {
+        let Kept {
+            figures,
+            entries,
+            audit,
+        } = self.take_unwritten();
+        for (id, figures) in figures {
+            self.send_figures(&id, &figures)?;
+        }
+        insert_entries(self.db(), &entries)?;
+        chain::append_rows(self.db(), &audit)
+    }
+
+    /// Writes budget `id`'s figures now.
+    fn send_figures(&mut self, id: &BudgetId, figures: &Figures) -> Result<(), StoreError> {
+        let [credited, debited, spent, reserved] = queries::budgets::figure_params(figures);
         self.db().send(
             "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
              spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
-            &[
-                budget.id.as_str().into(),
-                credited,
-                debited,
-                spent,
-                reserved,
-            ],
+            &[id.as_str().into(), credited, debited, spent, reserved],
         )?;
         Ok(())
     }
@@ -242,30 +265,51 @@ impl<D: Sql> WriterState<D> {
         Ok(entry)
     }
 
+    /// Inserts `entry`: now, or when the running batch of operations ends
+    /// ([`WriterState::defer_entry`]).
     pub(super) fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
-        self.db().send(
-            "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, \
-             memo, occurred_at, balance_atomic, available_atomic, period_id, via_budget_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            &[
-                entry.id.as_str().into(),
-                entry.budget_id.as_str().into(),
-                entry.kind.name().into(),
-                entry.amount.into(),
-                entry
-                    .reservation_id
-                    .as_ref()
-                    .map(ReservationId::as_str)
-                    .into(),
-                entry.memo.as_ref().map(Memo::as_str).into(),
-                Param::Text(&entry.occurred_at.to_string()),
-                entry.balance.into(),
-                entry.available.into(),
-                entry.period_id.as_ref().map(PeriodId::as_str).into(),
-                entry.via_budget_id.as_ref().map(BudgetId::as_str).into(),
-            ],
-        )?;
         self.counts().entry(entry.kind);
-        Ok(())
+        match self.defer_entry(entry) {
+            true => Ok(()),
+            false => insert_entries(self.db(), std::slice::from_ref(entry)),
+        }
     }
+}
+
+/// The statements that insert ledger entries.
+static ENTRY_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
+    ManyRows::new(
+        "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, memo, \
+         occurred_at, balance_atomic, available_atomic, period_id, via_budget_id) VALUES ",
+        11,
+    )
+});
+
+/// Inserts `entries`, in order, many to a statement.
+fn insert_entries(db: &mut impl Sql, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+    let times: Vec<String> = entries.iter().map(|e| e.occurred_at.to_string()).collect();
+    let rows: Vec<(&LedgerEntry, &str)> = entries
+        .iter()
+        .zip(&times)
+        .map(|(entry, at)| (entry, at.as_str()))
+        .collect();
+    ENTRY_ROWS.insert(db, &rows, |&(entry, occurred_at)| {
+        [
+            entry.id.as_str().into(),
+            entry.budget_id.as_str().into(),
+            entry.kind.name().into(),
+            entry.amount.into(),
+            entry
+                .reservation_id
+                .as_ref()
+                .map(ReservationId::as_str)
+                .into(),
+            entry.memo.as_ref().map(Memo::as_str).into(),
+            occurred_at.into(),
+            entry.balance.into(),
+            entry.available.into(),
+            entry.period_id.as_ref().map(PeriodId::as_str).into(),
+            entry.via_budget_id.as_ref().map(BudgetId::as_str).into(),
+        ]
+    })
 }

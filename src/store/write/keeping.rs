@@ -1,0 +1,102 @@
+//! A batch of operations (`ops::batch`) as the writer runs it: its operations leave the budgets
+//! they wrote for the next, and its figures, entries and audit rows are kept ([`super::unwritten`])
+//! and written when it ends well; every read of a budget on the writer puts what is kept over
+//! what is stored.
+
+use super::state::WriterState;
+use super::unwritten::Kept;
+use crate::audit::Linked;
+use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, TenantId};
+use crate::store::queries;
+use crate::store::sql::Sql;
+use crate::store::{StoreError, run_guarded};
+
+impl<D: Sql> WriterState<D> {
+    /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
+    /// operations leaving the budgets it wrote for the next, on every backend (SQLite's one
+    /// writer reads nothing ahead otherwise), and the budgets' figures written once each, when
+    /// it ends well ([`super::unwritten`]). What they left is forgotten after it, however it ends; a
+    /// panic in it is its failure.
+    pub(crate) fn keeping_budgets<T>(
+        &mut self,
+        tenant: &TenantId,
+        op: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.keeping = true;
+        self.unwritten.start();
+        let result = run_guarded(|| op(self)).and_then(|value| {
+            self.write_unwritten()?;
+            Ok(value)
+        });
+        // A batch that failed is rolled back whole: what it kept goes with it.
+        self.unwritten.stop();
+        self.ahead.forget(Some(tenant));
+        self.keeping = false;
+        result
+    }
+
+    /// Keeps `budget`'s figures to be written when its batch of operations ends, if one is
+    /// running; whether they were kept (and so are not to be written now).
+    pub(crate) fn defer_figures(&mut self, budget: &Budget) -> bool {
+        self.unwritten.defer(&budget.id, budget.figures)
+    }
+
+    /// Keeps `entry` to be inserted when its batch of operations ends, if one is running;
+    /// whether it was kept (and so is not to be inserted now).
+    pub(crate) fn defer_entry(&mut self, entry: &LedgerEntry) -> bool {
+        self.unwritten.defer_entry(entry)
+    }
+
+    /// Keeps audit row `row` to be inserted when its batch of operations ends, if one is
+    /// running on SQLite; gives it back to be inserted now if not.
+    pub(crate) fn defer_audit(&mut self, row: Linked) -> Option<Linked> {
+        if D::SHARED {
+            return Some(row);
+        }
+        self.unwritten.defer_audit(row)
+    }
+
+    /// What the running batch of operations kept, to be written now
+    /// (`WriterState::write_unwritten`); none is kept after.
+    pub(crate) fn take_unwritten(&mut self) -> Kept {
+        self.unwritten.take()
+    }
+
+    /// Budget `id` of `tenant` as stored ([`queries::budgets::budget`]), with the figures the
+    /// running batch of operations left it with.
+    pub(crate) fn stored_budget(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+    ) -> Result<Budget, StoreError> {
+        let mut budget = queries::budgets::budget(&mut self.db, tenant, id)?;
+        self.unwritten.overlay(&mut budget);
+        Ok(budget)
+    }
+
+    /// Budget `id` of `tenant` as a write reads it ([`queries::budgets::budget_to_write`]),
+    /// with the figures the running batch of operations left it with.
+    pub(crate) fn stored_budget_to_write(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&BudgetId>,
+    ) -> Result<(Budget, bool), StoreError> {
+        let (mut budget, active) = queries::budgets::budget_to_write(&mut self.db, tenant, id)?;
+        self.unwritten.overlay(&mut budget);
+        Ok((budget, active))
+    }
+
+    /// Reservation `id` of `tenant` as a settlement reads it
+    /// ([`queries::reservations::reservation_to_settle`]), its budget with the figures the
+    /// running batch of operations left it with.
+    pub(crate) fn stored_reservation_to_settle(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+    ) -> Result<(Reservation, bool, Budget), StoreError> {
+        let (reservation, active, mut budget) =
+            queries::reservations::reservation_to_settle(&mut self.db, tenant, id)?;
+        self.unwritten.overlay(&mut budget);
+        Ok((reservation, active, budget))
+    }
+}

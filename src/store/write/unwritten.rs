@@ -1,0 +1,288 @@
+//! A batch of operations' budget figures and (on SQLite) audit rows, written when the batch
+//! ends well (`WriterState::keeping_budgets`) where each operation wrote its own:
+//!
+//! - **Figures**, once a budget: a batch of 100 charges on 10 budgets sends 10 `UPDATE`s, not
+//!   100. On PostgreSQL each `UPDATE` of a row leaves a version of it that the open
+//!   transaction cannot prune, and the next `UPDATE` of the row walks them all; on SQLite each
+//!   one runs the budget's trigger in a statement journal of its own.
+//! - **Ledger entries** and **audit rows** (these linked to the chain as each operation
+//!   records its event), inserted together in a few statements ([`super::many`]): a
+//!   statement costs its parameters' parsing and, on SQLite, a statement journal where a
+//!   trigger or a check may abort it (the chain's insert trigger made its statement cost a
+//!   batched charge more than its entry). On PostgreSQL an audit event waits in
+//!   `audit_pending` for the chainer, and is written with its operation as before.
+//!
+//! While a batch runs, what is stored of a budget it moved is older than what it moved: every
+//! read of a budget on the writer goes through the readers of [`super::keeping`], which put
+//! the batch's figures over the stored ones. An operation that fails is undone with its savepoint, or with the snapshot taken
+//! before it where it runs without one: [`Unwritten::undo_to`] puts back what it changed.
+
+use std::collections::HashMap;
+
+use crate::audit::Linked;
+use crate::domain::{Budget, BudgetId, Figures, LedgerEntry};
+
+/// The figures a batch of operations moved, and the audit rows it linked, not written yet.
+#[derive(Debug, Default)]
+pub(crate) struct Unwritten {
+    /// Whether figures and rows are kept here rather than written: while a batch of
+    /// operations runs.
+    on: bool,
+    /// Each budget's figures as the batch left them.
+    figures: HashMap<BudgetId, Figures>,
+    /// The entries made, in order.
+    entries: Vec<LedgerEntry>,
+    /// The audit rows linked, in the chain's order.
+    audit: Vec<Linked>,
+    /// Each change in order, so that a failed operation's changes can be undone.
+    undo: Vec<Change>,
+    /// Changes made before those in `undo`: written or dropped, and so not to be undone here.
+    done: usize,
+}
+
+/// One change kept, as it is undone.
+#[derive(Debug)]
+enum Change {
+    /// A budget's figures, with those they replaced (`None`: none were kept).
+    Figures(BudgetId, Option<Figures>),
+    /// An entry made.
+    Entry,
+    /// An audit row appended.
+    Audit,
+}
+
+/// What a batch of operations kept, as it is written.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// Each budget's figures, in the order of the budgets' ids.
+    pub(crate) figures: Vec<(BudgetId, Figures)>,
+    /// The entries, in the order they were made.
+    pub(crate) entries: Vec<LedgerEntry>,
+    /// The audit rows, in the chain's order.
+    pub(crate) audit: Vec<Linked>,
+}
+
+impl Unwritten {
+    /// A batch of operations begins: figures are kept from now on.
+    pub(super) fn start(&mut self) {
+        self.stop();
+        self.on = true;
+    }
+
+    /// The batch ended: figures are written again as they move, and whatever is kept is
+    /// dropped (what a batch that ended well kept was taken first, [`Unwritten::take`]).
+    pub(super) fn stop(&mut self) {
+        self.on = false;
+        self.figures.clear();
+        self.entries.clear();
+        self.audit.clear();
+        self.forget_changes();
+    }
+
+    /// Where the changes stand now, to be undone to ([`Unwritten::undo_to`]).
+    pub(super) fn mark(&self) -> usize {
+        self.done + self.undo.len()
+    }
+
+    /// Undoes every change made after `mark`, the latest first: those still kept (a change
+    /// already written is undone with the savepoint it was written in).
+    pub(super) fn undo_to(&mut self, mark: usize) {
+        while self.mark() > mark {
+            match self.undo.pop() {
+                Some(Change::Figures(id, Some(before))) => {
+                    self.figures.insert(id, before);
+                }
+                Some(Change::Figures(id, None)) => {
+                    self.figures.remove(&id);
+                }
+                Some(Change::Entry) => {
+                    self.entries.pop();
+                }
+                Some(Change::Audit) => {
+                    self.audit.pop();
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Keeps `figures` as budget `id`'s, if figures are kept now; whether they were.
+    pub(super) fn defer(&mut self, id: &BudgetId, figures: Figures) -> bool {
+        if !self.on {
+            return false;
+        }
+        let before = self.figures.insert(id.clone(), figures);
+        self.undo.push(Change::Figures(id.clone(), before));
+        true
+    }
+
+    /// Keeps `entry`, if entries are kept now; whether it was.
+    pub(super) fn defer_entry(&mut self, entry: &LedgerEntry) -> bool {
+        if !self.on {
+            return false;
+        }
+        self.entries.push(entry.clone());
+        self.undo.push(Change::Entry);
+        true
+    }
+
+    /// Keeps audit row `row`, if rows are kept now; gives it back if not.
+    pub(super) fn defer_audit(&mut self, row: Linked) -> Option<Linked> {
+        if !self.on {
+            return Some(row);
+        }
+        self.audit.push(row);
+        self.undo.push(Change::Audit);
+        None
+    }
+
+    /// `budget` as the batch left it: its figures replaced by those kept for it, if any.
+    pub(super) fn overlay(&self, budget: &mut Budget) {
+        if let Some(figures) = self.figures.get(&budget.id) {
+            budget.figures = *figures;
+        }
+    }
+
+    /// Everything kept, to be written now; none is kept after.
+    pub(super) fn take(&mut self) -> Kept {
+        let mut figures: Vec<_> = self.figures.drain().collect();
+        figures.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.forget_changes();
+        Kept {
+            figures,
+            entries: std::mem::take(&mut self.entries),
+            audit: std::mem::take(&mut self.audit),
+        }
+    }
+
+    /// The changes so far are no longer to be undone here.
+    fn forget_changes(&mut self) {
+        self.done += self.undo.len();
+        self.undo.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> BudgetId {
+        BudgetId::from_ulid(ulid::Ulid::from_parts(u64::from(n), 0))
+    }
+
+    fn spent(spent: u128) -> Figures {
+        Figures {
+            spent,
+            ..Figures::default()
+        }
+    }
+
+    #[test]
+    fn nothing_is_kept_unless_a_batch_runs() {
+        let mut unwritten = Unwritten::default();
+        assert!(!unwritten.defer(&id(1), spent(1)));
+        assert!(unwritten.take().figures.is_empty());
+        unwritten.start();
+        assert!(unwritten.defer(&id(1), spent(1)));
+        unwritten.stop();
+        assert!(!unwritten.defer(&id(1), spent(2)));
+        assert!(
+            unwritten.take().figures.is_empty(),
+            "a stop drops what was kept"
+        );
+    }
+
+    #[test]
+    fn each_budget_is_written_once_with_its_last_figures() {
+        let mut unwritten = Unwritten::default();
+        unwritten.start();
+        for n in 1..=10 {
+            unwritten.defer(&id(2), spent(n));
+            unwritten.defer(&id(1), spent(100 + n));
+        }
+        assert_eq!(
+            unwritten.take().figures,
+            vec![(id(1), spent(110)), (id(2), spent(10))]
+        );
+        let mark = unwritten.mark();
+        assert!(unwritten.take().figures.is_empty());
+        unwritten.undo_to(0);
+        assert_eq!(unwritten.mark(), mark, "what was taken is not undone here");
+    }
+
+    #[test]
+    fn an_undo_puts_back_what_came_after_the_mark() {
+        let mut unwritten = Unwritten::default();
+        unwritten.start();
+        unwritten.defer(&id(1), spent(1));
+        let mark = unwritten.mark();
+        unwritten.defer(&id(1), spent(2));
+        unwritten.defer(&id(2), spent(3));
+        unwritten.defer(&id(1), spent(4));
+        unwritten.undo_to(mark);
+        assert_eq!(unwritten.figures.get(&id(1)), Some(&spent(1)));
+        assert_eq!(
+            unwritten.figures.get(&id(2)),
+            None,
+            "budget 2 was not kept before"
+        );
+        unwritten.undo_to(0);
+        assert!(unwritten.take().figures.is_empty());
+    }
+
+    #[test]
+    fn an_undo_drops_the_audit_rows_after_the_mark_and_a_take_gives_them_in_order() {
+        let head = crate::audit::Head::genesis();
+        let event = |n: u8| {
+            head.link_entry(crate::audit::Entry {
+                seq: 0,
+                occurred_at: "2026-01-01T00:00:00.000Z".into(),
+                actor: "admin".into(),
+                action: "budget.credited".into(),
+                tenant_id: String::new(),
+                payload: format!("{{\"n\":{n}}}"),
+            })
+        };
+        let mut unwritten = Unwritten::default();
+        assert_eq!(
+            unwritten.defer_audit(event(1)),
+            Some(event(1)),
+            "no batch runs"
+        );
+        unwritten.start();
+        assert_eq!(unwritten.defer_audit(event(1)), None);
+        unwritten.defer(&id(1), spent(1));
+        let mark = unwritten.mark();
+        assert_eq!(unwritten.defer_audit(event(2)), None);
+        unwritten.defer(&id(1), spent(2));
+        assert_eq!(unwritten.defer_audit(event(3)), None);
+        unwritten.undo_to(mark);
+        let kept = unwritten.take();
+        assert_eq!(kept.figures, vec![(id(1), spent(1))]);
+        assert_eq!(kept.audit, vec![event(1)]);
+    }
+
+    #[test]
+    fn an_undo_reaches_only_the_changes_after_a_take_or_a_stop() {
+        let mut unwritten = Unwritten::default();
+        unwritten.start();
+        let before = unwritten.mark();
+        unwritten.defer(&id(1), spent(1));
+        unwritten.stop();
+        unwritten.start();
+        unwritten.defer(&id(2), spent(2));
+        assert_eq!(unwritten.take().figures, vec![(id(2), spent(2))]);
+        let mark = unwritten.mark();
+        unwritten.defer(&id(3), spent(3));
+        unwritten.defer(&id(4), spent(4));
+        // A snapshot from before the take undoes what came after it, and nothing before.
+        unwritten.undo_to(before);
+        assert!(unwritten.take().figures.is_empty());
+        unwritten.defer(&id(5), spent(5));
+        unwritten.undo_to(mark);
+        assert!(
+            unwritten.take().figures.is_empty(),
+            "a mark before the last take undoes all since"
+        );
+    }
+}
