@@ -368,6 +368,8 @@ pub(crate) struct StoreGauges {
     pub(crate) chain_delay_sum_ms: u64,
     /// The longest of those waits, in milliseconds.
     pub(crate) chain_delay_max_ms: u64,
+    /// How long the oldest row waiting for the chain had waited, when last looked at.
+    pub(crate) chain_lag_ms: u64,
     /// Write transactions committed.
     pub(crate) batches: u64,
     /// Write commands in committed batches.

@@ -215,6 +215,7 @@ impl Store {
                 .map(|c| c.load(Ordering::Relaxed)),
             chain_delay_sum_ms: stats.chain_delay_sum_ms.load(Ordering::Relaxed),
             chain_delay_max_ms: stats.chain_delay_max_ms.load(Ordering::Relaxed),
+            chain_lag_ms: stats.chain_lag_ms.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
             wal_frames: stats.wal_frames.load(Ordering::Relaxed),

@@ -9,15 +9,16 @@
 //! it died (a row is durable with its change: a crash delays its chaining, never loses it).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::blocking::Blocking;
 use crate::domain::Timestamp;
-use crate::store::StoreError;
-use crate::store::sql::Sql;
+use crate::store::sql::{Sql, text};
 use crate::store::write::chain;
 use crate::store::write::stats::Stats;
+use crate::store::{Clock, StoreError};
 
 /// How often the chainer looks for pending rows when nothing woke it.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -36,14 +37,15 @@ pub(super) struct Chainer {
 }
 
 impl Chainer {
-    /// Connects to `url` and starts the thread.
-    pub(super) fn start(url: &str, stats: Arc<Stats>) -> Result<Self, String> {
+    /// Connects to `url` and starts the thread; `clock` is the writers' (what a row's
+    /// `occurred_at` was read from).
+    pub(super) fn start(url: &str, stats: Arc<Stats>, clock: Clock) -> Result<Self, String> {
         let db = Blocking::connect(url)?;
         let (wake, woken) = flume::bounded(1);
         let url = url.to_owned();
         let thread = std::thread::Builder::new()
             .name("tenantd-chainer".into())
-            .spawn(move || run(db, &url, &woken, &stats))
+            .spawn(move || run(db, &url, &woken, &stats, &clock))
             .map_err(|e| format!("cannot start the chainer's thread: {e}"))?;
         Ok(Self {
             wake: Some(wake),
@@ -73,9 +75,9 @@ impl Drop for Chainer {
 }
 
 /// Chains until `woken` is closed, then once more.
-fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats) {
+fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, clock: &Clock) {
     loop {
-        let wait = match pass(&mut db, stats) {
+        let wait = match pass(&mut db, stats, clock) {
             // More may be waiting.
             Ok(n) if n == CHAIN_MAX as usize => Duration::ZERO,
             Ok(_) => POLL_INTERVAL,
@@ -96,7 +98,7 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats) 
     }
     // The writer has stopped: what it committed is chained before the instance ends, unless
     // another instance holds the lock (it chains them then).
-    while let Ok(n) = pass(&mut db, stats) {
+    while let Ok(n) = pass(&mut db, stats, clock) {
         if n < CHAIN_MAX as usize {
             break;
         }
@@ -104,13 +106,22 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats) 
 }
 
 /// Chains up to [`CHAIN_MAX`] rows in one transaction, if any wait and no other instance is
-/// chaining; how many.
-fn pass(db: &mut Blocking, stats: &Stats) -> Result<usize, StoreError> {
+/// chaining; how many. Whichever instance chains, each one's chainer first looks at the
+/// oldest row waiting, and keeps how long it has waited for the instance's writers
+/// ([`Stats::chain_lag_ms`]).
+fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreError> {
     // Looked for without a lock: an idle database costs a read, not a transaction.
-    if db
-        .query_opt("SELECT 1 FROM audit_pending LIMIT 1", &[], |_| Ok(()))?
-        .is_none()
-    {
+    let oldest = db.query_opt(
+        "SELECT occurred_at FROM audit_pending ORDER BY id LIMIT 1",
+        &[],
+        |row| Ok(text(row, 0)?.into_owned()),
+    )?;
+    let lag_ms = oldest
+        .as_deref()
+        .and_then(Timestamp::parse)
+        .map_or(0, |at| clock.now().unix_ms().saturating_sub(at.unix_ms()));
+    stats.chain_lag_ms.store(lag_ms, Ordering::Relaxed);
+    if oldest.is_none() {
         return Ok(0);
     }
     db.run("BEGIN")?;

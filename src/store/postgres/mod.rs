@@ -242,7 +242,11 @@ pub(super) fn open(
             schema.create_schema()?;
             drop(schema);
             let stats = Arc::new(Stats::default());
-            let chainer = Arc::new(Chainer::start(&url, Arc::clone(&stats))?);
+            let chainer = Arc::new(Chainer::start(
+                &url,
+                Arc::clone(&stats),
+                config.clock.clone(),
+            )?);
             let first_swept = Arc::new(writer::FirstSwept::default());
             let mut ids = None;
             let mut writers: Vec<WriterLoop> = Vec::with_capacity(WRITERS);

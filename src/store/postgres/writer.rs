@@ -30,6 +30,16 @@ use crate::store::write::state::{SharedIds, WriterState, shared_ids};
 use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
 
+/// How long the oldest audit row waiting for the chain may have waited before writers slow
+/// down: the contract chains a change's row within a second of it.
+const CHAIN_LAG_EASY_MS: u64 = 250;
+
+/// The longest a writer waits for the chain before one batch.
+const CHAIN_WAIT_MAX_MS: u64 = 500;
+
+/// A writer that waits for the chain says so at most this often.
+const PACING_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How often (in seconds) a writer looks for reservations due to expire and periods due to
 /// end, since another instance (one that stopped, say) may have made them.
 const DUE_POLL_SECONDS: u32 = 1;
@@ -60,6 +70,8 @@ pub(super) struct Writer {
     first_swept: Arc<FirstSwept>,
     /// Whether this writer has seen `first_swept` set (or set it).
     caught_up: bool,
+    /// When the writer last said that it waits for the chain ([`Writer::pace_to_the_chain`]).
+    paced_since: Option<std::time::Instant>,
 }
 
 /// Whether the instance's first writer has run its first batch, and where to wait for it.
@@ -119,6 +131,7 @@ impl Batches for Writer {
             self.broken = false;
         }
         if writes {
+            self.pace_to_the_chain();
             self.begin_write(wanted)?;
         }
         Ok(())
@@ -262,6 +275,7 @@ impl Writer {
             first_swept,
             // The first writer is the one waited for.
             caught_up: first,
+            paced_since: None,
         };
         Ok((writer, ids))
     }
@@ -272,6 +286,34 @@ impl Writer {
         let poll = self.state.clock_now().plus_seconds(DUE_POLL_SECONDS);
         self.state.lower_next_expiry(poll);
         self.state.lower_next_boundary(poll);
+    }
+
+    /// Waits before a write batch while the chain falls behind: the oldest row waiting for
+    /// it had waited more than [`CHAIN_LAG_EASY_MS`] when the chainer last looked, so writes
+    /// come faster than the chainer links them (on a machine whose cores the writers and the
+    /// database share, say). Half the excess, up to [`CHAIN_WAIT_MAX_MS`]: the writers leave
+    /// the chainer room, and the lag stays near the bound rather than growing with the load.
+    fn pace_to_the_chain(&mut self) {
+        let lag_ms = self
+            .stats
+            .chain_lag_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let Some(excess) = lag_ms.checked_sub(CHAIN_LAG_EASY_MS) else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if self
+            .paced_since
+            .is_none_or(|since| now.duration_since(since) >= PACING_LOG_INTERVAL)
+        {
+            log::info!(
+                "the audit chain is {lag_ms} ms behind its writes: writes wait for it until it \
+                 is within {CHAIN_LAG_EASY_MS} ms"
+            );
+            self.paced_since = Some(now);
+        }
+        let wait = (excess / 2).clamp(1, CHAIN_WAIT_MAX_MS);
+        std::thread::sleep(std::time::Duration::from_millis(wait));
     }
 
     /// Begins the batch's transaction, reads its id, and reads `wanted` ahead. The endpoints

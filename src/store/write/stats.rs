@@ -47,6 +47,10 @@ pub(crate) struct Stats {
     pub(crate) chain_delay_sum_ms: AtomicU64,
     /// The longest of those waits, in milliseconds.
     pub(crate) chain_delay_max_ms: AtomicU64,
+    /// How long the oldest audit row waiting for its place in the chain had waited when the
+    /// chainer last looked, in milliseconds (0: none waited). Writers slow down while it grows
+    /// (PostgreSQL: `store::postgres::writer`).
+    pub(crate) chain_lag_ms: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
     /// WAL frames (pages) the writer's commits wrote: what a write costs in I/O (SQLite).
