@@ -1,7 +1,7 @@
-//! A batch of operations (`ops::batch`) as the writer runs it: its operations leave the budgets
-//! they wrote for the next, and its figures, entries and audit rows are kept ([`super::unwritten`])
-//! and written when it ends well; every read of a budget on the writer puts what is kept over
-//! what is stored.
+//! A batch of operations (`ops::batch`) as the writer runs it: its operations leave the
+//! budgets they wrote for the next, and its figures, entries and audit rows are kept
+//! ([`super::unwritten`]) and written when it ends well; every read of a budget on the writer
+//! puts what is kept over what is stored.
 
 use super::state::WriterState;
 use super::unwritten::Kept;
@@ -14,9 +14,10 @@ use crate::store::{StoreError, run_guarded};
 impl<D: Sql> WriterState<D> {
     /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
     /// operations leaving the budgets it wrote for the next, on every backend (SQLite's one
-    /// writer reads nothing ahead otherwise), and the budgets' figures written once each, when
-    /// it ends well ([`super::unwritten`]). What they left is forgotten after it, however it ends; a
-    /// panic in it is its failure.
+    /// writer reads nothing ahead otherwise), and what they wrote kept and written when it ends
+    /// well ([`super::unwritten`]): each budget's figures once, the entries and audit rows many
+    /// to a statement. What they left is forgotten after it, however it ends; a panic in it is
+    /// its failure.
     pub(crate) fn keeping_budgets<T>(
         &mut self,
         tenant: &TenantId,

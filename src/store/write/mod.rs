@@ -12,7 +12,7 @@
 //! | [`batch`] | the batch loop: one transaction a batch, sweeps first, answers after the commit |
 //! | [`ahead`] | on PostgreSQL, a batch's tenants locked and budgets read in one round trip |
 //! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
-//! | [`command`] | a command run in a savepoint of its own, or without one where writes are deferred |
+//! | [`command`] | a command in a savepoint of its own, or in none where writes are deferred |
 //! | [`keeping`] | a batch of operations run: what it keeps, and the budgets read through it |
 //! | [`unwritten`] | a batch of operations' figures, entries and audit rows, written when it ends |
 //! | [`many`] | inserts of many rows a statement |

@@ -1,5 +1,6 @@
-//! A batch of operations' budget figures and (on SQLite) audit rows, written when the batch
-//! ends well (`WriterState::keeping_budgets`) where each operation wrote its own:
+//! A batch of operations' budget figures, ledger entries and (on SQLite) audit rows, written
+//! when the batch ends well (`WriterState::keeping_budgets`) where each operation wrote its
+//! own:
 //!
 //! - **Figures**, once a budget: a batch of 100 charges on 10 budgets sends 10 `UPDATE`s, not
 //!   100. On PostgreSQL each `UPDATE` of a row leaves a version of it that the open
@@ -14,15 +15,17 @@
 //!
 //! While a batch runs, what is stored of a budget it moved is older than what it moved: every
 //! read of a budget on the writer goes through the readers of [`super::keeping`], which put
-//! the batch's figures over the stored ones. An operation that fails is undone with its savepoint, or with the snapshot taken
-//! before it where it runs without one: [`Unwritten::undo_to`] puts back what it changed.
+//! the batch's figures over the stored ones. An operation that fails is undone with its
+//! savepoint, or with the snapshot taken before it where it runs without one:
+//! [`Unwritten::undo_to`] puts back what it changed.
 
 use std::collections::HashMap;
 
 use crate::audit::Linked;
 use crate::domain::{Budget, BudgetId, Figures, LedgerEntry};
 
-/// The figures a batch of operations moved, and the audit rows it linked, not written yet.
+/// The figures a batch of operations moved, the entries it made and the audit rows it linked,
+/// not written yet.
 #[derive(Debug, Default)]
 pub(crate) struct Unwritten {
     /// Whether figures and rows are kept here rather than written: while a batch of
@@ -63,14 +66,14 @@ pub(crate) struct Kept {
 }
 
 impl Unwritten {
-    /// A batch of operations begins: figures are kept from now on.
+    /// A batch of operations begins: figures, entries and audit rows are kept from now on.
     pub(super) fn start(&mut self) {
         self.stop();
         self.on = true;
     }
 
-    /// The batch ended: figures are written again as they move, and whatever is kept is
-    /// dropped (what a batch that ended well kept was taken first, [`Unwritten::take`]).
+    /// The batch ended: figures and rows are written again as they come, and whatever is kept
+    /// is dropped (what a batch that ended well kept was taken first, [`Unwritten::take`]).
     pub(super) fn stop(&mut self) {
         self.on = false;
         self.figures.clear();

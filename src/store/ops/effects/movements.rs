@@ -269,10 +269,10 @@ impl<D: Sql> WriterState<D> {
     /// ([`WriterState::defer_entry`]).
     pub(super) fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
         self.counts().entry(entry.kind);
-        match self.defer_entry(entry) {
-            true => Ok(()),
-            false => insert_entries(self.db(), std::slice::from_ref(entry)),
+        if self.defer_entry(entry) {
+            return Ok(());
         }
+        insert_entries(self.db(), std::slice::from_ref(entry))
     }
 }
 
