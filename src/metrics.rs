@@ -201,7 +201,7 @@ impl Metrics {
              tenantd_audit_chaining_max_seconds {}\n\
              # HELP tenantd_audit_chain_lag_seconds How long the oldest audit row waiting for \
              its place in the chain had waited when last looked at (PostgreSQL); writes slow \
-             down while it is above 0.25.\n\
+             down while it is above 0.1.\n\
              # TYPE tenantd_audit_chain_lag_seconds gauge\n\
              tenantd_audit_chain_lag_seconds {}",
             gauges.chain_delay_sum_ms as f64 / 1e3,

@@ -32,7 +32,7 @@ use crate::store::{StoreConfig, StoreError, queries};
 
 /// How long the oldest audit row waiting for the chain may have waited before writers slow
 /// down: the contract chains a change's row within a second of it.
-const CHAIN_LAG_EASY_MS: u64 = 250;
+const CHAIN_LAG_EASY_MS: u64 = 100;
 
 /// The longest a writer waits for the chain before one batch.
 const CHAIN_WAIT_MAX_MS: u64 = 500;
@@ -291,8 +291,9 @@ impl Writer {
     /// Waits before a write batch while the chain falls behind: the oldest row waiting for
     /// it had waited more than [`CHAIN_LAG_EASY_MS`] when the chainer last looked, so writes
     /// come faster than the chainer links them (on a machine whose cores the writers and the
-    /// database share, say). Half the excess, up to [`CHAIN_WAIT_MAX_MS`]: the writers leave
-    /// the chainer room, and the lag stays near the bound rather than growing with the load.
+    /// database share, say). As long as the excess, up to [`CHAIN_WAIT_MAX_MS`]: the writers
+    /// leave the chainer room, and the lag stays near the bound rather than growing with the
+    /// load.
     fn pace_to_the_chain(&mut self) {
         let lag_ms = self
             .stats
@@ -312,7 +313,7 @@ impl Writer {
             );
             self.paced_since = Some(now);
         }
-        let wait = (excess / 2).clamp(1, CHAIN_WAIT_MAX_MS);
+        let wait = excess.clamp(1, CHAIN_WAIT_MAX_MS);
         std::thread::sleep(std::time::Duration::from_millis(wait));
     }
 
