@@ -23,7 +23,8 @@ impl<D: Sql> WriterState<D> {
         // savepoint's end goes with them, in the same round trip where the backend can: a
         // write that fails leaves the savepoint to roll back to (the statements after it in
         // an aborted transaction do nothing).
-        // Where the batch defers its writes ([`Ahead`]), they are not waited for here.
+        // Where the batch defers its writes ([`super::ahead::Ahead`]), they are not waited for
+        // here.
         let deferred = self.ahead.deferred();
         let result = run_guarded(|| {
             op(self).and_then(|value| {
@@ -79,10 +80,10 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Runs a command: in a savepoint of its own ([`WriterState::guarded`]), or, where its
-    /// batch defers its writes ([`Ahead`]), without one. A command that fails there having
-    /// left the transaction as it found it (nothing sent, no statement failed: a refusal
-    /// decided before it wrote) fails alone; one that fails after it wrote fails its batch,
-    /// which is sent again command by command ([`Ahead::failure`]).
+    /// batch defers its writes ([`super::ahead::Ahead`]), without one. A command that fails
+    /// there having left the transaction as it found it (nothing sent, no statement failed: a
+    /// refusal decided before it wrote) fails alone; one that fails after it wrote fails its
+    /// batch, which is sent again command by command ([`super::ahead::Ahead::failure`]).
     pub(crate) fn command<T>(
         &mut self,
         in_transaction: bool,

@@ -70,7 +70,8 @@ pub(crate) struct WriterState<D> {
     /// While a batch of operations runs (`ops::batch`): on every backend, each operation
     /// leaves the budgets it wrote for the next, as a batch read ahead does.
     pub(super) keeping: bool,
-    /// While a batch of operations runs: the budgets' figures it wrote, sent once it ends.
+    /// While a batch of operations runs: the figures, entries and audit rows it wrote, written
+    /// once it ends.
     pub(super) unwritten: Unwritten,
     /// The fault hook of the tests: the next `ROLLBACK` fails without rolling back.
     #[cfg(test)]
