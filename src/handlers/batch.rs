@@ -259,7 +259,9 @@ fn member_text(member: &Member) -> String {
             serde_json::from_str::<serde_json::Value>(text)
                 .map_or_else(|_| text.clone(), |v| v.to_string())
         }
-        other => format!("{other:?}"),
+        Member::String(s) => serde_json::Value::from(s.as_str()).to_string(),
+        Member::Null => "null".into(),
+        Member::Bool(b) => b.to_string(),
     }
 }
 
@@ -383,5 +385,27 @@ fn read_op(op: Op, mut members: Vec<(String, Member)>) -> Result<(BatchItem, Str
             item,
             format!("{op:?} {}\n{text}", id.as_deref().unwrap_or("-")),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_operation_counts_as_its_json_in_one_form() {
+        for (member, text) in [
+            (Member::String("a \"b\"".into()), r#""a \"b\"""#),
+            (Member::Null, "null"),
+            (Member::Bool(true), "true"),
+            (Member::Number("1.50".into()), "1.5"),
+            (Member::Array("[ 1, \"x\" ]".into()), r#"[1,"x"]"#),
+            (
+                Member::Object(r#"{ "op": "x",  "a": 1 }"#.into()),
+                r#"{"a":1,"op":"x"}"#,
+            ),
+        ] {
+            assert_eq!(member_text(&member), text, "{member:?}");
+        }
     }
 }

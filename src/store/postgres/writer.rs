@@ -71,7 +71,7 @@ pub(super) struct Writer {
     /// Whether this writer has seen `first_swept` set (or set it).
     caught_up: bool,
     /// When the writer last said that it waits for the chain ([`Writer::pace_to_the_chain`]).
-    paced_since: Option<std::time::Instant>,
+    pacing_said_at: Option<std::time::Instant>,
 }
 
 /// Whether the instance's first writer has run its first batch, and where to wait for it.
@@ -275,7 +275,7 @@ impl Writer {
             first_swept,
             // The first writer is the one waited for.
             caught_up: first,
-            paced_since: None,
+            pacing_said_at: None,
         };
         Ok((writer, ids))
     }
@@ -304,14 +304,14 @@ impl Writer {
         };
         let now = std::time::Instant::now();
         if self
-            .paced_since
+            .pacing_said_at
             .is_none_or(|since| now.duration_since(since) >= PACING_LOG_INTERVAL)
         {
             log::info!(
                 "the audit chain is {lag_ms} ms behind its writes: writes wait for it until it \
                  is within {CHAIN_LAG_EASY_MS} ms"
             );
-            self.paced_since = Some(now);
+            self.pacing_said_at = Some(now);
         }
         let wait = excess.clamp(1, CHAIN_WAIT_MAX_MS);
         std::thread::sleep(std::time::Duration::from_millis(wait));

@@ -39,8 +39,6 @@ pub(crate) struct Unwritten {
     audit: Vec<Linked>,
     /// Each change in order, so that a failed operation's changes can be undone.
     undo: Vec<Change>,
-    /// Changes made before those in `undo`: written or dropped, and so not to be undone here.
-    done: usize,
 }
 
 /// One change kept, as it is undone.
@@ -79,18 +77,19 @@ impl Unwritten {
         self.figures.clear();
         self.entries.clear();
         self.audit.clear();
-        self.forget_changes();
+        self.undo.clear();
     }
 
-    /// Where the changes stand now, to be undone to ([`Unwritten::undo_to`]).
+    /// Where the changes stand now, to be undone to ([`Unwritten::undo_to`]). A mark taken
+    /// while a batch runs is never above the changes until the batch ends; once it has ended
+    /// (nothing kept), undoing to any mark does nothing.
     pub(super) fn mark(&self) -> usize {
-        self.done + self.undo.len()
+        self.undo.len()
     }
 
-    /// Undoes every change made after `mark`, the latest first: those still kept (a change
-    /// already written is undone with the savepoint it was written in).
+    /// Undoes every change made after `mark`, the latest first.
     pub(super) fn undo_to(&mut self, mark: usize) {
-        while self.mark() > mark {
+        while self.undo.len() > mark {
             match self.undo.pop() {
                 Some(Change::Figures(id, Some(before))) => {
                     self.figures.insert(id, before);
@@ -146,22 +145,18 @@ impl Unwritten {
         }
     }
 
-    /// Everything kept, to be written now; none is kept after.
+    /// Everything kept, to be written now: the batch's end. Nothing is kept after, and what
+    /// comes later is written as it comes.
     pub(super) fn take(&mut self) -> Kept {
         let mut figures: Vec<_> = self.figures.drain().collect();
         figures.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        self.forget_changes();
-        Kept {
+        let kept = Kept {
             figures,
             entries: std::mem::take(&mut self.entries),
             audit: std::mem::take(&mut self.audit),
-        }
-    }
-
-    /// The changes so far are no longer to be undone here.
-    fn forget_changes(&mut self) {
-        self.done += self.undo.len();
-        self.undo.clear();
+        };
+        self.stop();
+        kept
     }
 }
 
@@ -207,10 +202,12 @@ mod tests {
             unwritten.take().figures,
             vec![(id(1), spent(110)), (id(2), spent(10))]
         );
-        let mark = unwritten.mark();
-        assert!(unwritten.take().figures.is_empty());
+        assert!(
+            !unwritten.defer(&id(1), spent(1)),
+            "a take ends the batch: what comes after is written as it comes"
+        );
         unwritten.undo_to(0);
-        assert_eq!(unwritten.mark(), mark, "what was taken is not undone here");
+        assert!(unwritten.take().figures.is_empty());
     }
 
     #[test]
@@ -266,26 +263,20 @@ mod tests {
     }
 
     #[test]
-    fn an_undo_reaches_only_the_changes_after_a_take_or_a_stop() {
+    fn a_mark_from_before_a_batch_undoes_nothing_once_it_has_ended() {
         let mut unwritten = Unwritten::default();
-        unwritten.start();
         let before = unwritten.mark();
+        unwritten.start();
         unwritten.defer(&id(1), spent(1));
         unwritten.stop();
+        unwritten.undo_to(before);
         unwritten.start();
+        let inside = unwritten.mark();
         unwritten.defer(&id(2), spent(2));
         assert_eq!(unwritten.take().figures, vec![(id(2), spent(2))]);
-        let mark = unwritten.mark();
-        unwritten.defer(&id(3), spent(3));
-        unwritten.defer(&id(4), spent(4));
-        // A snapshot from before the take undoes what came after it, and nothing before.
+        unwritten.undo_to(inside);
         unwritten.undo_to(before);
         assert!(unwritten.take().figures.is_empty());
-        unwritten.defer(&id(5), spent(5));
-        unwritten.undo_to(mark);
-        assert!(
-            unwritten.take().figures.is_empty(),
-            "a mark before the last take undoes all since"
-        );
+        assert!(unwritten.undo.is_empty());
     }
 }

@@ -157,8 +157,6 @@ impl<D: Sql> WriterState<D> {
         }
         budget.figures = figures;
         self.write_figures(budget)?;
-        // A closed budget is frozen: no figure of it may be written after this.
-        self.write_unwritten()?;
         self.end_period(budget, now)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
