@@ -1,23 +1,24 @@
--- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 8 (SQLite's
--- `PRAGMA user_version = 8`). Version 7 is PostgreSQL's alone (the audit rows that wait for
--- their place in the chain, and each tenant's last id: see audit_pending and tenants.last_id
--- below); SQLite's migration 7 does nothing, so that each number names one schema. The
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 9 (SQLite's
+-- `PRAGMA user_version = 9`). Versions 7 and 9 are PostgreSQL's alone (7: the audit rows that
+-- wait for their place in the chain, and each tenant's last id, see audit_pending and
+-- tenants.last_id below; 9: the domains and triggers of the last section); SQLite's
+-- migrations 7 and 9 do nothing, so that each number names one schema. The
 -- schema_version table records the version. (SQLite's migration 4 only rewrote
 -- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
 -- those that schema.sql's migrations leave. A database made by the version-3 file (before
--- periods and charges) is brought to version 8 by the sections at the end, which add what
--- migrations 5 to 8 add; on a new database those sections find everything in place.
+-- periods and charges) is brought to version 9 by the sections at the end, which add what
+-- migrations 5 to 9 add; on a new database those sections find everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 8. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 9. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
--- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1, where SQLite holds decimal
---   text. (A fraction given for numeric(39,0) is rounded before any CHECK sees it: the
+-- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1 (the domain tenantd_atomic
+--   since version 9), where SQLite holds decimal text. (A fraction given for numeric(39,0) is rounded before any CHECK sees it: the
 --   writer binds integers only.)
 -- * BLOBs are bytea. Timestamps, the audit chain's payload and hashes stay text, holding
 --   exactly what SQLite holds, so that the chain verifies byte for byte.
@@ -37,8 +38,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 8 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (8)',
+        IF (SELECT max(version) FROM schema_version) > 9 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (9)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -46,13 +47,13 @@ BEGIN
 END
 $$;
 
--- The schema version: 8, as SQLite's user_version (7 is what only PostgreSQL has).
+-- The schema version: 9, as SQLite's user_version (7 and 9 are what only PostgreSQL has).
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 8)
-    ON CONFLICT (id) DO UPDATE SET version = 8;
+INSERT INTO schema_version (id, version) VALUES (1, 9)
+    ON CONFLICT (id) DO UPDATE SET version = 9;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -633,3 +634,195 @@ WHEN (NEW.id IS DISTINCT FROM OLD.id
    OR NEW.parent_id IS DISTINCT FROM OLD.parent_id
    OR OLD.state = 'closed')
 EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+
+-- Version 9: PostgreSQL's alone (SQLite's migration 9 does nothing); the same rules, in forms
+-- the server keeps ready. PostgreSQL reads a table's CHECK constraints and a row trigger's
+-- WHEN clause from their stored text again at every INSERT or UPDATE statement: with five
+-- 39-digit range checks and a WHEN of seven columns, that reading cost an update of a
+-- budget's figures more than the update. A domain's checks are read once a connection.
+-- * Every amount is of the domain tenantd_atomic: numeric(39,0) in 0 ..= 2^128 - 1. A ledger
+--   entry's kind and an event's type are of tenantd_entry_kind and tenantd_event_type.
+-- * A trigger that keeps what a row is fires only for an UPDATE that sets one of the columns
+--   it watches (`UPDATE OF`); the rule on a row's state keeps a WHEN of its own, short.
+-- A database made before gets the domains without a rewrite of its tables: each column moves
+-- to its domain before the domain has its check, which then reads every row once.
+DO $$
+BEGIN
+    IF to_regtype('tenantd_atomic') IS NULL THEN
+        CREATE DOMAIN tenantd_atomic AS numeric(39,0);
+    END IF;
+    IF to_regtype('tenantd_entry_kind') IS NULL THEN
+        CREATE DOMAIN tenantd_entry_kind AS text COLLATE "C";
+    END IF;
+    IF to_regtype('tenantd_event_type') IS NULL THEN
+        CREATE DOMAIN tenantd_event_type AS text COLLATE "C";
+    END IF;
+END
+$$;
+
+-- The triggers that name a column whose type changes go first, and come back below.
+DROP TRIGGER IF EXISTS tenants_identity_immutable ON tenants;
+DROP TRIGGER IF EXISTS budgets_identity_immutable ON budgets;
+DROP TRIGGER IF EXISTS reservations_settled_are_final ON reservations;
+DROP TRIGGER IF EXISTS reservations_identity_immutable ON reservations;
+DROP TRIGGER IF EXISTS periods_closed_are_final ON periods;
+DROP TRIGGER IF EXISTS periods_identity_immutable ON periods;
+
+-- The range checks of every amount column (one column each, bounded by 2^128 - 1), and the
+-- checks of the entry kinds and event types, whatever their names: their domains hold them.
+DO $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN
+        SELECT conrelid::regclass AS tab, conname
+        FROM pg_constraint
+        WHERE contype = 'c'
+          AND conrelid IN ('tenants'::regclass, 'budgets'::regclass, 'reservations'::regclass,
+                           'ledger_entries'::regclass, 'budget_renewals'::regclass,
+                           'periods'::regclass, 'events'::regclass)
+          AND cardinality(conkey) = 1
+          AND (pg_get_constraintdef(oid) LIKE '%340282366920938463463374607431768211455%'
+               OR conname IN ('ledger_entries_kind_check', 'events_type_check'))
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.tab, c.conname);
+    END LOOP;
+END
+$$;
+
+ALTER TABLE tenants
+    ALTER COLUMN opening_deposit_atomic TYPE tenantd_atomic;
+ALTER TABLE budgets
+    ALTER COLUMN opening_deposit_atomic TYPE tenantd_atomic,
+    ALTER COLUMN credited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN debited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN spent_atomic TYPE tenantd_atomic,
+    ALTER COLUMN reserved_atomic TYPE tenantd_atomic;
+ALTER TABLE reservations
+    ALTER COLUMN amount_atomic TYPE tenantd_atomic,
+    ALTER COLUMN committed_atomic TYPE tenantd_atomic;
+ALTER TABLE ledger_entries
+    ALTER COLUMN kind TYPE tenantd_entry_kind,
+    ALTER COLUMN amount_atomic TYPE tenantd_atomic,
+    ALTER COLUMN balance_atomic TYPE tenantd_atomic,
+    ALTER COLUMN available_atomic TYPE tenantd_atomic;
+ALTER TABLE budget_renewals
+    ALTER COLUMN period_allowance_atomic TYPE tenantd_atomic,
+    ALTER COLUMN period_rollover_max_atomic TYPE tenantd_atomic;
+ALTER TABLE periods
+    ALTER COLUMN allowance_atomic TYPE tenantd_atomic,
+    ALTER COLUMN carried_in_atomic TYPE tenantd_atomic,
+    ALTER COLUMN opening_available_atomic TYPE tenantd_atomic,
+    ALTER COLUMN start_credited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN start_debited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN start_spent_atomic TYPE tenantd_atomic,
+    ALTER COLUMN credited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN debited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN spent_atomic TYPE tenantd_atomic,
+    ALTER COLUMN forfeited_atomic TYPE tenantd_atomic,
+    ALTER COLUMN carried_out_atomic TYPE tenantd_atomic,
+    ALTER COLUMN closing_available_atomic TYPE tenantd_atomic;
+ALTER TABLE events
+    ALTER COLUMN type TYPE tenantd_event_type;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'tenantd_atomic_range'
+                   AND contypid = 'tenantd_atomic'::regtype) THEN
+        ALTER DOMAIN tenantd_atomic ADD CONSTRAINT tenantd_atomic_range
+            CHECK (VALUE >= 0 AND VALUE <= 340282366920938463463374607431768211455);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'tenantd_entry_kind_known'
+                   AND contypid = 'tenantd_entry_kind'::regtype) THEN
+        ALTER DOMAIN tenantd_entry_kind ADD CONSTRAINT tenantd_entry_kind_known
+            CHECK (VALUE IN ('opening_deposit', 'credit', 'debit', 'reserve', 'commit',
+                             'release', 'expire', 'charge', 'refill', 'forfeit'));
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'tenantd_event_type_known'
+                   AND contypid = 'tenantd_event_type'::regtype) THEN
+        ALTER DOMAIN tenantd_event_type ADD CONSTRAINT tenantd_event_type_known
+            CHECK (VALUE IN (
+                'tenant.created', 'tenant.tombstoned', 'budget.created', 'budget.updated',
+                'budget.closed', 'budget.credited', 'budget.debited', 'budget.available_low',
+                'budget.period_reset', 'reservation.expired'));
+    END IF;
+END
+$$;
+
+-- What a tenant is does not change; only its state moves, and only forward. Its last id
+-- (version 7), set by every batch of writes, is not watched.
+CREATE OR REPLACE TRIGGER tenants_identity_immutable
+BEFORE UPDATE OF id, name, state, opening_deposit_atomic, token_hash, created_at, tombstoned_at
+ON tenants
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.name IS DISTINCT FROM OLD.name
+   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
+   OR NEW.token_hash IS DISTINCT FROM OLD.token_hash
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at
+   OR (OLD.state = 'tombstoned' AND (
+         NEW.state IS DISTINCT FROM OLD.state
+      OR NEW.tombstoned_at IS DISTINCT FROM OLD.tombstoned_at)))
+EXECUTE FUNCTION tenantd_refuse('a tenant''s identity is immutable and a tombstone is final');
+
+-- What a budget is does not change, its parent included, and a closed budget is frozen whole:
+-- two triggers, one refusal.
+CREATE OR REPLACE TRIGGER budgets_identity_immutable
+BEFORE UPDATE OF id, tenant_id, name, unit, created_at, opening_deposit_atomic, parent_id
+ON budgets
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+   OR NEW.name IS DISTINCT FROM OLD.name
+   OR NEW.unit IS DISTINCT FROM OLD.unit
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at
+   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
+   OR NEW.parent_id IS DISTINCT FROM OLD.parent_id)
+EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+
+CREATE OR REPLACE TRIGGER budgets_closed_are_frozen
+BEFORE UPDATE ON budgets
+FOR EACH ROW
+WHEN (OLD.state = 'closed')
+EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+
+-- Only an active reservation changes: its expiry (an extend) or its state (a settlement).
+CREATE OR REPLACE TRIGGER reservations_settled_are_final
+BEFORE UPDATE ON reservations
+FOR EACH ROW
+WHEN (OLD.state IS DISTINCT FROM 'active')
+EXECUTE FUNCTION tenantd_refuse('a reservation changes only while it is active');
+
+CREATE OR REPLACE TRIGGER reservations_identity_immutable
+BEFORE UPDATE OF id, tenant_id, budget_id, amount_atomic, memo, created_at ON reservations
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
+   OR NEW.amount_atomic IS DISTINCT FROM OLD.amount_atomic
+   OR NEW.memo IS DISTINCT FROM OLD.memo
+   OR NEW.created_at IS DISTINCT FROM OLD.created_at)
+EXECUTE FUNCTION tenantd_refuse('a reservation changes only while it is active');
+
+-- Only a current period changes, once: when it closes.
+CREATE OR REPLACE TRIGGER periods_closed_are_final
+BEFORE UPDATE ON periods
+FOR EACH ROW
+WHEN (OLD.state IS DISTINCT FROM 'current')
+EXECUTE FUNCTION tenantd_refuse('a period changes only while it is current');
+
+CREATE OR REPLACE TRIGGER periods_identity_immutable
+BEFORE UPDATE OF id, budget_id, started_at, allowance_atomic, carried_in_atomic,
+    opening_available_atomic, start_credited_atomic, start_debited_atomic, start_spent_atomic
+ON periods
+FOR EACH ROW
+WHEN (NEW.id IS DISTINCT FROM OLD.id
+   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
+   OR NEW.started_at IS DISTINCT FROM OLD.started_at
+   OR NEW.allowance_atomic IS DISTINCT FROM OLD.allowance_atomic
+   OR NEW.carried_in_atomic IS DISTINCT FROM OLD.carried_in_atomic
+   OR NEW.opening_available_atomic IS DISTINCT FROM OLD.opening_available_atomic
+   OR NEW.start_credited_atomic IS DISTINCT FROM OLD.start_credited_atomic
+   OR NEW.start_debited_atomic IS DISTINCT FROM OLD.start_debited_atomic
+   OR NEW.start_spent_atomic IS DISTINCT FROM OLD.start_spent_atomic)
+EXECUTE FUNCTION tenantd_refuse('a period changes only while it is current');

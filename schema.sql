@@ -724,3 +724,7 @@ WHEN NEW.id IS NOT OLD.id
 BEGIN
     SELECT RAISE(ABORT, 'a budget''s identity is immutable and a closed budget is frozen');
 END;
+
+-- migration 9: nothing on SQLite. Version 9 is PostgreSQL's alone (its amounts, ledger kinds
+-- and event types checked by domains, and its identity triggers fired only for the columns
+-- they watch: schema-postgres.sql), so that a version number names one schema on both.

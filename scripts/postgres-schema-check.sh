@@ -39,9 +39,11 @@ q() {
 q "$admin_url" -c "CREATE DATABASE $db OWNER tenantd" >/dev/null
 old_db="${db}_v3"
 v7_db="${db}_v7"
+v8_db="${db}_v8"
 trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null;
       q "$admin_url" -c "DROP DATABASE IF EXISTS $old_db WITH (FORCE)" >/dev/null;
-      q "$admin_url" -c "DROP DATABASE IF EXISTS $v7_db WITH (FORCE)" >/dev/null' EXIT
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $v7_db WITH (FORCE)" >/dev/null;
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $v8_db WITH (FORCE)" >/dev/null' EXIT
 
 checks=0
 failed=()
@@ -136,8 +138,8 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 8 (SQLite's user_version 8; 7 is what only PostgreSQL has)" \
-    "SELECT version FROM schema_version" 8
+yields "schema_version is 9 (SQLite's user_version 9; 7 and 9 are what only PostgreSQL has)" \
+    "SELECT version FROM schema_version" 9
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
@@ -149,6 +151,19 @@ yields "the amounts are numeric(39,0)" \
     "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
        AND column_name LIKE '%\_atomic' AND (data_type, numeric_precision, numeric_scale)
        IS DISTINCT FROM ('numeric', 39, 0)" 0
+yields "every amount is of the domain tenantd_atomic, whose check bounds it" \
+    "SELECT count(*) FILTER (WHERE domain_name IS DISTINCT FROM 'tenantd_atomic') || ' '
+       || (SELECT count(*) FROM pg_constraint WHERE contypid = 'tenantd_atomic'::regtype)
+     FROM information_schema.columns WHERE table_schema = 'public'
+       AND column_name LIKE '%\_atomic'" "0 1"
+yields "no table checks an amount's range again, or a ledger kind or an event type" \
+    "SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND conrelid <> 0
+       AND (pg_get_constraintdef(oid) LIKE '%$max%'
+            OR conname IN ('ledger_entries_kind_check', 'events_type_check'))" 0
+yields "a figure's update, a last id's and a settlement fire no identity trigger" \
+    "SELECT string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger
+     WHERE tgname LIKE '%identity_immutable' AND cardinality(tgattr::int2[]) > 0" \
+    "budgets_identity_immutable,periods_identity_immutable,reservations_identity_immutable,tenants_identity_immutable"
 
 # --- rows the service writes
 commit "insert an active tenant" "INSERT INTO tenants $tenant_cols
@@ -238,6 +253,8 @@ for change in "name = 'beta'" "id = 'ten_Z'" "opening_deposit_atomic = 1" \
     refuses "tenants: SET $change is refused" "UPDATE tenants SET $change WHERE id = 'ten_A'" \
         "23000: a tenant's identity is immutable and a tombstone is final"
 done
+accepts "tenants: a tenant's last id moves, a tombstoned one's too" \
+    "UPDATE tenants SET last_id = 'x' WHERE id IN ('ten_A', 'ten_T')"
 accepts "tenants: an active tenant is tombstoned" \
     "UPDATE tenants SET state = 'tombstoned', tombstoned_at = '$t2' WHERE id = 'ten_A'"
 refuses "tenants: a tombstone is final" \
@@ -318,6 +335,28 @@ refuses "reservations: a committed one without a committed amount is refused" \
 refuses "reservations: an unknown state is refused" \
     "INSERT INTO reservations $reservation_cols
      VALUES ('res_B', 'ten_A', 'bud_A', 'held', 1, NULL, NULL, '$t0', '$t1', '$t1')" "23514:"
+
+# --- periods: only a current period changes, once, when it closes
+commit "insert a current period" "INSERT INTO periods (id, budget_id, state, started_at, ends_at,
+        allowance_atomic, carried_in_atomic, opening_available_atomic, start_credited_atomic,
+        start_debited_atomic, start_spent_atomic)
+    VALUES ('per_A', 'bud_A', 'current', '$t0', '$t2', 100, 0, 1000, 1000, 0, 0)"
+for change in "budget_id = 'bud_C'" "started_at = '$t1'" "allowance_atomic = 1" \
+    "start_spent_atomic = 1"; do
+    refuses "periods: SET $change on a current one is refused" \
+        "UPDATE periods SET $change WHERE id = 'per_A'" \
+        "23000: a period changes only while it is current"
+done
+refuses "periods: a closed period is final" \
+    "UPDATE periods SET state = 'closed', credited_atomic = 1000, debited_atomic = 0,
+        spent_atomic = 0, forfeited_atomic = 0, carried_out_atomic = 0,
+        closing_available_atomic = 1000 WHERE id = 'per_A';
+     UPDATE periods SET ends_at = '$t2' WHERE id = 'per_A'" \
+    "23000: a period changes only while it is current"
+accepts "periods: a current period closes" \
+    "UPDATE periods SET state = 'closed', ends_at = '$t1', credited_atomic = 1000,
+        debited_atomic = 0, spent_atomic = 0, forfeited_atomic = 0, carried_out_atomic = 0,
+        closing_available_atomic = 1000 WHERE id = 'per_A'"
 
 # --- ledger entries
 refuses "ledger_entries: UPDATE is refused" \
@@ -441,10 +480,10 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 8"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 9" -f "$schema" 2>&1); then
+    "2 2 2 9"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 10" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 9)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 10)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"
@@ -473,11 +512,11 @@ released_database() {
 }
 
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
-# release before periods and charges) is brought to version 8, its rows kept
+# release before periods and charges) is brought to version 9, its rows kept
 new_url=$db_url
 released_database 3 "$old_db"
-apply "the version-8 schema applies over version 3"
-yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
+apply "the version-9 schema applies over version 3"
+yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
 yields "the upgraded tenants have a last id, not yet set" \
     "SELECT coalesce(last_id, 'none') FROM tenants WHERE id = 'ten_A'" none
 yields "the budget is kept, with no period and no thresholds" \
@@ -506,10 +545,10 @@ accepts "the upgraded database takes an event" "INSERT INTO events $evt_cols
     VALUES ('evt_A', 'budget.credited', '$t1', 'ten_A', '{}')"
 
 # --- a database made by the version-7 script (tests/fixtures/schema-postgres-7.sql, the
-# release before budgets in a tree) is brought to version 8, its rows kept
+# release before budgets in a tree) is brought to version 9, its rows kept
 released_database 7 "$v7_db"
-apply "the version-8 schema applies over version 7"
-yields "the upgraded schema is at version 8" "SELECT version FROM schema_version" 8
+apply "the version-9 schema applies over version 7"
+yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
 yields "the budget is kept, at the top" \
     "SELECT credited_atomic || ' ' || coalesce(parent_id, 'none') FROM budgets" "1000 none"
 yields "the entry is kept, the budget's own" \
@@ -522,6 +561,61 @@ accepts "the upgraded database takes a budget under another, and an entry via it
         VALUES ('ent_B', 'bud_A', 'charge', 5, NULL, NULL, '$t1', 995, 995, 'bud_B')"
 refuses "the upgraded budget's parent is fixed" \
     "UPDATE budgets SET parent_id = 'bud_A' WHERE id = 'bud_A'" "23000"
+
+# --- a database made by the version-8 script (tests/fixtures/schema-postgres-8.sql, the
+# release before the domains) is brought to version 9, its rows kept
+released_database 8 "$v8_db"
+commit "version 8: a closed budget, a settled reservation, a closed period and an event" "
+    INSERT INTO budgets $budget_cols
+        VALUES ('bud_C', 'ten_A', 'old', 'atomic', 'closed', '$t0', '$t1', 5, 5, 0, 0, 0);
+    INSERT INTO reservations $reservation_cols
+        VALUES ('res_C', 'ten_A', 'bud_A', 'committed', 50, 40, NULL, '$t0', '$t1', '$t1');
+    INSERT INTO periods (id, budget_id, state, started_at, ends_at, allowance_atomic,
+        carried_in_atomic, opening_available_atomic, start_credited_atomic,
+        start_debited_atomic, start_spent_atomic, credited_atomic, debited_atomic,
+        spent_atomic, forfeited_atomic, carried_out_atomic, closing_available_atomic)
+        VALUES ('per_C', 'bud_A', 'closed', '$t0', '$t1', 100, 0, 1000, 1000, 0, 0, 1000, 0,
+                0, 0, 0, $max);
+    INSERT INTO events $evt_cols VALUES ('evt_A', 'budget.closed', '$t1', 'ten_A', '{}')"
+apply "the version-9 schema applies over version 8"
+yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
+yields "every row is kept, each amount exactly" \
+    "SELECT (SELECT string_agg(id || ' ' || opening_deposit_atomic || ' ' || credited_atomic
+                               || ' ' || state, ',' ORDER BY id) FROM budgets)
+         || ' ' || (SELECT amount_atomic || ' ' || committed_atomic FROM reservations)
+         || ' ' || (SELECT kind || ' ' || balance_atomic FROM ledger_entries)
+         || ' ' || (SELECT closing_available_atomic FROM periods)
+         || ' ' || (SELECT type FROM events)" \
+    "bud_A 1000 1000 open,bud_C 5 5 closed 50 40 opening_deposit 1000 $max budget.closed"
+yields "the upgraded amounts are of the domain, the kinds and types of theirs" \
+    "SELECT count(*) FILTER (WHERE domain_name = 'tenantd_atomic') || ' '
+       || count(*) FILTER (WHERE domain_name IN ('tenantd_entry_kind', 'tenantd_event_type'))
+     FROM information_schema.columns WHERE table_schema = 'public'
+       AND (column_name LIKE '%\_atomic' OR (table_name, column_name) IN
+            (('ledger_entries', 'kind'), ('events', 'type')))" "25 2"
+refuses "the upgraded ledger still refuses an amount past 2^128 - 1" \
+    "INSERT INTO ledger_entries $entry_cols
+     VALUES ('ent_B', 'bud_A', 'charge', $over, NULL, NULL, '$t1', 995, 995)" "23514"
+refuses "the upgraded ledger still refuses an unknown kind" "INSERT INTO ledger_entries $entry_cols
+    VALUES ('ent_B', 'bud_A', 'refund', 5, NULL, NULL, '$t1', 995, 995)" "23514"
+refuses "the upgraded events still refuse an unknown type" \
+    "INSERT INTO events $evt_cols VALUES ('evt_B', 'budget.charged', '$t1', 'ten_A', '{}')" \
+    "23514"
+accepts "the upgraded budget's figures move" \
+    "UPDATE budgets SET credited_atomic = 2000, spent_atomic = 5 WHERE id = 'bud_A'"
+refuses "the upgraded closed budget stays frozen" \
+    "UPDATE budgets SET spent_atomic = 1 WHERE id = 'bud_C'" \
+    "23000: a budget's identity is immutable and a closed budget is frozen"
+refuses "the upgraded settled reservation stays final" \
+    "UPDATE reservations SET expires_at = '$t2' WHERE id = 'res_C'" \
+    "23000: a reservation changes only while it is active"
+refuses "the upgraded closed period stays final" \
+    "UPDATE periods SET ends_at = '$t2' WHERE id = 'per_C'" \
+    "23000: a period changes only while it is current"
+apply "the version-9 schema applies a second time over the upgraded one"
+yields "the second application keeps one check on each domain" \
+    "SELECT count(*) FROM pg_constraint WHERE contypid IN
+       ('tenantd_atomic'::regtype, 'tenantd_entry_kind'::regtype, 'tenantd_event_type'::regtype)" 3
 db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"

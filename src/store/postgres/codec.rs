@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use bytes::BytesMut;
-use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 
 use super::explain;
 use crate::store::rows::TextRow;
@@ -43,8 +43,12 @@ enum Target {
 }
 
 impl Target {
-    /// The kind of `ty`.
+    /// The kind of `ty`; a domain's is its base type's (an amount column is of the domain
+    /// `tenantd_atomic`, over `numeric`).
     fn of(ty: &Type) -> Self {
+        if let Kind::Domain(base) = ty.kind() {
+            return Self::of(base);
+        }
         match ty {
             t if [
                 Type::TEXT,
@@ -309,6 +313,36 @@ mod tests {
             let raw = encode(Param::Int(n), &Type::NUMERIC).expect("an integer");
             assert_eq!(decode(&raw), n.to_string(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_domain_takes_what_its_base_type_takes() {
+        let domain = |name: &str, base: Type| {
+            Type::new(name.into(), 90_000, Kind::Domain(base), "public".into())
+        };
+        let atomic = domain("tenantd_atomic", Type::NUMERIC);
+        for n in [0, 120, u128::MAX] {
+            assert_eq!(
+                encode(Param::Amount(n), &atomic).expect("an amount"),
+                encode(Param::Amount(n), &Type::NUMERIC).expect("an amount"),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            encode(Param::Text("120"), &atomic).expect("a copied amount"),
+            encode(Param::Amount(120), &Type::NUMERIC).expect("an amount"),
+        );
+        let kind = domain("tenantd_entry_kind", Type::TEXT);
+        assert_eq!(
+            encode(Param::Text("charge"), &kind).expect("a kind"),
+            b"charge"
+        );
+        let nested = domain("outer", domain("inner", Type::NUMERIC));
+        assert_eq!(
+            encode(Param::Amount(7), &nested).expect("a domain over a domain"),
+            encode(Param::Amount(7), &Type::NUMERIC).expect("an amount"),
+        );
+        assert!(encode(Param::Amount(7), &domain("flag", Type::BOOL)).is_err());
     }
 
     #[test]

@@ -37,9 +37,10 @@ use super::{StoreConfig, threads};
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// The schema version the file creates: SQLite's `user_version` 8 (its migration 4 changed
-/// nothing PostgreSQL has, and 7 is what only PostgreSQL has: the pending audit rows).
-pub(crate) const SCHEMA_VERSION: i32 = 8;
+/// The schema version the file creates: SQLite's `user_version` 9 (its migration 4 changed
+/// nothing PostgreSQL has, and 7 and 9 are what only PostgreSQL has: the pending audit rows;
+/// the domains that check amounts, kinds and types once a connection).
+pub(crate) const SCHEMA_VERSION: i32 = 9;
 
 /// The advisory lock that lets one of several instances starting at once create the schema
 /// while the others wait ("tenantd" in ASCII).
