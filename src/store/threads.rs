@@ -552,10 +552,16 @@ pub(crate) enum ReadCommand {
     Shutdown,
 }
 
+/// Token checks one credential thread answers together, at most: those already queued when
+/// it takes one, in one statement and one round trip on PostgreSQL.
+const CREDENTIAL_BATCH_MAX: usize = 64;
+
 /// Answers read commands until it takes a `Shutdown` or every sender is gone. The channel
-/// hands each command to the first free thread.
+/// hands each command to the first free thread; a thread that takes a token check takes the
+/// checks queued behind it too ([`CREDENTIAL_BATCH_MAX`]).
 fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
-    while let Ok(command) = queue.recv() {
+    let mut next = None;
+    while let Some(command) = next.take().or_else(|| queue.recv().ok()) {
         match command {
             ReadCommand::Tenant(id, reply) => {
                 let result = run_guarded(|| conn.tenant(&id));
@@ -563,7 +569,26 @@ fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
             }
             ReadCommand::Query(query) => query(conn),
             ReadCommand::Credential(id, reply) => {
-                let _ = reply.send(run_guarded(|| conn.credential(&id)));
+                let mut checks = vec![(id, reply)];
+                while checks.len() < CREDENTIAL_BATCH_MAX && next.is_none() {
+                    match queue.try_recv() {
+                        Ok(ReadCommand::Credential(id, reply)) => checks.push((id, reply)),
+                        Ok(other) => next = Some(other),
+                        Err(_) => break,
+                    }
+                }
+                let (ids, replies): (Vec<_>, Vec<_>) = checks.into_iter().unzip();
+                match run_guarded(|| conn.credentials(&ids)) {
+                    Ok(found) => replies
+                        .into_iter()
+                        .zip(found)
+                        .for_each(|(reply, credential)| {
+                            let _ = reply.send(Ok(credential));
+                        }),
+                    Err(e) => replies.into_iter().for_each(|reply| {
+                        let _ = reply.send(Err(e.clone()));
+                    }),
+                }
             }
             ReadCommand::Shutdown => return,
         }

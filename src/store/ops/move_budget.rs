@@ -3,7 +3,7 @@
 
 use crate::audit::Actor;
 use crate::domain::rules;
-use crate::domain::{BudgetId, LedgerEntry, Movement, TenantId};
+use crate::domain::{BudgetId, Direction, LedgerEntry, Movement, TenantId};
 use crate::store::sql::Sql;
 use crate::store::write::state::WriterState;
 use crate::store::write::{BudgetsAhead, WriteOp};
@@ -35,6 +35,11 @@ impl WriteOp for MoveBudget {
 
     fn budget(&self) -> Option<&str> {
         self.budget.as_ref().map(BudgetId::as_str)
+    }
+
+    /// A credit or a debit writes its event; a charge, on the spend path, none.
+    fn publishes(&self) -> bool {
+        self.movement.direction != Direction::Charge
     }
 
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {

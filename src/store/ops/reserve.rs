@@ -35,6 +35,10 @@ impl WriteOp for Reserve {
         Some(&self.reservation.budget_text)
     }
 
+    fn publishes(&self) -> bool {
+        false
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let Reserve {
             tenant,

@@ -33,6 +33,10 @@ impl WriteOp for SettleReservation {
         Some(&self.tenant)
     }
 
+    fn publishes(&self) -> bool {
+        false
+    }
+
     fn run<D: Sql>(self, w: &mut WriterState<D>) -> Result<Self::Output, StoreError> {
         let SettleReservation {
             tenant,

@@ -1,12 +1,17 @@
-//! The statements a batch reads ahead with on PostgreSQL, planned as a writer's connection
-//! plans them (one generic plan, kept for the connection's life), on tables never analysed:
-//! each id they list is found by its key, never by reading a whole table.
+//! The statements a batch reads ahead with on PostgreSQL, and the token checks a credential
+//! thread answers together, planned as a store connection plans them (one generic plan, kept
+//! for the connection's life), on tables never analysed: each id they list is found by its
+//! key, never by reading a whole table.
 
 use super::blocking::Blocking;
 use super::scratch::Scratch;
+use super::writer::STORE_LAST_IDS;
+use crate::domain::{EndpointId, TenantId};
+use crate::store::Credential;
 use crate::store::queries::budgets::BUDGETS_TO_WRITE;
+use crate::store::queries::tenants::{CREDENTIALS, credentials};
 use crate::store::sql::{Sql, text};
-use crate::store::write::ahead::{LOCK_TENANTS, TENANTS};
+use crate::store::write::ahead::{self, LOCK_TENANTS, TENANTS, Wanted};
 
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
@@ -64,10 +69,11 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             "'bud_7,bud_42,bud_999'".to_owned(),
         ),
         (
-            "a tenant's last id",
-            "UPDATE tenants SET last_id = ?2 WHERE id = ?1",
-            "'ten_7', '01M8K0VGJAK8R2YEXC1NN2QYQ2'".to_owned(),
+            "the tenants' last ids",
+            STORE_LAST_IDS,
+            "'ten_7,ten_42', '01M8K0VGJAK8R2YEXC1NN2QYQ2'".to_owned(),
         ),
+        ("the tokens' checks", CREDENTIALS, tenants.to_owned()),
     ];
     conn.batch("BEGIN").expect("a transaction, for the lock");
     for (i, (what, sql, args)) in statements.into_iter().enumerate() {
@@ -77,6 +83,25 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             "{what} are not read by key:\n{plan}"
         );
     }
+    // The last ids land on the tenants listed, and only there.
+    conn.batch("EXECUTE listed_3('ten_7,ten_42', '01M8K0VGJAK8R2YEXC1NN2QYQ2')")
+        .expect("the last ids are stored");
+    let stored = conn
+        .query(
+            "SELECT id || ' ' || coalesce(last_id, '-') FROM tenants \
+             WHERE id IN ('ten_7', 'ten_42', 'ten_999') ORDER BY id",
+            &[],
+            |row| Ok(text(row, 0)?.into_owned()),
+        )
+        .expect("the last ids are read");
+    assert_eq!(
+        stored,
+        [
+            "ten_42 01M8K0VGJAK8R2YEXC1NN2QYQ2",
+            "ten_7 01M8K0VGJAK8R2YEXC1NN2QYQ2",
+            "ten_999 -"
+        ]
+    );
     // A budget at the fourth level comes with its three ancestors.
     let mut read = conn
         .query("EXECUTE listed_2('bud_8')", &[], |row| {
@@ -86,4 +111,70 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
     read.sort();
     assert_eq!(read, ["bud_5", "bud_6", "bud_7", "bud_8"], "every level");
     conn.batch("ROLLBACK").expect("the transaction ends");
+
+    // Token checks together: each answer in its id's place, none for no such tenant.
+    let id = |n: u64| TenantId::from_ulid(ulid::Ulid::from_parts(n, 1));
+    let (live, gone, missing) = (id(1), id(2), id(3));
+    for (tenant, state, at) in [
+        (&live, "active", "NULL"),
+        (&gone, "tombstoned", "created_at"),
+    ] {
+        conn.batch(&format!(
+            "INSERT INTO tenants (id, name, state, opening_deposit_atomic, token_hash, \
+             created_at) VALUES ('{tenant}', '{tenant}', 'active', 0, sha256('{tenant}'), \
+             '2026-11-29T00:00:00.000Z'); UPDATE tenants SET state = '{state}', \
+             tombstoned_at = {at} WHERE id = '{tenant}'"
+        ))
+        .expect("a tenant is written");
+    }
+    let credential = |tenant: &TenantId, active| {
+        Some(Credential {
+            token_hash: crate::crypto::sha256(tenant.as_str().as_bytes()),
+            active,
+        })
+    };
+    let ids = [live.clone(), missing, gone.clone(), live.clone()];
+    assert_eq!(
+        credentials(&mut conn, &ids).expect("the checks are read"),
+        [
+            credential(&live, true),
+            None,
+            credential(&gone, false),
+            credential(&live, true)
+        ]
+    );
+    assert_eq!(
+        credentials(&mut conn, &ids[2..3]).expect("one check is read"),
+        [credential(&gone, false)]
+    );
+
+    // The enabled endpoints come with what a batch reads ahead where one of its commands may
+    // write an event, and not otherwise.
+    conn.batch(&format!(
+        "INSERT INTO webhook_endpoints (id, url, event_types, state, disabled_reason, \
+         created_at, secret) VALUES \
+         ('{on}', 'https://a.example/', '*', 'enabled', NULL, '2026-11-29T00:00:00.000Z', \
+          sha256('a')), \
+         ('{off}', 'https://b.example/', '*', 'disabled', 'manual', \
+          '2026-11-29T00:00:00.000Z', sha256('b'))",
+        on = EndpointId::from_ulid(ulid::Ulid::from_parts(1, 1)),
+        off = EndpointId::from_ulid(ulid::Ulid::from_parts(2, 1)),
+    ))
+    .expect("two endpoints are written");
+    for publishes in [true, false] {
+        let wanted = [Wanted {
+            tenant: &live,
+            budget: None,
+            publishes,
+        }];
+        conn.batch("BEGIN").expect("a transaction, for the lock");
+        let read = ahead::read(&mut conn, true, "SELECT 'first'", &wanted).expect("read ahead");
+        conn.batch("ROLLBACK").expect("the transaction ends");
+        assert_eq!(read.firsts, ["first"]);
+        let ids = read
+            .subscribers
+            .map(|found| found.into_iter().map(|s| s.id).collect::<Vec<_>>());
+        let expected = publishes.then(|| vec![EndpointId::from_ulid(ulid::Ulid::from_parts(1, 1))]);
+        assert_eq!(ids, expected, "publishes: {publishes}");
+    }
 }

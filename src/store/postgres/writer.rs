@@ -22,6 +22,8 @@ use std::sync::Arc;
 use super::blocking::Blocking;
 use super::chainer::Chainer;
 use crate::audit::Head;
+use crate::domain::TenantId;
+use crate::store::queries::listed_ids;
 use crate::store::sql::{Param, Sql, text};
 use crate::store::write::ahead::Wanted;
 use crate::store::write::batch::Batches;
@@ -39,6 +41,17 @@ const CHAIN_WAIT_MAX_MS: u64 = 500;
 
 /// A writer that waits for the chain says so at most this often.
 const PACING_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Stores the last id (`?2`) of each tenant `?1` lists. Each row is found by its key in a
+/// `LATERAL` subquery and updated where it lies (`ctid`, a TID scan): an `UPDATE` joined to
+/// the list by id was free to scan the whole table (`queries::listed_ids`). The rows are the
+/// batch's, locked since it began, so no other writer moves them meanwhile.
+pub(super) const STORE_LAST_IDS: &str = concat!(
+    "UPDATE tenants AS t SET last_id = ?2 FROM (SELECT x.c FROM ",
+    listed_ids!("?1"),
+    " CROSS JOIN LATERAL (SELECT ctid AS c FROM tenants WHERE id = w.id LIMIT 1) x) l \
+     WHERE t.ctid = l.c"
+);
 
 /// How often (in seconds) a writer looks for reservations due to expire and periods due to
 /// end, since another instance (one that stopped, say) may have made them.
@@ -179,17 +192,16 @@ impl Batches for Writer {
     /// may have committed: the writer connects again and asks for its transaction's status.
     fn commit(&mut self, _head_before: &Head) -> Result<(), StoreError> {
         let (locked, last) = self.state.take_locked();
-        // One statement a tenant, each found by its key: a list in one statement left the
-        // plan free to read the whole table (`queries::listed_ids`), and an `UPDATE` cannot
-        // take the list's `LATERAL` form. They go with the `COMMIT`, in its round trip.
+        // One statement for every tenant, with the `COMMIT`, in its round trip.
         let stored = match last.map(|last| last.to_string()) {
-            Some(last) => locked.iter().try_for_each(|tenant| {
+            Some(last) if !locked.is_empty() => {
+                let list = locked.iter().map(TenantId::as_str).collect::<Vec<_>>();
                 self.state.db().send(
-                    "UPDATE tenants SET last_id = ?2 WHERE id = ?1",
-                    &[tenant.as_str().into(), last.as_str().into()],
+                    STORE_LAST_IDS,
+                    &[list.join(",").as_str().into(), last.as_str().into()],
                 )
-            }),
-            None => Ok(()),
+            }
+            _ => Ok(()),
         };
         let Err(error) = stored.and_then(|()| self.state.db().run("COMMIT")) else {
             self.chainer.wake();
@@ -318,8 +330,10 @@ impl Writer {
     }
 
     /// Begins the batch's transaction, reads its id, and reads `wanted` ahead. The endpoints
-    /// are read again when an event is written: another instance may have changed them.
+    /// are read again for each batch that writes an event (with what it reads ahead, where a
+    /// command may): another instance may have changed them.
     fn begin_write(&mut self, wanted: &[Wanted<'_>]) -> Result<(), StoreError> {
+        self.state.forget_subscribers();
         // `BEGIN`, the id and what is read ahead in one round trip. A connection the server
         // closed while it was idle is found out here, before the batch has done anything: it
         // is replaced, and the batch goes on.
@@ -341,7 +355,6 @@ impl Writer {
                 .and_then(|()| begin(&mut self.state)),
             began => began,
         };
-        self.state.forget_subscribers();
         match xid {
             Ok(xid) => {
                 self.xid = xid;

@@ -97,8 +97,9 @@ pub(crate) trait Reads: Send {
     ) -> Result<Page<Event>, StoreError>;
     /// One event.
     fn event(&mut self, id: Option<&EventId>) -> Result<Event, StoreError>;
-    /// What a token of the tenant must match.
-    fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError>;
+    /// What the tokens of the tenants must match, in their order
+    /// ([`tenants::credentials`]: one round trip for them all on PostgreSQL).
+    fn credentials(&mut self, ids: &[TenantId]) -> Result<Vec<Option<Credential>>, StoreError>;
 }
 
 impl<D: Sql + Send> Reads for D {
@@ -218,7 +219,7 @@ impl<D: Sql + Send> Reads for D {
         events::event(self, id)
     }
 
-    fn credential(&mut self, id: &TenantId) -> Result<Option<Credential>, StoreError> {
-        tenants::credential(self, id)
+    fn credentials(&mut self, ids: &[TenantId]) -> Result<Vec<Option<Credential>>, StoreError> {
+        tenants::credentials(self, ids)
     }
 }

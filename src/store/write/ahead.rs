@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::subscribers::{self, Subscriber};
 use crate::domain::{Budget, BudgetId, TenantId};
 use crate::store::StoreError;
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
@@ -51,11 +52,13 @@ pub(crate) const LOCK_TENANTS: &str = concat!(
      FOR NO KEY UPDATE SKIP LOCKED) t"
 );
 
-/// What a command will read first: its tenant, and the budget it names.
+/// What a command will read first: its tenant, the budget it names, and whether it may write
+/// an event (and so read the enabled webhook endpoints).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wanted<'a> {
     pub(crate) tenant: &'a TenantId,
     pub(crate) budget: Option<&'a str>,
+    pub(crate) publishes: bool,
 }
 
 /// What a batch read ahead, and whether its writes are deferred.
@@ -114,12 +117,30 @@ pub(crate) struct ReadAhead {
     busy: Vec<TenantId>,
     /// The budgets read, each with whether its tenant is active.
     budgets: Vec<(Budget, bool)>,
+    /// The enabled webhook endpoints, where a command may write an event.
+    pub(crate) subscribers: Option<Vec<Subscriber>>,
+}
+
+/// What the rows of each query [`read`] sends are.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// `first`'s.
+    First,
+    /// The batch's tenants that exist.
+    Busy,
+    /// Those it locked.
+    Locked,
+    /// The budgets it names.
+    Budgets,
+    /// The enabled webhook endpoints.
+    Subscribers,
 }
 
 /// Runs `first` (a query without parameters) and, where writers share the database
-/// (`shared`), locks the tenants of `wanted` that no other writer holds and reads the budgets
-/// `wanted` names, all in one round trip with the statements sent before it. Elsewhere it
-/// runs `first` alone.
+/// (`shared`), locks the tenants of `wanted` that no other writer holds, reads the budgets
+/// `wanted` names and, if one of its commands may write an event, the enabled webhook
+/// endpoints, all in one round trip with the statements sent before it. Elsewhere it runs
+/// `first` alone.
 pub(crate) fn read(
     db: &mut impl Sql,
     shared: bool,
@@ -128,6 +149,7 @@ pub(crate) fn read(
 ) -> Result<ReadAhead, StoreError> {
     let mut tenants: Vec<&str> = Vec::new();
     let mut budgets: Vec<&str> = Vec::new();
+    let publishes = shared && wanted.iter().any(|w| w.publishes);
     if shared {
         for w in wanted {
             tenants.push(w.tenant.as_str());
@@ -148,24 +170,41 @@ pub(crate) fn read(
         queries.push((TENANTS, &tenant_list));
         queries.push((LOCK_TENANTS, &tenant_list));
     }
+    // Each query's rows by its place in the list: 0 `first`, then these.
+    let mut kinds = vec![Read::First];
+    if !tenants.is_empty() {
+        kinds.extend([Read::Busy, Read::Locked]);
+    }
     if !budgets.is_empty() {
         queries.push((BUDGETS_TO_WRITE, &budget_list));
+        kinds.push(Read::Budgets);
+    }
+    if publishes {
+        queries.push((subscribers::ENABLED.as_str(), &[]));
+        kinds.push(Read::Subscribers);
     }
     let mut read = ReadAhead {
         firsts: Vec::new(),
         locked: Vec::new(),
         busy: Vec::new(),
         budgets: Vec::new(),
+        subscribers: publishes.then(Vec::new),
     };
     let tenant = |row: &Row<'_>| {
         TenantId::parse(&text(row, 0)?).ok_or_else(|| row.corrupt(0, "a bad tenant id".into()))
     };
     db.query_each(&queries, |i, row| {
-        match i {
-            0 => read.firsts.push(text(row, 0)?.into_owned()),
-            1 => read.busy.push(tenant(row)?),
-            2 => read.locked.push((tenant(row)?, last_id(row, 1)?)),
-            _ => read.budgets.push(budget_to_write_row(row)?),
+        match kinds.get(i) {
+            Some(Read::First) => read.firsts.push(text(row, 0)?.into_owned()),
+            Some(Read::Busy) => read.busy.push(tenant(row)?),
+            Some(Read::Locked) => read.locked.push((tenant(row)?, last_id(row, 1)?)),
+            Some(Read::Budgets) => read.budgets.push(budget_to_write_row(row)?),
+            Some(Read::Subscribers) => {
+                if let Some(found) = read.subscribers.as_mut() {
+                    found.push(subscribers::subscriber(row)?);
+                }
+            }
+            None => return Err(row.corrupt(0, format!("a row of query {i}, of none sent"))),
         }
         Ok(())
     })?;

@@ -93,6 +93,13 @@ pub(crate) trait WriteOp: Clone + Send + 'static {
     fn budget(&self) -> Option<&str> {
         None
     }
+
+    /// Whether it may write an event other than a threshold's alert or a period's reset:
+    /// where writers share the database, its batch then reads the enabled webhook endpoints
+    /// with what it reads ahead ([`ahead`]), rather than in a round trip of their own.
+    fn publishes(&self) -> bool {
+        true
+    }
 }
 
 /// How an operation treats the budgets its batch read ahead ([`ahead`]).
@@ -155,6 +162,7 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
         self.op.tenant().map(|tenant| ahead::Wanted {
             tenant,
             budget: self.op.budget(),
+            publishes: self.op.publishes(),
         })
     }
 }

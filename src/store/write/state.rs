@@ -242,6 +242,9 @@ impl<D: Sql> WriterState<D> {
             self.hold_locked(tenant, *last);
         }
         let firsts = std::mem::take(&mut read.firsts);
+        if let Some(subscribers) = read.subscribers.take() {
+            self.subscribers = Some(subscribers);
+        }
         self.ahead.keep_read(read);
         Ok(firsts)
     }

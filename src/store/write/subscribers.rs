@@ -4,7 +4,7 @@
 use crate::domain::{EndpointId, EventType, EventTypes, TenantId};
 use crate::store::StoreError;
 use crate::store::rows::{self, ENDPOINT_COLUMNS};
-use crate::store::sql::Sql;
+use crate::store::sql::{Row, RowError, Sql};
 
 /// An enabled webhook endpoint, as far as deciding which events it takes.
 #[derive(Debug, Clone)]
@@ -24,21 +24,22 @@ impl Subscriber {
     }
 }
 
+/// The enabled endpoints, in the order of their ids: what [`subscriber`] reads.
+pub(crate) static ENABLED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE state = 'enabled' ORDER BY id")
+});
+
 /// Reads the enabled endpoints, in the order of their ids.
 pub(crate) fn enabled(db: &mut impl Sql) -> Result<Vec<Subscriber>, StoreError> {
-    db.query(
-        &format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
-             WHERE state = 'enabled' ORDER BY id"
-        ),
-        &[],
-        |row| {
-            let e = rows::endpoint(row)?;
-            Ok(Subscriber {
-                id: e.id,
-                types: e.event_types,
-                tenant: e.tenant_id,
-            })
-        },
-    )
+    db.query(&ENABLED, &[], subscriber)
+}
+
+/// An endpoint of [`ENABLED`].
+pub(crate) fn subscriber(row: &Row<'_>) -> Result<Subscriber, RowError> {
+    let e = rows::endpoint(row)?;
+    Ok(Subscriber {
+        id: e.id,
+        types: e.event_types,
+        tenant: e.tenant_id,
+    })
 }
