@@ -58,6 +58,8 @@ mod durability;
 mod error;
 pub(crate) mod flags;
 #[cfg(test)]
+mod keeping_tests;
+#[cfg(test)]
 mod model_tests;
 pub(crate) mod ops;
 pub(crate) mod postgres;

@@ -112,6 +112,10 @@ pub(crate) fn run_batch<W: Batches, J: ?Sized + Job<W::Db>>(
             failed = writer.lost_transaction();
         }
     }
+    // What the batch's spends kept goes with its `COMMIT` (PostgreSQL, [`WriterState::end_kept`]).
+    if failed.is_none() && writes > 0 {
+        failed = writer.state().end_kept().err();
+    }
     let outcome = match failed {
         Some(error) => {
             writer.rollback();

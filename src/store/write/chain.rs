@@ -9,7 +9,7 @@ use crate::audit::{Actor, AuditEvent, Entry, Head, Linked};
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::sql::{Param, Row, RowError, Sql, text};
-use crate::store::write::many::ManyRows;
+use crate::store::write::many::{ManyRows, SHARED_ROWS};
 use crate::store::write::state::WriterState;
 
 impl<D: Sql> WriterState<D> {
@@ -23,7 +23,10 @@ impl<D: Sql> WriterState<D> {
     ) -> Result<(), StoreError> {
         let occurred_at = occurred_at.to_string();
         if D::SHARED {
-            append_pending(self.db(), &Entry::new(0, &occurred_at, actor, event))?;
+            // Inserted now, or with the rest of its batch.
+            if let Some(entry) = self.defer_pending(Entry::new(0, &occurred_at, actor, event)) {
+                append_pending(self.db(), &entry)?;
+            }
         } else {
             let row = self.head().link(&occurred_at, actor, event);
             self.set_head(row.head());
@@ -102,17 +105,31 @@ pub(crate) fn append_rows(db: &mut impl Sql, rows: &[Linked]) -> Result<(), Stor
 
 /// Writes `entry` (its `seq` unused) to `audit_pending`, inside the caller's transaction.
 fn append_pending(db: &mut impl Sql, entry: &Entry) -> Result<(), StoreError> {
-    db.send(
-        "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        &[
+    append_pending_rows(db, std::slice::from_ref(entry))
+}
+
+/// The statements that insert rows into `audit_pending`, a batch's in one up to eight.
+static PENDING_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
+    ManyRows::shaped(
+        "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) VALUES ",
+        &["{}"; 5],
+        "",
+        SHARED_ROWS,
+    )
+});
+
+/// Writes `entries` (their `seq` unused) to `audit_pending` in order, inside the caller's
+/// transaction: each takes its id in turn, so the chain keeps their order.
+pub(crate) fn append_pending_rows(db: &mut impl Sql, entries: &[Entry]) -> Result<(), StoreError> {
+    PENDING_ROWS.insert(db, entries, |entry| {
+        [
             entry.occurred_at.as_str().into(),
             entry.actor.as_ref().into(),
             entry.action.as_ref().into(),
             entry.tenant_id.as_str().into(),
             entry.payload.as_str().into(),
-        ],
-    )
+        ]
+    })
 }
 
 /// The columns of a pending row, as [`pending_row`] reads them.

@@ -1,11 +1,13 @@
 //! A batch of operations (`ops::batch`) as the writer runs it: its operations leave the
 //! budgets they wrote for the next, and its figures, entries and audit rows are kept
 //! ([`super::unwritten`]) and written when it ends well; every read of a budget on the writer
-//! puts what is kept over what is stored.
+//! puts what is kept over what is stored. On PostgreSQL a batch of commands whose writes go
+//! with its `COMMIT` keeps them so too, while its commands are spends
+//! ([`WriterState::before_command`]).
 
 use super::state::WriterState;
 use super::unwritten::Kept;
-use crate::audit::Linked;
+use crate::audit::{Entry, Linked};
 use crate::domain::{Budget, BudgetId, LedgerEntry, Reservation, ReservationId, TenantId};
 use crate::store::queries;
 use crate::store::sql::Sql;
@@ -34,6 +36,44 @@ impl<D: Sql> WriterState<D> {
         self.ahead.forget(Some(tenant));
         self.keeping = false;
         result
+    }
+
+    /// Before a command of a batch whose writes go with its `COMMIT` (PostgreSQL): a command
+    /// that keeps the budgets it writes (`keeps`: a spend, [`super::BudgetsAhead::Keeps`])
+    /// keeps its figures, entries and audit rows with those of the spends before it; any
+    /// other first writes what they kept ([`WriterState::end_kept`]), outside its own
+    /// changes, since it may read or change those rows otherwise than through the readers
+    /// below. Elsewhere each command writes as it goes.
+    pub(crate) fn before_command(&mut self, keeps: bool) -> Result<(), StoreError> {
+        if !(D::SHARED && self.ahead.deferred()) || self.keeping {
+            return Ok(());
+        }
+        if keeps {
+            self.unwritten.resume();
+            return Ok(());
+        }
+        let written = self.end_kept();
+        if let Err(error) = &written {
+            // The writes were the earlier commands': the batch fails with them.
+            self.poisoned = Some(error.clone());
+        }
+        written
+    }
+
+    /// Writes what the spends of the batch kept, if they kept anything; nothing more is kept
+    /// until the next spend ([`WriterState::before_command`]). A batch does so before its
+    /// `COMMIT`, and fails if it cannot.
+    pub(crate) fn end_kept(&mut self) -> Result<(), StoreError> {
+        if !self.unwritten.is_on() || self.keeping {
+            return Ok(());
+        }
+        self.write_unwritten()
+    }
+
+    /// Keeps audit row `entry` to wait for the chain with the rest of its batch (PostgreSQL),
+    /// if the batch keeps its writes; gives it back to be inserted now if not.
+    pub(crate) fn defer_pending(&mut self, entry: Entry) -> Option<Entry> {
+        self.unwritten.defer_pending(entry)
     }
 
     /// Keeps `budget`'s figures to be written when its batch of operations ends, if one is

@@ -141,6 +141,9 @@ pub(crate) struct Queued<O: WriteOp> {
 impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     fn run(self: Box<Self>, state: &mut WriterState<D>, in_transaction: bool) -> Finish {
         let Queued { op, reply } = *self;
+        if let Err(error) = state.before_command(O::BUDGETS_AHEAD == BudgetsAhead::Keeps) {
+            return finish(reply, Err(error));
+        }
         let forgets = (O::BUDGETS_AHEAD == BudgetsAhead::Forgets).then(|| op.tenant().cloned());
         if let Some(tenant) = &forgets {
             state.forget_ahead(tenant.as_ref());

@@ -228,6 +228,8 @@ impl<D: Sql> WriterState<D> {
     /// Begins a batch's reading ahead ([`Ahead::begin`]).
     pub(crate) fn begin_ahead(&mut self) {
         self.ahead.begin(D::SHARED);
+        // Nothing a batch that failed kept outlives it.
+        self.unwritten.stop();
     }
 
     /// Runs `first` and reads `wanted` ahead in one round trip ([`ahead::read`]); the first

@@ -11,7 +11,11 @@
 //!   statement costs its parameters' parsing and, on SQLite, a statement journal where a
 //!   trigger or a check may abort it (the chain's insert trigger made its statement cost a
 //!   batched charge more than its entry). On PostgreSQL an audit event waits in
-//!   `audit_pending` for the chainer, and is written with its operation as before.
+//!   `audit_pending` for the chainer: those rows are kept, and inserted together in order.
+//!
+//! On PostgreSQL every batch of commands whose writes go with its `COMMIT` keeps them so
+//! while its commands are spends (`super::keeping`): a batch of a few charges sends one
+//! statement a table, not one a charge.
 //!
 //! While a batch runs, what is stored of a budget it moved is older than what it moved: every
 //! read of a budget on the writer goes through the readers of [`super::keeping`], which put
@@ -21,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use crate::audit::Linked;
+use crate::audit::{Entry, Linked};
 use crate::domain::{Budget, BudgetId, Figures, LedgerEntry};
 
 /// The figures a batch of operations moved, the entries it made and the audit rows it linked,
@@ -37,6 +41,8 @@ pub(crate) struct Unwritten {
     entries: Vec<LedgerEntry>,
     /// The audit rows linked, in the chain's order.
     audit: Vec<Linked>,
+    /// The audit rows waiting for the chain (PostgreSQL), in the order of their changes.
+    pending: Vec<Entry>,
     /// Each change in order, so that a failed operation's changes can be undone.
     undo: Vec<Change>,
 }
@@ -50,6 +56,8 @@ enum Change {
     Entry,
     /// An audit row appended.
     Audit,
+    /// An audit row to wait for the chain.
+    Pending,
 }
 
 /// What a batch of operations kept, as it is written.
@@ -61,6 +69,8 @@ pub(crate) struct Kept {
     pub(crate) entries: Vec<LedgerEntry>,
     /// The audit rows, in the chain's order.
     pub(crate) audit: Vec<Linked>,
+    /// The audit rows to wait for the chain, in the order of their changes.
+    pub(crate) pending: Vec<Entry>,
 }
 
 impl Unwritten {
@@ -70,6 +80,17 @@ impl Unwritten {
         self.on = true;
     }
 
+    /// Keeps from now on, adding to what is kept already (a batch of commands on PostgreSQL,
+    /// between two that write what is kept).
+    pub(super) fn resume(&mut self) {
+        self.on = true;
+    }
+
+    /// Whether figures and rows are kept now.
+    pub(super) fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// The batch ended: figures and rows are written again as they come, and whatever is kept
     /// is dropped (what a batch that ended well kept was taken first, [`Unwritten::take`]).
     pub(super) fn stop(&mut self) {
@@ -77,6 +98,7 @@ impl Unwritten {
         self.figures.clear();
         self.entries.clear();
         self.audit.clear();
+        self.pending.clear();
         self.undo.clear();
     }
 
@@ -102,6 +124,9 @@ impl Unwritten {
                 }
                 Some(Change::Audit) => {
                     self.audit.pop();
+                }
+                Some(Change::Pending) => {
+                    self.pending.pop();
                 }
                 None => return,
             }
@@ -138,6 +163,17 @@ impl Unwritten {
         None
     }
 
+    /// Keeps audit row `entry` to wait for the chain, if rows are kept now; gives it back if
+    /// not.
+    pub(super) fn defer_pending(&mut self, entry: Entry) -> Option<Entry> {
+        if !self.on {
+            return Some(entry);
+        }
+        self.pending.push(entry);
+        self.undo.push(Change::Pending);
+        None
+    }
+
     /// `budget` as the batch left it: its figures replaced by those kept for it, if any.
     pub(super) fn overlay(&self, budget: &mut Budget) {
         if let Some(figures) = self.figures.get(&budget.id) {
@@ -154,6 +190,7 @@ impl Unwritten {
             figures,
             entries: std::mem::take(&mut self.entries),
             audit: std::mem::take(&mut self.audit),
+            pending: std::mem::take(&mut self.pending),
         };
         self.stop();
         kept

@@ -13,7 +13,7 @@ use crate::store::StoreError;
 use crate::store::queries;
 use crate::store::sql::{Param, Sql};
 use crate::store::write::chain;
-use crate::store::write::many::ManyRows;
+use crate::store::write::many::{ManyRows, SHARED_ROWS};
 use crate::store::write::state::WriterState;
 use crate::store::write::unwritten::Kept;
 
@@ -181,18 +181,28 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Writes what the running batch of operations kept ([`WriterState::take_unwritten`]):
-    /// each budget's figures once, the entries, then the audit rows.
+    /// each budget's figures once (on PostgreSQL many to a statement), the entries, then the
+    /// audit rows (on PostgreSQL those waiting for the chain).
     pub(crate) fn write_unwritten(&mut self) -> Result<(), StoreError> {
         let Kept {
             figures,
             entries,
             audit,
+            pending,
         } = self.take_unwritten();
-        for (id, figures) in figures {
-            self.send_figures(&id, &figures)?;
+        if D::SHARED {
+            FIGURE_ROWS.insert(self.db(), &figures, |(id, figures)| {
+                let [credited, debited, spent, reserved] = queries::budgets::figure_params(figures);
+                [id.as_str().into(), credited, debited, spent, reserved]
+            })?;
+        } else {
+            for (id, figures) in figures {
+                self.send_figures(&id, &figures)?;
+            }
         }
         insert_entries(self.db(), &entries)?;
-        chain::append_rows(self.db(), &audit)
+        chain::append_rows(self.db(), &audit)?;
+        chain::append_pending_rows(self.db(), &pending)
     }
 
     /// Writes budget `id`'s figures now.
@@ -274,24 +284,56 @@ impl<D: Sql> WriterState<D> {
     }
 }
 
+/// The start of a statement that inserts ledger entries.
+const ENTRY_HEAD: &str = "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, \
+                          reservation_id, memo, occurred_at, balance_atomic, available_atomic, \
+                          period_id, via_budget_id) VALUES ";
+
 /// The statements that insert ledger entries.
-static ENTRY_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
-    ManyRows::new(
-        "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, reservation_id, memo, \
-         occurred_at, balance_atomic, available_atomic, period_id, via_budget_id) VALUES ",
-        11,
+static ENTRY_ROWS: std::sync::LazyLock<ManyRows> =
+    std::sync::LazyLock::new(|| ManyRows::new(ENTRY_HEAD, 11));
+
+/// The statements that insert ledger entries where writers share the database: a batch's in
+/// one statement, up to eight.
+static SHARED_ENTRY_ROWS: std::sync::LazyLock<ManyRows> =
+    std::sync::LazyLock::new(|| ManyRows::shaped(ENTRY_HEAD, &["{}"; 11], "", SHARED_ROWS));
+
+/// The statements that write budgets' figures on PostgreSQL, a batch's in one statement up to
+/// eight. Each row is found by its key in a `LATERAL` subquery and updated where it lies (a
+/// TID scan): an `UPDATE` joined to the list by id was free to scan the whole table
+/// (`queries::listed_ids`). The budgets are the batch's, their tenants locked since it began.
+static FIGURE_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
+    ManyRows::shaped(
+        "UPDATE budgets AS b SET credited_atomic = v.c, debited_atomic = v.d, \
+         spent_atomic = v.s, reserved_atomic = v.r \
+         FROM (SELECT x.t, v.c, v.d, v.s, v.r FROM (VALUES ",
+        &[
+            "CAST({} AS TEXT)",
+            "CAST({} AS NUMERIC)",
+            "CAST({} AS NUMERIC)",
+            "CAST({} AS NUMERIC)",
+            "CAST({} AS NUMERIC)",
+        ],
+        ") AS v(id, c, d, s, r) CROSS JOIN LATERAL \
+         (SELECT ctid AS t FROM budgets WHERE id = v.id LIMIT 1) x) AS v WHERE b.ctid = v.t",
+        SHARED_ROWS,
     )
 });
 
 /// Inserts `entries`, in order, many to a statement.
-fn insert_entries(db: &mut impl Sql, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+fn insert_entries<D: Sql>(db: &mut D, entries: &[LedgerEntry]) -> Result<(), StoreError> {
     let times: Vec<String> = entries.iter().map(|e| e.occurred_at.to_string()).collect();
     let rows: Vec<(&LedgerEntry, &str)> = entries
         .iter()
         .zip(&times)
         .map(|(entry, at)| (entry, at.as_str()))
         .collect();
-    ENTRY_ROWS.insert(db, &rows, |&(entry, occurred_at)| {
+    let statements = if D::SHARED {
+        &SHARED_ENTRY_ROWS
+    } else {
+        &ENTRY_ROWS
+    };
+    statements.insert(db, &rows, |&(entry, occurred_at)| {
         [
             entry.id.as_str().into(),
             entry.budget_id.as_str().into(),
