@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::durability::Durability;
-use super::queries::reads::Reads;
+use super::queries::reads::{Reads, answer_credentials};
 use super::queries::webhooks::{Due, Sending};
 use super::write::stats::Stats;
 use super::write::{Reply, WriteCommand, WriteOp};
@@ -553,7 +553,8 @@ pub(crate) enum ReadCommand {
 }
 
 /// Token checks one credential thread answers together, at most: those already queued when
-/// it takes one, in one statement and one round trip on PostgreSQL.
+/// it takes one, in one statement and one round trip on PostgreSQL (on SQLite, whose checks
+/// are reads in the process, each is answered as it comes).
 const CREDENTIAL_BATCH_MAX: usize = 64;
 
 /// Answers read commands until it takes a `Shutdown` or every sender is gone. The channel
@@ -561,6 +562,11 @@ const CREDENTIAL_BATCH_MAX: usize = 64;
 /// checks queued behind it too ([`CREDENTIAL_BATCH_MAX`]).
 fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
     let mut next = None;
+    let together = if conn.checks_together() {
+        CREDENTIAL_BATCH_MAX
+    } else {
+        1
+    };
     while let Some(command) = next.take().or_else(|| queue.recv().ok()) {
         match command {
             ReadCommand::Tenant(id, reply) => {
@@ -570,25 +576,14 @@ fn read(conn: &mut dyn Reads, queue: &flume::Receiver<ReadCommand>) {
             ReadCommand::Query(query) => query(conn),
             ReadCommand::Credential(id, reply) => {
                 let mut checks = vec![(id, reply)];
-                while checks.len() < CREDENTIAL_BATCH_MAX && next.is_none() {
+                while checks.len() < together && next.is_none() {
                     match queue.try_recv() {
                         Ok(ReadCommand::Credential(id, reply)) => checks.push((id, reply)),
                         Ok(other) => next = Some(other),
                         Err(_) => break,
                     }
                 }
-                let (ids, replies): (Vec<_>, Vec<_>) = checks.into_iter().unzip();
-                match run_guarded(|| conn.credentials(&ids)) {
-                    Ok(found) => replies
-                        .into_iter()
-                        .zip(found)
-                        .for_each(|(reply, credential)| {
-                            let _ = reply.send(Ok(credential));
-                        }),
-                    Err(e) => replies.into_iter().for_each(|reply| {
-                        let _ = reply.send(Err(e.clone()));
-                    }),
-                }
+                answer_credentials(conn, checks);
             }
             ReadCommand::Shutdown => return,
         }

@@ -13,7 +13,29 @@ use crate::domain::{
     Reservation, ReservationId, Statement, Tenant, TenantId, Timestamp,
 };
 use crate::store::sql::Sql;
-use crate::store::{Credential, ListQuery, Page, StoreError};
+use crate::store::{Credential, ListQuery, Page, StoreError, run_guarded};
+
+/// Where a token check's answer goes.
+pub(crate) type CredentialReply =
+    tokio::sync::oneshot::Sender<Result<Option<Credential>, StoreError>>;
+
+/// Answers token checks `checks` together ([`Reads::credentials`]), each on its reply
+/// channel; a check whose requester has gone is dropped.
+pub(crate) fn answer_credentials(conn: &mut dyn Reads, checks: Vec<(TenantId, CredentialReply)>) {
+    let (ids, replies): (Vec<_>, Vec<_>) = checks.into_iter().unzip();
+    match run_guarded(|| conn.credentials(&ids)) {
+        Ok(found) => {
+            for (reply, credential) in replies.into_iter().zip(found) {
+                let _ = reply.send(Ok(credential));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
 
 /// The reads a reader thread answers, on any backend's connection.
 pub(crate) trait Reads: Send {
@@ -100,6 +122,9 @@ pub(crate) trait Reads: Send {
     /// What the tokens of the tenants must match, in their order
     /// ([`tenants::credentials`]: one round trip for them all on PostgreSQL).
     fn credentials(&mut self, ids: &[TenantId]) -> Result<Vec<Option<Credential>>, StoreError>;
+    /// Whether token checks taken together cost less than one by one: where each is a round
+    /// trip to a server (PostgreSQL), not a read in the process.
+    fn checks_together(&self) -> bool;
 }
 
 impl<D: Sql + Send> Reads for D {
@@ -221,5 +246,9 @@ impl<D: Sql + Send> Reads for D {
 
     fn credentials(&mut self, ids: &[TenantId]) -> Result<Vec<Option<Credential>>, StoreError> {
         tenants::credentials(self, ids)
+    }
+
+    fn checks_together(&self) -> bool {
+        D::SHARED
     }
 }
