@@ -45,10 +45,10 @@ impl<D: Sql> WriterState<D> {
     /// changes, since it may read or change those rows otherwise than through the readers
     /// below. Elsewhere each command writes as it goes.
     pub(crate) fn before_command(&mut self, keeps: bool) -> Result<(), StoreError> {
-        if !(D::SHARED && self.ahead.deferred()) || self.keeping {
+        if self.keeping {
             return Ok(());
         }
-        if keeps {
+        if keeps && D::SHARED && self.ahead.deferred() {
             self.unwritten.resume();
             return Ok(());
         }
