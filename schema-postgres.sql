@@ -92,19 +92,8 @@ CREATE OR REPLACE TRIGGER tenants_never_truncated
 BEFORE TRUNCATE ON tenants
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('tenants are tombstoned, never deleted');
 
--- What a tenant is does not change; only its state moves, and only forward.
-CREATE OR REPLACE TRIGGER tenants_identity_immutable
-BEFORE UPDATE ON tenants
-FOR EACH ROW
-WHEN (NEW.id IS DISTINCT FROM OLD.id
-   OR NEW.name IS DISTINCT FROM OLD.name
-   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
-   OR NEW.token_hash IS DISTINCT FROM OLD.token_hash
-   OR NEW.created_at IS DISTINCT FROM OLD.created_at
-   OR (OLD.state = 'tombstoned' AND (
-         NEW.state IS DISTINCT FROM OLD.state
-      OR NEW.tombstoned_at IS DISTINCT FROM OLD.tombstoned_at)))
-EXECUTE FUNCTION tenantd_refuse('a tenant''s identity is immutable and a tombstone is final');
+-- What a tenant is does not change; only its state moves, and only forward: its trigger,
+-- tenants_identity_immutable, is defined with version 9 below.
 
 -- The audit chain: append-only, each row linked to the one before by SHA-256. Every column
 -- is the text SQLite stores.
@@ -278,7 +267,7 @@ BEFORE TRUNCATE ON budgets
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('budgets are closed, never deleted');
 
 -- What a budget is does not change: its trigger, budgets_identity_immutable, is defined with
--- version 8 below, once the parent's column exists.
+-- version 9 below, once the parent's column exists.
 
 -- Reservations hold part of a budget until they are committed, released or expire.
 CREATE TABLE IF NOT EXISTS reservations (
@@ -321,18 +310,8 @@ CREATE OR REPLACE TRIGGER reservations_never_truncated
 BEFORE TRUNCATE ON reservations
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('reservations are settled, never deleted');
 
--- Only an active reservation changes: its expiry (an extend) or its state (a settlement).
-CREATE OR REPLACE TRIGGER reservations_settled_are_final
-BEFORE UPDATE ON reservations
-FOR EACH ROW
-WHEN (OLD.state IS DISTINCT FROM 'active'
-   OR NEW.id IS DISTINCT FROM OLD.id
-   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
-   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
-   OR NEW.amount_atomic IS DISTINCT FROM OLD.amount_atomic
-   OR NEW.memo IS DISTINCT FROM OLD.memo
-   OR NEW.created_at IS DISTINCT FROM OLD.created_at)
-EXECUTE FUNCTION tenantd_refuse('a reservation changes only while it is active');
+-- Only an active reservation changes, its expiry (an extend) or its state (a settlement):
+-- its triggers are defined with version 9 below.
 
 -- Every movement of a budget, append-only.
 CREATE TABLE IF NOT EXISTS ledger_entries (
@@ -493,21 +472,8 @@ CREATE OR REPLACE TRIGGER periods_never_truncated
 BEFORE TRUNCATE ON periods
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('periods are closed, never deleted');
 
--- Only a current period changes, once: when it closes.
-CREATE OR REPLACE TRIGGER periods_closed_are_final
-BEFORE UPDATE ON periods
-FOR EACH ROW
-WHEN (OLD.state IS DISTINCT FROM 'current'
-   OR NEW.id IS DISTINCT FROM OLD.id
-   OR NEW.budget_id IS DISTINCT FROM OLD.budget_id
-   OR NEW.started_at IS DISTINCT FROM OLD.started_at
-   OR NEW.allowance_atomic IS DISTINCT FROM OLD.allowance_atomic
-   OR NEW.carried_in_atomic IS DISTINCT FROM OLD.carried_in_atomic
-   OR NEW.opening_available_atomic IS DISTINCT FROM OLD.opening_available_atomic
-   OR NEW.start_credited_atomic IS DISTINCT FROM OLD.start_credited_atomic
-   OR NEW.start_debited_atomic IS DISTINCT FROM OLD.start_debited_atomic
-   OR NEW.start_spent_atomic IS DISTINCT FROM OLD.start_spent_atomic)
-EXECUTE FUNCTION tenantd_refuse('a period changes only while it is current');
+-- Only a current period changes, once, when it closes: its triggers are defined with
+-- version 9 below.
 
 -- The ledger gains three kinds (a charge, a period's refill and its forfeit) and the period
 -- each entry fell in (NULL for a budget without one).
@@ -621,19 +587,8 @@ ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS via_budget_id text COLLATE "
 CREATE INDEX IF NOT EXISTS budgets_parent ON budgets (parent_id, id)
     WHERE parent_id IS NOT NULL;
 
--- What a budget is does not change, its parent included, and a closed budget is frozen whole.
-CREATE OR REPLACE TRIGGER budgets_identity_immutable
-BEFORE UPDATE ON budgets
-FOR EACH ROW
-WHEN (NEW.id IS DISTINCT FROM OLD.id
-   OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
-   OR NEW.name IS DISTINCT FROM OLD.name
-   OR NEW.unit IS DISTINCT FROM OLD.unit
-   OR NEW.created_at IS DISTINCT FROM OLD.created_at
-   OR NEW.opening_deposit_atomic IS DISTINCT FROM OLD.opening_deposit_atomic
-   OR NEW.parent_id IS DISTINCT FROM OLD.parent_id
-   OR OLD.state = 'closed')
-EXECUTE FUNCTION tenantd_refuse('a budget''s identity is immutable and a closed budget is frozen');
+-- What a budget is does not change, its parent included, and a closed budget is frozen
+-- whole: its triggers are defined with version 9 below.
 
 -- Version 9: PostgreSQL's alone (SQLite's migration 9 does nothing); the same rules, in forms
 -- the server keeps ready. PostgreSQL reads a table's CHECK constraints and a row trigger's
@@ -660,7 +615,8 @@ BEGIN
 END
 $$;
 
--- The triggers that name a column whose type changes go first, and come back below.
+-- The triggers that keep what a row is (a database made before version 9 has them in their
+-- former shape) go first, since they name columns whose type changes, and come back below.
 DROP TRIGGER IF EXISTS tenants_identity_immutable ON tenants;
 DROP TRIGGER IF EXISTS budgets_identity_immutable ON budgets;
 DROP TRIGGER IF EXISTS reservations_settled_are_final ON reservations;
