@@ -149,7 +149,8 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
     );
 
     // The enabled endpoints come with what a batch reads ahead where one of its commands may
-    // write an event, and not otherwise.
+    // write an event, a tenant's create (which names no tenant yet) included, and not
+    // otherwise.
     conn.batch(&format!(
         "INSERT INTO webhook_endpoints (id, url, event_types, state, disabled_reason, \
          created_at, secret) VALUES \
@@ -161,9 +162,9 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
         off = EndpointId::from_ulid(ulid::Ulid::from_parts(2, 1)),
     ))
     .expect("two endpoints are written");
-    for publishes in [true, false] {
+    for (publishes, tenant) in [(true, Some(&live)), (false, Some(&live)), (true, None)] {
         let wanted = [Wanted {
-            tenant: &live,
+            tenant,
             budget: None,
             publishes,
         }];
@@ -175,6 +176,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             .subscribers
             .map(|found| found.into_iter().map(|s| s.id).collect::<Vec<_>>());
         let expected = publishes.then(|| vec![EndpointId::from_ulid(ulid::Ulid::from_parts(1, 1))]);
-        assert_eq!(ids, expected, "publishes: {publishes}");
+        assert_eq!(ids, expected, "publishes: {publishes}, tenant: {tenant:?}");
+        assert_eq!(read.locked.len(), usize::from(tenant.is_some()));
     }
 }

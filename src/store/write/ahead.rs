@@ -52,11 +52,11 @@ pub(crate) const LOCK_TENANTS: &str = concat!(
      FOR NO KEY UPDATE SKIP LOCKED) t"
 );
 
-/// What a command will read first: its tenant, the budget it names, and whether it may write
-/// an event (and so read the enabled webhook endpoints).
+/// What a command will read first: its tenant (none for a tenant's create), the budget it
+/// names, and whether it may write an event (and so read the enabled webhook endpoints).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wanted<'a> {
-    pub(crate) tenant: &'a TenantId,
+    pub(crate) tenant: Option<&'a TenantId>,
     pub(crate) budget: Option<&'a str>,
     pub(crate) publishes: bool,
 }
@@ -152,7 +152,7 @@ pub(crate) fn read(
     let publishes = shared && wanted.iter().any(|w| w.publishes);
     if shared {
         for w in wanted {
-            tenants.push(w.tenant.as_str());
+            tenants.extend(w.tenant.map(TenantId::as_str));
             // An id with a comma is none, and would read others.
             budgets.extend(w.budget.filter(|id| !id.contains(',')));
         }

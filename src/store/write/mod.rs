@@ -162,10 +162,12 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
     }
 
     fn wanted(&self) -> Option<ahead::Wanted<'_>> {
-        self.op.tenant().map(|tenant| ahead::Wanted {
+        let tenant = self.op.tenant();
+        let publishes = self.op.publishes();
+        (tenant.is_some() || publishes).then(|| ahead::Wanted {
             tenant,
             budget: self.op.budget(),
-            publishes: self.op.publishes(),
+            publishes,
         })
     }
 }
