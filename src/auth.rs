@@ -1,6 +1,8 @@
 //! Bearer tokens: extraction, the constant-time admin check, tenant tokens checked against
 //! their stored hash, the identity provider's access tokens, and what each principal may do.
 
+use std::sync::Arc;
+
 use hyper::header::{AUTHORIZATION, HeaderMap};
 use subtle::ConstantTimeEq;
 
@@ -10,7 +12,7 @@ use crate::domain::{TenantId, is_visible_ascii};
 use crate::ids::TenantToken;
 use crate::oidc::{Identity, Oidc, Permission, Rejection, looks_like_jwt};
 use crate::problem::ApiError;
-use crate::store::Store;
+use crate::store::{Store, TokenCheck, admits};
 
 /// The longest bearer token looked at; anything longer is refused unread. An access token
 /// with many per-tenant permissions is the longest kind.
@@ -99,30 +101,43 @@ pub(crate) struct Credentials<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Who a request acts as, and, for a tenant token whose check is left to the request's write
+/// ([`authenticate`]), that check: until it has passed, nothing but a `401` may answer
+/// ([`confirm`]).
+pub(crate) type Authenticated = (Principal, Option<Arc<TokenCheck>>);
+
 /// Resolves the request's bearer token to a principal, or `401` (`503` when the identity
 /// provider's keys cannot be had to check an access token). A tenant token costs one
-/// primary-key lookup on the store's credential path, never a read-queue slot.
+/// primary-key lookup on the store's credential path, never a read-queue slot; with
+/// `deferred`, none here: it is checked by the request's write, in the round trip that begins
+/// the write's batch, and its check comes back with the principal.
 pub(crate) async fn authenticate(
     headers: &HeaderMap,
     credentials: &Credentials<'_>,
-) -> Result<Principal, ApiError> {
+    deferred: bool,
+) -> Result<Authenticated, ApiError> {
     let token = bearer_token(headers).ok_or(ApiError::Unauthorized)?;
     let hash = sha256(token.as_bytes());
     if credentials.admin.is_some_and(|admin| admin.matches(&hash)) {
-        return Ok(Principal::Admin);
+        return Ok((Principal::Admin, None));
     }
     if let Some(id) = TenantToken::tenant_of(token) {
+        if deferred {
+            return Ok((
+                Principal::Tenant(id.clone()),
+                Some(TokenCheck::new(id, hash)),
+            ));
+        }
         let credential = credentials.store.credential(id.clone()).await?;
-        let valid = credential.is_some_and(|c| bool::from(c.token_hash.ct_eq(&hash)) & c.active);
-        return if valid {
-            Ok(Principal::Tenant(id))
+        return if admits(credential, &hash) {
+            Ok((Principal::Tenant(id), None))
         } else {
             Err(ApiError::Unauthorized)
         };
     }
     match credentials.oidc {
         Some(oidc) if looks_like_jwt(token) => match oidc.verify(token).await {
-            Ok(identity) => Ok(Principal::Identity(identity)),
+            Ok(identity) => Ok((Principal::Identity(identity), None)),
             Err(Rejection::Invalid(why)) => {
                 log::debug!("an access token was refused: {why}");
                 Err(ApiError::InvalidToken(why))
@@ -130,6 +145,27 @@ pub(crate) async fn authenticate(
             Err(Rejection::Unavailable(cause)) => Err(ApiError::IdentityProviderUnavailable(cause)),
         },
         _ => Err(ApiError::Unauthorized),
+    }
+}
+
+/// What answers a request whose tenant token's check was left to its write, once `answer`
+/// is what its handler made of it: `answer` if the token was admitted, `401` if not. A check
+/// that did not run (the request failed before its write, or had none) runs here; so a
+/// request with a bad token is answered `401` before anything else, as it would be had its
+/// token been checked first.
+pub(crate) async fn confirm<T>(
+    store: &Store,
+    check: &TokenCheck,
+    answer: Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    let admitted = match check.verdict() {
+        Some(admitted) => admitted,
+        None => check.judge(store.credential(check.tenant().clone()).await?),
+    };
+    if admitted {
+        answer
+    } else {
+        Err(ApiError::Unauthorized)
     }
 }
 

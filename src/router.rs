@@ -324,6 +324,11 @@ const RATELIMIT_POLICY: header::HeaderName = header::HeaderName::from_static("ra
 /// Authentication first (`401`, the rate limit's `429`, `403`), then the route (`404`,
 /// `405`), then the handler. The handlers that read a body take the request out of `unread`.
 /// A counted request's rate-limit headers go to `limited`, for its answer whatever it is.
+///
+/// A tenant token on a route whose one effect is its write ([`Route::checked_by_its_write`])
+/// is checked by that write where a check alone is a round trip of its own (PostgreSQL), and
+/// not where rate limits count principals (a token must be proven before it is counted).
+/// Until that check has passed nothing but a `401` answers ([`auth::confirm`]).
 async fn dispatch(
     app: &App,
     target: Target<'_>,
@@ -335,9 +340,13 @@ async fn dispatch(
     let request = unread.as_ref().expect("handle passes the request in");
     // The row is looked up once: what it needs, then what answers it.
     let route = target.route(request.method());
-    let principal = match target.needs(route, path) {
+    let (principal, check) = match target.needs(route, path) {
         Some(needs) => {
-            let principal = auth::authenticate(request.headers(), &app.credentials()).await?;
+            let deferred = route.is_some_and(|r| r.checked_by_its_write)
+                && app.rate_limits.is_none()
+                && app.store.checks_tokens_with_writes();
+            let (principal, check) =
+                auth::authenticate(request.headers(), &app.credentials(), deferred).await?;
             // Counted once authenticated, before anything else is checked or read: a `403`
             // counts too.
             if let Some(limits) = &app.rate_limits {
@@ -355,27 +364,37 @@ async fn dispatch(
                     }
                 }
             }
-            auth::authorize(&principal, needs)?;
-            Some(principal)
+            (Some((principal, needs)), check)
         }
-        None => None,
+        None => (None, None),
     };
-    let Some(matched) = target.path() else {
-        return Err(ApiError::RouteNotFound);
-    };
-    let Some(route) = route else {
-        return Err(ApiError::MethodNotAllowed {
-            allow: matched.allow.as_str(),
-        });
-    };
-    let call = Call {
-        app,
-        principal: principal.as_ref(),
-        unread,
-        params: target.params,
-        query,
-    };
-    (route.handler)(call).await
+    let answer = async {
+        if let Some((principal, needs)) = &principal {
+            auth::authorize(principal, *needs)?;
+        }
+        let Some(matched) = target.path() else {
+            return Err(ApiError::RouteNotFound);
+        };
+        let Some(route) = route else {
+            return Err(ApiError::MethodNotAllowed {
+                allow: matched.allow.as_str(),
+            });
+        };
+        let call = Call {
+            app,
+            principal: principal.as_ref().map(|(principal, _)| principal),
+            check: check.clone(),
+            unread,
+            params: target.params,
+            query,
+        };
+        (route.handler)(call).await
+    }
+    .await;
+    match &check {
+        Some(check) => auth::confirm(&app.store, check, answer).await,
+        None => answer,
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! and charge them (`/v1/tenants/<id>/charges`, whose body names the budget); list their
 //! ledger entries and period statements.
 
+use std::sync::Arc;
+
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
@@ -18,8 +20,8 @@ use crate::domain::{
     PeriodId, Thresholds, Unit,
 };
 use crate::problem::ApiError;
-use crate::store::StoredResponse;
 use crate::store::ops::{BudgetPatch, CloseBudget, CreateBudget, MoveBudget, UpdateBudget};
+use crate::store::{StoredResponse, TokenCheck};
 use crate::views;
 
 use super::route::{Call, Params, Route, handler, route, take, tenant};
@@ -38,7 +40,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/credits", tenant(Manage), handler!(|c| move_call(c, Direction::Credit).await)),
     route("POST", "/v1/tenants/{id}/budgets/{budget_id}/debits", tenant(Manage), handler!(|c| move_call(c, Direction::Debit).await)),
     // Spend from a budget without a hold.
-    route("POST", "/v1/tenants/{id}/charges", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); movement(c.app, who, take(c.unread), (id, None), Direction::Charge).await })),
+    route("POST", "/v1/tenants/{id}/charges", tenant(Spend), handler!(|c| { let (who, check, id) = (c.who(), c.check(), c.tenant()); movement(c.app, (who, check), take(c.unread), (id, None), Direction::Charge).await })).checked_by_its_write(),
     // Set, change or clear its period and thresholds.
     route("PATCH", "/v1/tenants/{id}/budgets/{budget_id}", tenant(Manage), handler!(|c| { let (who, ids) = (c.who(), c.pair()); patch(c.app, who, take(c.unread), ids).await })),
     // A budget's ledger; one entry of it.
@@ -50,10 +52,10 @@ pub(crate) const ROUTES: &[Route] = &[
 
 /// A credit or a debit, from its route.
 async fn move_call(call: Call<'_>, direction: Direction) -> Result<HttpResponse, ApiError> {
-    let (who, (tenant, budget)) = (call.who(), call.pair());
+    let (who, check, (tenant, budget)) = (call.who(), call.check(), call.pair());
     movement(
         call.app,
-        who,
+        (who, check),
         take(call.unread),
         (tenant, Some(budget)),
         direction,
@@ -210,10 +212,11 @@ pub(crate) async fn close(
 }
 
 /// `POST /v1/tenants/<id>/budgets/<bid>/credits` and `…/debits`, and
-/// `POST /v1/tenants/<id>/charges`, whose body names the budget (`budget` is `None`).
+/// `POST /v1/tenants/<id>/charges`, whose body names the budget (`budget` is `None`). The
+/// principal comes with its token's check where that is left to the write.
 pub(crate) async fn movement(
     app: &App,
-    principal: &Principal,
+    (principal, check): (&Principal, Option<Arc<TokenCheck>>),
     request: Request<Incoming>,
     (tenant, budget): (&str, Option<&str>),
     direction: Direction,
@@ -233,13 +236,16 @@ pub(crate) async fn movement(
     let keyed = keyed(principal, key, "POST", &path, fingerprint, render);
     let written = app
         .store
-        .write(MoveBudget {
-            tenant,
-            budget,
-            movement,
-            actor: principal.actor(),
-            keyed,
-        })
+        .write_checked(
+            MoveBudget {
+                tenant,
+                budget,
+                movement,
+                actor: principal.actor(),
+                keyed,
+            },
+            check,
+        )
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),

@@ -1,5 +1,7 @@
 //! `/v1/tenants/<id>/reservations`: reserve, list, read, and commit, release or extend.
 
+use std::sync::Arc;
+
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 
@@ -12,8 +14,8 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::domain::{NewReservation, Reservation, ReservationId, ReservationState, Settle, Ttl};
 use crate::problem::ApiError;
-use crate::store::StoredResponse;
 use crate::store::ops::{Reserve, SettleReservation};
+use crate::store::{StoredResponse, TokenCheck};
 use crate::views;
 
 use super::route::{Call, Route, handler, route, take, tenant};
@@ -24,19 +26,19 @@ use crate::oidc::Permission::{Read, Spend};
 pub(crate) const ROUTES: &[Route] = &[
     // List a tenant's reservations; reserve.
     route("GET", "/v1/tenants/{id}/reservations", tenant(Read), handler!(|c| list(c.app, c.tenant(), c.query).await)),
-    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, id) = (c.who(), c.tenant()); create(c.app, who, take(c.unread), id).await })),
+    route("POST", "/v1/tenants/{id}/reservations", tenant(Spend), handler!(|c| { let (who, check, id) = (c.who(), c.check(), c.tenant()); create(c.app, (who, check), take(c.unread), id).await })).checked_by_its_write(),
     // Read a reservation.
     route("GET", "/v1/tenants/{id}/reservations/{reservation_id}", tenant(Read), handler!(|c| { let (id, r) = c.pair(); get(c.app, id, r).await })),
     // Commit, release or extend a reservation.
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/commit", tenant(Spend), handler!(|c| settle_call(c, Action::Commit).await)),
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/release", tenant(Spend), handler!(|c| settle_call(c, Action::Release).await)),
-    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/extend", tenant(Spend), handler!(|c| settle_call(c, Action::Extend).await)),
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/commit", tenant(Spend), handler!(|c| settle_call(c, Action::Commit).await)).checked_by_its_write(),
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/release", tenant(Spend), handler!(|c| settle_call(c, Action::Release).await)).checked_by_its_write(),
+    route("POST", "/v1/tenants/{id}/reservations/{reservation_id}/extend", tenant(Spend), handler!(|c| settle_call(c, Action::Extend).await)).checked_by_its_write(),
 ];
 
 /// A commit, release or extend, from its route.
 async fn settle_call(call: Call<'_>, action: Action) -> Result<HttpResponse, ApiError> {
-    let (who, ids) = (call.who(), call.pair());
-    settle(call.app, who, take(call.unread), ids, action).await
+    let (who, check, ids) = (call.who(), call.check(), call.pair());
+    settle(call.app, (who, check), take(call.unread), ids, action).await
 }
 
 /// What a commit, release or extend asks for, before its body is read.
@@ -50,10 +52,11 @@ pub(crate) enum Action {
     Extend,
 }
 
-/// `POST /v1/tenants/<id>/reservations`.
+/// `POST /v1/tenants/<id>/reservations`; the principal comes with its token's check where
+/// that is left to the write.
 pub(crate) async fn create(
     app: &App,
-    principal: &Principal,
+    (principal, check): (&Principal, Option<Arc<TokenCheck>>),
     request: Request<Incoming>,
     tenant: &str,
 ) -> Result<HttpResponse, ApiError> {
@@ -76,12 +79,15 @@ pub(crate) async fn create(
     );
     let written = app
         .store
-        .write(Reserve {
-            tenant,
-            reservation,
-            actor: principal.actor(),
-            keyed,
-        })
+        .write_checked(
+            Reserve {
+                tenant,
+                reservation,
+                actor: principal.actor(),
+                keyed,
+            },
+            check,
+        )
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),
@@ -158,10 +164,11 @@ pub(crate) async fn get(
     Ok(ok_json(views::reservation_json(&reservation)))
 }
 
-/// `POST …/reservations/<rid>/commit`, `…/release` and `…/extend`.
+/// `POST …/reservations/<rid>/commit`, `…/release` and `…/extend`; the principal comes with
+/// its token's check where that is left to the write.
 pub(crate) async fn settle(
     app: &App,
-    principal: &Principal,
+    (principal, check): (&Principal, Option<Arc<TokenCheck>>),
     request: Request<Incoming>,
     (tenant, reservation): (&str, &str),
     action: Action,
@@ -178,13 +185,16 @@ pub(crate) async fn settle(
     let keyed = keyed(principal, key, "POST", &path, settle.fingerprint(), render);
     let written = app
         .store
-        .write(SettleReservation {
-            tenant,
-            reservation: ReservationId::parse(reservation),
-            settle,
-            actor: principal.actor(),
-            keyed,
-        })
+        .write_checked(
+            SettleReservation {
+                tenant,
+                reservation: ReservationId::parse(reservation),
+                settle,
+                actor: principal.actor(),
+                keyed,
+            },
+            check,
+        )
         .await;
     match written {
         Ok(written) => Ok(respond(written, render)),

@@ -50,6 +50,7 @@ impl From<StoreError> for ApiError {
             StoreError::QueueFull => Self::Unavailable("a store queue is full".into()),
             StoreError::Unavailable(cause) | StoreError::Busy(cause) => Self::Unavailable(cause),
             StoreError::Internal(cause) => Self::Internal(cause),
+            StoreError::Unauthenticated => Self::Unauthorized,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use hyper::Request;
 use hyper::body::Incoming;
@@ -15,6 +16,7 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::oidc::Permission;
 use crate::problem::ApiError;
+use crate::store::TokenCheck;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +36,9 @@ pub(crate) struct Call<'a> {
     pub(crate) app: &'a App,
     /// `None` on a public route only.
     pub(crate) principal: Option<&'a Principal>,
+    /// The check of the principal's tenant token, where it was left to the request's write
+    /// ([`Route::checked_by_its_write`]): the handler hands it to that write.
+    pub(crate) check: Option<Arc<TokenCheck>>,
     /// The request; a handler that reads its body [`take`]s it, and one left here has its
     /// body dropped by the router before the answer goes out.
     pub(crate) unread: &'a mut Option<Request<Incoming>>,
@@ -48,6 +53,11 @@ impl<'a> Call<'a> {
     pub(crate) fn who(&self) -> &'a Principal {
         self.principal
             .expect("the router authenticates every route that is not public")
+    }
+
+    /// The check of the tenant token, if it was left to the request's write.
+    pub(crate) fn check(&self) -> Option<Arc<TokenCheck>> {
+        self.check.clone()
     }
 
     /// The tenant id as written in the path.
@@ -89,6 +99,19 @@ pub(crate) struct Route {
     pub(crate) access: Access,
     /// What answers it.
     pub(crate) handler: Handler,
+    /// Whether its one effect is a write that its handler hands the tenant token's check to
+    /// ([`crate::store::Store::write_checked`]), so that the check may be left to it.
+    pub(crate) checked_by_its_write: bool,
+}
+
+impl Route {
+    /// This row, its handler handing the tenant token's check to its one write.
+    pub(crate) const fn checked_by_its_write(self) -> Self {
+        Self {
+            checked_by_its_write: true,
+            ..self
+        }
+    }
 }
 
 /// Wraps a handler's body as a [`Handler`]: `handler!(|c| <expression using c>)`.
@@ -113,6 +136,7 @@ pub(crate) const fn route(
         template,
         access,
         handler,
+        checked_by_its_write: false,
     }
 }
 

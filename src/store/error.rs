@@ -59,6 +59,9 @@ pub(crate) enum StoreError {
     Busy(String),
     /// A bug: a panic in a command or data that breaks an invariant. For the log only.
     Internal(String),
+    /// The tenant token a write came with is not its tenant's, or the tenant is tombstoned
+    /// ([`super::write::checked::Checked`]): nothing was done.
+    Unauthenticated,
 }
 
 impl StoreError {

@@ -432,6 +432,22 @@ pub(crate) fn in_memory_for_tests() -> impl sql::Sql {
 /// What the store's write queue holds.
 pub(crate) type Command = write::WriteCommand<dyn AnyJob>;
 pub(crate) use threads::{Store, StoreThreads};
+pub(crate) use write::checked::{TokenCheck, admits};
+
+impl Store {
+    /// Writes `op` ([`Store::write`]), checking the tenant token it came with first, in its
+    /// batch, when the check was left to it ([`write::checked::Checked`]).
+    pub(crate) async fn write_checked<O: write::WriteOp>(
+        &self,
+        op: O,
+        check: Option<std::sync::Arc<TokenCheck>>,
+    ) -> Result<O::Output, StoreError> {
+        match check {
+            Some(check) => self.write(write::checked::Checked { op, check }).await,
+            None => self.write(op).await,
+        }
+    }
+}
 
 /// Why the store could not be opened.
 #[derive(Debug)]

@@ -256,6 +256,12 @@ impl Store {
         }
     }
 
+    /// Whether a tenant token may be checked by the write it comes with ([`Store::write_checked`]):
+    /// where writers share the database, and a check alone is a round trip of its own.
+    pub(crate) fn checks_tokens_with_writes(&self) -> bool {
+        self.retries_busy
+    }
+
     async fn read<T>(
         &self,
         command: impl FnOnce(Reply<T>) -> ReadCommand,

@@ -49,6 +49,8 @@ impl WriteOp for TombstoneTenant {
             ],
         )?;
         w.record(now, &actor, &rules::tombstone(&id))?;
+        // Its token is revoked for the batch's later commands too.
+        w.forget_credential(&id);
         w.counts().tenant_moved(&state);
         let tenant = queries::tenants::tenant(w.db(), &id)?
             .ok_or_else(|| StoreError::Internal(format!("tenant {id} vanished")))?;

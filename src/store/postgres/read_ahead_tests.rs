@@ -133,7 +133,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             active,
         })
     };
-    let ids = [live.clone(), missing, gone.clone(), live.clone()];
+    let ids = [live.clone(), missing.clone(), gone.clone(), live.clone()];
     assert_eq!(
         credentials(&mut conn, &ids).expect("the checks are read"),
         [
@@ -167,6 +167,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             tenant,
             budget: None,
             publishes,
+            checks_token: false,
         }];
         conn.batch("BEGIN").expect("a transaction, for the lock");
         let read = ahead::read(&mut conn, true, "SELECT 'first'", &wanted).expect("read ahead");
@@ -179,4 +180,26 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
         assert_eq!(ids, expected, "publishes: {publishes}, tenant: {tenant:?}");
         assert_eq!(read.locked.len(), usize::from(tenant.is_some()));
     }
+
+    // The credentials of the tenants whose commands check a token come with what is read
+    // ahead, after the locks: each such tenant's, `None` for one that does not exist.
+    let wanted = [&live, &gone, &missing, &live].map(|tenant| Wanted {
+        tenant: Some(tenant),
+        budget: None,
+        publishes: false,
+        checks_token: true,
+    });
+    conn.batch("BEGIN").expect("a transaction, for the lock");
+    let read = ahead::read(&mut conn, true, "SELECT 'first'", &wanted).expect("read ahead");
+    conn.batch("ROLLBACK").expect("the transaction ends");
+    let mut found = read.credentials;
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        found,
+        [
+            (live.clone(), credential(&live, true)),
+            (gone.clone(), credential(&gone, false)),
+            (missing, None),
+        ]
+    );
 }

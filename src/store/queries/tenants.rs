@@ -95,7 +95,7 @@ pub(crate) fn credentials<D: Sql>(
 }
 
 /// The credential in columns `i` (the token's hash) and `i + 1` (the tenant's state).
-fn credential_at(row: &Row<'_>, i: usize) -> Result<Credential, RowError> {
+pub(crate) fn credential_at(row: &Row<'_>, i: usize) -> Result<Credential, RowError> {
     let hash = row
         .blob(i)?
         .ok_or_else(|| row.corrupt(i, "a NULL token hash".into()))?;

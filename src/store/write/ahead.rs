@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 
 use super::subscribers::{self, Subscriber};
 use crate::domain::{Budget, BudgetId, TenantId};
-use crate::store::StoreError;
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
 use crate::store::queries::listed_ids;
+use crate::store::queries::tenants::{CREDENTIALS, credential_at};
 use crate::store::sql::{Param, Row, RowError, Sql, text};
+use crate::store::{Credential, StoreError};
 
 /// How long a writer waits for each command's writes after a batch whose deferred writes
 /// failed.
@@ -53,12 +54,14 @@ pub(crate) const LOCK_TENANTS: &str = concat!(
 );
 
 /// What a command will read first: its tenant (none for a tenant's create), the budget it
-/// names, and whether it may write an event (and so read the enabled webhook endpoints).
+/// names, whether it may write an event (and so read the enabled webhook endpoints), and
+/// whether it checks its tenant's token ([`super::checked::Checked`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wanted<'a> {
     pub(crate) tenant: Option<&'a TenantId>,
     pub(crate) budget: Option<&'a str>,
     pub(crate) publishes: bool,
+    pub(crate) checks_token: bool,
 }
 
 /// What a batch read ahead, and whether its writes are deferred.
@@ -69,6 +72,9 @@ pub(crate) struct Ahead {
     budgets: HashMap<BudgetId, (Budget, bool)>,
     /// The batch's tenants that another writer held when it began.
     busy: Vec<TenantId>,
+    /// What the tokens of the batch's tenants whose commands check one are checked against,
+    /// as read after their locks; `None` for a tenant that does not exist.
+    credentials: HashMap<TenantId, Option<Credential>>,
     /// What the running command left of the budgets it wrote, kept once it ends well.
     kept: Vec<Budget>,
     /// Whether the open batch's writes are deferred.
@@ -81,6 +87,17 @@ impl Ahead {
     /// Whether the open batch's commands leave their writes to be waited for later.
     pub(crate) fn deferred(&self) -> bool {
         self.deferred
+    }
+
+    /// What `tenant`'s token is checked against, if it was read ahead (and `None` within if
+    /// no such tenant existed).
+    pub(crate) fn credential(&self, tenant: &TenantId) -> Option<Option<Credential>> {
+        self.credentials.get(tenant).copied()
+    }
+
+    /// Forgets what `tenant`'s token is checked against: its tombstone changed it.
+    pub(crate) fn forget_credential(&mut self, tenant: &TenantId) {
+        self.credentials.remove(tenant);
     }
 
     /// Forgets the budgets of `tenant` (of every tenant for `None`).
@@ -119,6 +136,9 @@ pub(crate) struct ReadAhead {
     budgets: Vec<(Budget, bool)>,
     /// The enabled webhook endpoints, where a command may write an event.
     pub(crate) subscribers: Option<Vec<Subscriber>>,
+    /// What the tokens of the tenants whose commands check one are checked against, each
+    /// such tenant's (`None`: no such tenant).
+    pub(crate) credentials: Vec<(TenantId, Option<Credential>)>,
 }
 
 /// What the rows of each query [`read`] sends are.
@@ -134,6 +154,8 @@ enum Read {
     Budgets,
     /// The enabled webhook endpoints.
     Subscribers,
+    /// The credentials of the tenants whose commands check a token.
+    Credentials,
 }
 
 /// Runs `first` (a query without parameters) and, where writers share the database
@@ -149,10 +171,12 @@ pub(crate) fn read(
 ) -> Result<ReadAhead, StoreError> {
     let mut tenants: Vec<&str> = Vec::new();
     let mut budgets: Vec<&str> = Vec::new();
+    let mut checked: Vec<&TenantId> = Vec::new();
     let publishes = shared && wanted.iter().any(|w| w.publishes);
     if shared {
         for w in wanted {
             tenants.extend(w.tenant.map(TenantId::as_str));
+            checked.extend(w.tenant.filter(|_| w.checks_token));
             // An id with a comma is none, and would read others.
             budgets.extend(w.budget.filter(|id| !id.contains(',')));
         }
@@ -160,9 +184,17 @@ pub(crate) fn read(
         tenants.dedup();
         budgets.sort_unstable();
         budgets.dedup();
+        checked.sort_unstable();
+        checked.dedup();
     }
     let (tenants, budgets) = (tenants.join(","), budgets.join(","));
     let (tenant_list, budget_list) = ([Param::Text(&tenants)], [Param::Text(&budgets)]);
+    let checked_text = checked
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let checked_list = [Param::Text(&checked_text)];
     let mut queries: Vec<(&str, &[Param<'_>])> = vec![(first, &[])];
     if !tenants.is_empty() {
         // The tenants that exist, then those locked: one that exists and is not locked is
@@ -183,13 +215,20 @@ pub(crate) fn read(
         queries.push((subscribers::ENABLED.as_str(), &[]));
         kinds.push(Read::Subscribers);
     }
+    // After the locks: a tombstone another writer committed first shows.
+    if !checked.is_empty() {
+        queries.push((CREDENTIALS, &checked_list));
+        kinds.push(Read::Credentials);
+    }
     let mut read = ReadAhead {
         firsts: Vec::new(),
         locked: Vec::new(),
         busy: Vec::new(),
         budgets: Vec::new(),
         subscribers: publishes.then(Vec::new),
+        credentials: Vec::new(),
     };
+    let mut found: HashMap<TenantId, Credential> = HashMap::new();
     let tenant = |row: &Row<'_>| {
         TenantId::parse(&text(row, 0)?).ok_or_else(|| row.corrupt(0, "a bad tenant id".into()))
     };
@@ -204,12 +243,21 @@ pub(crate) fn read(
                     found.push(subscribers::subscriber(row)?);
                 }
             }
+            Some(Read::Credentials) => {
+                found.insert(tenant(row)?, credential_at(row, 1)?);
+            }
             None => return Err(row.corrupt(0, format!("a row of query {i}, of none sent"))),
         }
         Ok(())
     })?;
     read.busy
         .retain(|t| !read.locked.iter().any(|(locked, _)| locked == t));
+    // A tenant the query found no row of does not exist: its token is refused without
+    // another round trip.
+    read.credentials = checked
+        .into_iter()
+        .map(|t| (t.clone(), found.get(t).copied()))
+        .collect();
     Ok(read)
 }
 
@@ -219,6 +267,7 @@ impl Ahead {
     pub(crate) fn begin(&mut self, shared: bool) {
         self.budgets.clear();
         self.busy.clear();
+        self.credentials.clear();
         self.kept.clear();
         self.careful_until = self.careful_until.filter(|&until| Instant::now() < until);
         self.deferred = shared && self.careful_until.is_none();
@@ -228,6 +277,7 @@ impl Ahead {
     /// another writer holds may change before its command runs.
     pub(crate) fn keep_read(&mut self, read: ReadAhead) {
         self.busy = read.busy;
+        self.credentials.extend(read.credentials);
         for (budget, active) in read.budgets {
             if read.locked.iter().any(|(t, _)| *t == budget.tenant_id) {
                 self.budgets.insert(budget.id.clone(), (budget, active));

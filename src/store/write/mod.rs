@@ -26,6 +26,7 @@
 pub(crate) mod ahead;
 pub(crate) mod batch;
 pub(crate) mod chain;
+pub(crate) mod checked;
 mod command;
 pub(crate) mod delta;
 mod idempotency;
@@ -100,6 +101,12 @@ pub(crate) trait WriteOp: Clone + Send + 'static {
     fn publishes(&self) -> bool {
         true
     }
+
+    /// Whether it runs only once the tenant token it came with is checked
+    /// ([`checked::Checked`]): its batch then reads the tenant's credential ahead.
+    fn checks_token(&self) -> bool {
+        false
+    }
 }
 
 /// How an operation treats the budgets its batch read ahead ([`ahead`]).
@@ -168,6 +175,7 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
             tenant,
             budget: self.op.budget(),
             publishes,
+            checks_token: self.op.checks_token(),
         })
     }
 }

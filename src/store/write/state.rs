@@ -271,6 +271,12 @@ impl<D: Sql> WriterState<D> {
         }
     }
 
+    /// Forgets what `tenant`'s token was read ahead to be checked against
+    /// ([`Ahead::forget_credential`]).
+    pub(crate) fn forget_credential(&mut self, tenant: &TenantId) {
+        self.ahead.forget_credential(tenant);
+    }
+
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
     pub(crate) fn keep_budget(&mut self, budget: &Budget) {
         if D::SHARED || self.keeping {
