@@ -65,6 +65,8 @@ pub(crate) mod ops;
 pub(crate) mod postgres;
 mod queries;
 mod rows;
+#[cfg(test)]
+mod settle_ahead_tests;
 mod sql;
 mod sqlite;
 mod threads;

@@ -33,6 +33,10 @@ impl WriteOp for SettleReservation {
         Some(&self.tenant)
     }
 
+    fn reservation(&self) -> Option<&ReservationId> {
+        self.reservation.as_ref()
+    }
+
     fn publishes(&self) -> bool {
         false
     }

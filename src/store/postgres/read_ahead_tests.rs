@@ -6,9 +6,10 @@
 use super::blocking::Blocking;
 use super::scratch::Scratch;
 use super::writer::STORE_LAST_IDS;
-use crate::domain::{EndpointId, TenantId};
+use crate::domain::{EndpointId, ReservationId, TenantId};
 use crate::store::Credential;
 use crate::store::queries::budgets::BUDGETS_TO_WRITE;
+use crate::store::queries::reservations::RESERVATIONS_TO_SETTLE;
 use crate::store::queries::tenants::{CREDENTIALS, credentials};
 use crate::store::sql::{Sql, text};
 use crate::store::write::ahead::{self, LOCK_TENANTS, TENANTS, Wanted};
@@ -66,7 +67,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
         (
             "the budgets",
             BUDGETS_TO_WRITE,
-            "'bud_7,bud_42,bud_999'".to_owned(),
+            "'bud_7,bud_42,bud_999', 'res_1,res_2'".to_owned(),
         ),
         (
             "the tenants' last ids",
@@ -74,6 +75,11 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             "'ten_7,ten_42', '01M8K0VGJAK8R2YEXC1NN2QYQ2'".to_owned(),
         ),
         ("the tokens' checks", CREDENTIALS, tenants.to_owned()),
+        (
+            "the reservations",
+            RESERVATIONS_TO_SETTLE,
+            "'res_1,res_2'".to_owned(),
+        ),
     ];
     conn.batch("BEGIN").expect("a transaction, for the lock");
     for (i, (what, sql, args)) in statements.into_iter().enumerate() {
@@ -104,12 +110,44 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
     );
     // A budget at the fourth level comes with its three ancestors.
     let mut read = conn
-        .query("EXECUTE listed_2('bud_8')", &[], |row| {
+        .query("EXECUTE listed_2('bud_8', '')", &[], |row| {
             Ok(text(row, 1)?.into_owned())
         })
         .expect("the budgets are read");
     read.sort();
     assert_eq!(read, ["bud_5", "bud_6", "bud_7", "bud_8"], "every level");
+    // A reservation listed brings its budget and that one's ancestors, and is read itself.
+    let id = ReservationId::from_ulid(ulid::Ulid::from_parts(9, 9));
+    conn.batch(&format!(
+        "INSERT INTO reservations (id, tenant_id, budget_id, state, amount_atomic, \
+         committed_atomic, memo, created_at, expires_at, settled_at) VALUES ('{id}', 'ten_7', \
+         'bud_7', 'active', 3, NULL, NULL, '2026-11-29T00:00:00.000Z', \
+         '2026-11-29T00:01:00.000Z', NULL)"
+    ))
+    .expect("a reservation is written");
+    let mut read = conn
+        .query(
+            &format!("EXECUTE listed_2('', '{id},res_none')"),
+            &[],
+            |row| Ok(text(row, 1)?.into_owned()),
+        )
+        .expect("the budgets are read");
+    read.sort();
+    assert_eq!(
+        read,
+        ["bud_5", "bud_6", "bud_7"],
+        "the reservation's budget, every level"
+    );
+    let held = conn
+        .query(&format!("EXECUTE listed_5('{id},res_none')"), &[], |row| {
+            Ok(format!("{} {}", text(row, 0)?, text(row, 2)?))
+        })
+        .expect("the reservations are read");
+    assert_eq!(
+        held,
+        [format!("{id} bud_7")],
+        "the one of the two listed that exists"
+    );
     conn.batch("ROLLBACK").expect("the transaction ends");
 
     // Token checks together: each answer in its id's place, none for no such tenant.
@@ -166,6 +204,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
         let wanted = [Wanted {
             tenant,
             budget: None,
+            reservation: None,
             publishes,
             checks_token: false,
         }];
@@ -186,6 +225,7 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
     let wanted = [&live, &gone, &missing, &live].map(|tenant| Wanted {
         tenant: Some(tenant),
         budget: None,
+        reservation: None,
         publishes: false,
         checks_token: true,
     });

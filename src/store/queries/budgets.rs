@@ -59,7 +59,8 @@ pub(crate) fn budget_to_write(
     )
 }
 
-/// The budgets whose ids `?1` lists (joined by commas) and each one's ancestors (up to three
+/// The budgets whose ids `?1` lists (joined by commas), those of the reservations `?2` lists,
+/// and each one's ancestors (up to three
 /// levels, [`ANCESTORS_MAX`](crate::domain::ANCESTORS_MAX)), each as [`budget_to_write`]
 /// reads one ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this
 /// is, so that a spend's every level is read in the round trip that begins the batch. Each is
@@ -68,6 +69,9 @@ pub(crate) fn budget_to_write(
 pub(crate) const BUDGETS_TO_WRITE: &str = concat!(
     "WITH RECURSIVE up (id, depth) AS (SELECT w.id COLLATE \"C\", 0 FROM ",
     listed_ids!("?1"),
+    " UNION ALL SELECT r.budget_id COLLATE \"C\", 0 FROM ",
+    listed_ids!("?2"),
+    " CROSS JOIN LATERAL (SELECT budget_id FROM reservations WHERE id = w.id LIMIT 1) r",
     " UNION ALL SELECT p.parent_id, up.depth + 1 FROM up",
     " CROSS JOIN LATERAL (SELECT parent_id FROM budgets WHERE id = up.id LIMIT 1) p",
     " WHERE p.parent_id IS NOT NULL AND up.depth < 3)",

@@ -11,6 +11,17 @@ use crate::store::rows::{
 use crate::store::sql::{Sql, text};
 use crate::store::{ListQuery, Page, StoreError};
 
+/// The reservations whose ids `?1` lists (joined by commas), each looked up by its key
+/// ([`listed_ids`](super::listed_ids)): what a batch of settlements reads ahead on PostgreSQL,
+/// with their budgets ([`super::budgets::BUDGETS_TO_WRITE`]).
+pub(crate) const RESERVATIONS_TO_SETTLE: &str = concat!(
+    "SELECT ",
+    reservation_columns!("r"),
+    " FROM ",
+    super::listed_ids!("?1"),
+    " CROSS JOIN LATERAL (SELECT * FROM reservations WHERE id = w.id LIMIT 1) r"
+);
+
 /// The reservation `id` of tenant `tenant`, as [`budget`] finds a budget.
 pub(crate) fn reservation(
     db: &mut impl Sql,

@@ -27,10 +27,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::subscribers::{self, Subscriber};
-use crate::domain::{Budget, BudgetId, TenantId};
+use crate::domain::{Budget, BudgetId, Reservation, ReservationId, TenantId};
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
 use crate::store::queries::listed_ids;
+use crate::store::queries::reservations::RESERVATIONS_TO_SETTLE;
 use crate::store::queries::tenants::{CREDENTIALS, credential_at};
+use crate::store::rows;
 use crate::store::sql::{Param, Row, RowError, Sql, text};
 use crate::store::{Credential, StoreError};
 
@@ -54,12 +56,14 @@ pub(crate) const LOCK_TENANTS: &str = concat!(
 );
 
 /// What a command will read first: its tenant (none for a tenant's create), the budget it
-/// names, whether it may write an event (and so read the enabled webhook endpoints), and
-/// whether it checks its tenant's token ([`super::checked::Checked`]).
+/// names, the reservation it settles (and so that one's budget), whether it may write an
+/// event (and so read the enabled webhook endpoints), and whether it checks its tenant's
+/// token ([`super::checked::Checked`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wanted<'a> {
     pub(crate) tenant: Option<&'a TenantId>,
     pub(crate) budget: Option<&'a str>,
+    pub(crate) reservation: Option<&'a ReservationId>,
     pub(crate) publishes: bool,
     pub(crate) checks_token: bool,
 }
@@ -70,6 +74,8 @@ pub(crate) struct Ahead {
     /// Budgets as a command writing them would read them now, each with whether its tenant
     /// is active.
     budgets: HashMap<BudgetId, (Budget, bool)>,
+    /// Reservations as a settlement would read them now, of the tenants locked.
+    reservations: HashMap<ReservationId, Reservation>,
     /// The batch's tenants that another writer held when it began.
     busy: Vec<TenantId>,
     /// What the tokens of the batch's tenants whose commands check one are checked against,
@@ -100,12 +106,34 @@ impl Ahead {
         self.credentials.remove(tenant);
     }
 
-    /// Forgets the budgets of `tenant` (of every tenant for `None`).
+    /// Forgets the budgets and reservations of `tenant` (of every tenant for `None`).
     pub(crate) fn forget(&mut self, tenant: Option<&TenantId>) {
         match tenant {
-            Some(tenant) => self.budgets.retain(|_, (b, _)| b.tenant_id != *tenant),
-            None => self.budgets.clear(),
+            Some(tenant) => {
+                self.budgets.retain(|_, (b, _)| b.tenant_id != *tenant);
+                self.reservations.retain(|_, r| r.tenant_id != *tenant);
+            }
+            None => {
+                self.budgets.clear();
+                self.reservations.clear();
+            }
         }
+    }
+
+    /// Forgets reservation `id`: it is being written.
+    pub(crate) fn forget_reservation(&mut self, id: &ReservationId) {
+        self.reservations.remove(id);
+    }
+
+    /// Reservation `id` of `tenant` as read ahead; taken, so that a second settlement of it
+    /// in the batch reads what the first wrote.
+    pub(crate) fn take_reservation(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+    ) -> Option<Reservation> {
+        let found = self.reservations.remove(id?)?;
+        (found.tenant_id == *tenant).then_some(found)
     }
 
     /// The running command ended: what it kept is kept if it ended well, and dropped if not.
@@ -134,6 +162,8 @@ pub(crate) struct ReadAhead {
     busy: Vec<TenantId>,
     /// The budgets read, each with whether its tenant is active.
     budgets: Vec<(Budget, bool)>,
+    /// The reservations read.
+    reservations: Vec<Reservation>,
     /// The enabled webhook endpoints, where a command may write an event.
     pub(crate) subscribers: Option<Vec<Subscriber>>,
     /// What the tokens of the tenants whose commands check one are checked against, each
@@ -150,8 +180,10 @@ enum Read {
     Busy,
     /// Those it locked.
     Locked,
-    /// The budgets it names.
+    /// The budgets it names, and those of the reservations it names.
     Budgets,
+    /// The reservations it names.
+    Reservations,
     /// The enabled webhook endpoints.
     Subscribers,
     /// The credentials of the tenants whose commands check a token.
@@ -171,6 +203,7 @@ pub(crate) fn read(
 ) -> Result<ReadAhead, StoreError> {
     let mut tenants: Vec<&str> = Vec::new();
     let mut budgets: Vec<&str> = Vec::new();
+    let mut reservations: Vec<&str> = Vec::new();
     let mut checked: Vec<&TenantId> = Vec::new();
     let publishes = shared && wanted.iter().any(|w| w.publishes);
     if shared {
@@ -179,16 +212,23 @@ pub(crate) fn read(
             checked.extend(w.tenant.filter(|_| w.checks_token));
             // An id with a comma is none, and would read others.
             budgets.extend(w.budget.filter(|id| !id.contains(',')));
+            // A reservation id is a ULID after its prefix: never a comma.
+            reservations.extend(w.reservation.map(ReservationId::as_str));
         }
         tenants.sort_unstable();
         tenants.dedup();
         budgets.sort_unstable();
         budgets.dedup();
+        reservations.sort_unstable();
+        reservations.dedup();
         checked.sort_unstable();
         checked.dedup();
     }
-    let (tenants, budgets) = (tenants.join(","), budgets.join(","));
-    let (tenant_list, budget_list) = ([Param::Text(&tenants)], [Param::Text(&budgets)]);
+    let (tenants, budgets, reservations) =
+        (tenants.join(","), budgets.join(","), reservations.join(","));
+    let tenant_list = [Param::Text(&tenants)];
+    let budget_lists = [Param::Text(&budgets), Param::Text(&reservations)];
+    let reservation_list = [Param::Text(&reservations)];
     let checked_text = checked
         .iter()
         .map(|t| t.as_str())
@@ -207,9 +247,13 @@ pub(crate) fn read(
     if !tenants.is_empty() {
         kinds.extend([Read::Busy, Read::Locked]);
     }
-    if !budgets.is_empty() {
-        queries.push((BUDGETS_TO_WRITE, &budget_list));
+    if !(budgets.is_empty() && reservations.is_empty()) {
+        queries.push((BUDGETS_TO_WRITE, &budget_lists));
         kinds.push(Read::Budgets);
+    }
+    if !reservations.is_empty() {
+        queries.push((RESERVATIONS_TO_SETTLE, &reservation_list));
+        kinds.push(Read::Reservations);
     }
     if publishes {
         queries.push((subscribers::ENABLED.as_str(), &[]));
@@ -225,6 +269,7 @@ pub(crate) fn read(
         locked: Vec::new(),
         busy: Vec::new(),
         budgets: Vec::new(),
+        reservations: Vec::new(),
         subscribers: publishes.then(Vec::new),
         credentials: Vec::new(),
     };
@@ -238,6 +283,7 @@ pub(crate) fn read(
             Some(Read::Busy) => read.busy.push(tenant(row)?),
             Some(Read::Locked) => read.locked.push((tenant(row)?, last_id(row, 1)?)),
             Some(Read::Budgets) => read.budgets.push(budget_to_write_row(row)?),
+            Some(Read::Reservations) => read.reservations.push(rows::reservation(row)?),
             Some(Read::Subscribers) => {
                 if let Some(found) = read.subscribers.as_mut() {
                     found.push(subscribers::subscriber(row)?);
@@ -266,6 +312,7 @@ impl Ahead {
     /// database (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
     pub(crate) fn begin(&mut self, shared: bool) {
         self.budgets.clear();
+        self.reservations.clear();
         self.busy.clear();
         self.credentials.clear();
         self.kept.clear();
@@ -278,9 +325,16 @@ impl Ahead {
     pub(crate) fn keep_read(&mut self, read: ReadAhead) {
         self.busy = read.busy;
         self.credentials.extend(read.credentials);
+        let locked = |tenant: &TenantId| read.locked.iter().any(|(t, _)| t == tenant);
         for (budget, active) in read.budgets {
-            if read.locked.iter().any(|(t, _)| *t == budget.tenant_id) {
+            if locked(&budget.tenant_id) {
                 self.budgets.insert(budget.id.clone(), (budget, active));
+            }
+        }
+        for reservation in read.reservations {
+            if locked(&reservation.tenant_id) {
+                self.reservations
+                    .insert(reservation.id.clone(), reservation);
             }
         }
     }

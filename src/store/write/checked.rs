@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 
 use super::state::WriterState;
 use super::{BudgetsAhead, WriteOp};
-use crate::domain::TenantId;
+use crate::domain::{ReservationId, TenantId};
 use crate::store::sql::Sql;
 use crate::store::{Credential, StoreError, queries};
 
@@ -108,6 +108,10 @@ impl<O: WriteOp> WriteOp for Checked<O> {
 
     fn budget(&self) -> Option<&str> {
         self.op.budget()
+    }
+
+    fn reservation(&self) -> Option<&ReservationId> {
+        self.op.reservation()
     }
 
     fn publishes(&self) -> bool {

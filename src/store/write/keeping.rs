@@ -135,6 +135,14 @@ impl<D: Sql> WriterState<D> {
         tenant: &TenantId,
         id: Option<&ReservationId>,
     ) -> Result<(Reservation, bool, Budget), StoreError> {
+        // As read ahead with the batch, when the budget is still as the batch left it.
+        if let Some(reservation) = self.take_reservation_ahead(tenant, id)
+            && let Some((mut budget, active)) =
+                self.take_budget_ahead(tenant, Some(&reservation.budget_id))
+        {
+            self.unwritten.overlay(&mut budget);
+            return Ok((reservation, active, budget));
+        }
         let (reservation, active, mut budget) =
             queries::reservations::reservation_to_settle(&mut self.db, tenant, id)?;
         self.unwritten.overlay(&mut budget);

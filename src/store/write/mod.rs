@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use super::StoreError;
 use super::sql::Sql;
-use crate::domain::TenantId;
+use crate::domain::{ReservationId, TenantId};
 use state::WriterState;
 
 /// The longest a writer sleeps before it looks at the clock again for due expiries.
@@ -92,6 +92,12 @@ pub(crate) trait WriteOp: Clone + Send + 'static {
     /// The id of the budget it writes, as its request names it: read ahead with its batch
     /// ([`ahead`]).
     fn budget(&self) -> Option<&str> {
+        None
+    }
+
+    /// The reservation it settles, as its request names it: read ahead with its batch, with
+    /// its budget ([`ahead`]).
+    fn reservation(&self) -> Option<&ReservationId> {
         None
     }
 
@@ -174,6 +180,7 @@ impl<D: Sql, O: WriteOp> Job<D> for Queued<O> {
         (tenant.is_some() || publishes).then(|| ahead::Wanted {
             tenant,
             budget: self.op.budget(),
+            reservation: self.op.reservation(),
             publishes,
             checks_token: self.op.checks_token(),
         })

@@ -12,7 +12,7 @@ use super::subscribers::Subscriber;
 use super::unwritten::Unwritten;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
 use crate::audit::Head;
-use crate::domain::{Budget, BudgetId, TenantId, Timestamp};
+use crate::domain::{Budget, BudgetId, Reservation, ReservationId, TenantId, Timestamp};
 use crate::ids::IdGenerator;
 use crate::store::sql::Sql;
 use crate::store::{Clock, StoreConfig, StoreError};
@@ -261,6 +261,23 @@ impl<D: Sql> WriterState<D> {
             return None;
         }
         self.ahead.take(tenant, id)
+    }
+
+    /// Reservation `id` of `tenant` as read ahead ([`Ahead::take_reservation`]).
+    pub(crate) fn take_reservation_ahead(
+        &mut self,
+        tenant: &TenantId,
+        id: Option<&ReservationId>,
+    ) -> Option<Reservation> {
+        if !(D::SHARED || self.keeping) {
+            return None;
+        }
+        self.ahead.take_reservation(tenant, id)
+    }
+
+    /// Forgets reservation `id` as read ahead: it is being written.
+    pub(crate) fn forget_reservation_ahead(&mut self, id: &ReservationId) {
+        self.ahead.forget_reservation(id);
     }
 
     /// Forgets the budgets read ahead of `tenant` (of every tenant for `None`): a command or

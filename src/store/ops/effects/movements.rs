@@ -222,6 +222,7 @@ impl<D: Sql> WriterState<D> {
         &mut self,
         reservation: &Reservation,
     ) -> Result<(), StoreError> {
+        self.forget_reservation_ahead(&reservation.id);
         self.db().send(
             "UPDATE reservations SET state = ?2, committed_atomic = ?3, expires_at = ?4, \
              settled_at = ?5 WHERE id = ?1",
