@@ -7,24 +7,17 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::ops::{BatchItem, CreateBudget, CreateTenant, ItemResult, MoveBudget, SendBatch};
-use super::{Clock, ListQuery, Store, StoreConfig, StoreError, Written};
+use super::ops::{BatchItem, CreateBudget, ItemResult, MoveBudget, SendBatch};
+use super::test_stores::{create_tenant, fresh};
+use super::{Clock, ListQuery, Store, StoreConfig};
 use crate::audit::Actor;
 use crate::domain::{
-    Atomic, BudgetId, Cadence, Direction, Movement, Name, NewBudget, NewTenant, Policy, TenantId,
-    Unit,
+    Atomic, BudgetId, Cadence, Direction, Movement, Name, NewBudget, Policy, Unit,
 };
 use crate::store::BOUNDARY_SWEEP_MAX;
 
 /// 2026-11-24T00:00:00Z.
 const START_MS: u64 = 1_795_392_000_000;
-
-fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
-    match written {
-        Ok(Written::Fresh(value)) => value,
-        other => panic!("a fresh write, not {:?}", other.err()),
-    }
-}
 
 fn charge(budget: &BudgetId, amount: u128) -> BatchItem {
     BatchItem::Move {
@@ -71,22 +64,7 @@ fn scene(postgres: bool, batched: bool) -> Vec<String> {
                 ..StoreConfig::for_tests(path.clone())
             })
             .expect("the store opens");
-            let created = fresh(
-                store
-                    .write(CreateTenant {
-                        tenant: NewTenant {
-                            name: Name::parse("t").expect("a name"),
-                            opening_deposit: Atomic::new(100),
-                            policy: None,
-                            thresholds: crate::domain::Thresholds::default(),
-                        },
-                        actor: Actor::Admin,
-                        keyed: None,
-                    })
-                    .await,
-            );
-            let tenant: TenantId = created.tenant.id.clone();
-            let org = created.tenant.budget.id.clone();
+            let (tenant, org) = create_tenant(&store, "t", 100).await;
             // More boundaries due than a batch's sweep records, each before the key's: the sweep
             // leaves the key's for the first operation's catch-up. (No hold is due: a tenant with
             // one has all its budgets caught up by the sweep.)

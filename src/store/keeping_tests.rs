@@ -4,14 +4,11 @@
 //! (`write::keeping`): every figure must end as the acknowledged writes say, every entry and
 //! audit row must be there, and the chain must verify, on both backends.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::ops::{BatchItem, CreateBudget, CreateTenant, MoveBudget, SendBatch};
-use super::{ListQuery, Store, StoreConfig, StoreError, Written};
+use super::ops::{BatchItem, CreateBudget, MoveBudget, SendBatch};
+use super::test_stores::{create_tenant, fresh, on_each_backend};
+use super::{ListQuery, Store};
 use crate::audit::Actor;
-use crate::domain::{
-    Atomic, BudgetId, Direction, Movement, Name, NewBudget, NewTenant, TenantId, Unit,
-};
+use crate::domain::{Atomic, Direction, Movement, Name, NewBudget, Unit};
 
 /// Writes sent at once: a charge, a credit, a debit, a child budget's create and a batch of
 /// two charges in turn (a batch keeps its own writes, and starts with none kept).
@@ -19,13 +16,6 @@ const WRITES: usize = 250;
 
 /// Each kind's share of [`WRITES`].
 const EACH: usize = WRITES / 5;
-
-fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
-    match written {
-        Ok(Written::Fresh(value)) => value,
-        other => panic!("a fresh write, not {:?}", other.err()),
-    }
-}
 
 fn movement(direction: Direction, amount: u128) -> Movement {
     Movement {
@@ -36,23 +26,8 @@ fn movement(direction: Direction, amount: u128) -> Movement {
 }
 
 /// Sends the writes at once and checks what they left.
-async fn scene(store: &Store) {
-    let created = fresh(
-        store
-            .write(CreateTenant {
-                tenant: NewTenant {
-                    name: Name::parse("mixed").expect("a name"),
-                    opening_deposit: Atomic::new(1_000_000),
-                    policy: None,
-                    thresholds: crate::domain::Thresholds::default(),
-                },
-                actor: Actor::Admin,
-                keyed: None,
-            })
-            .await,
-    );
-    let tenant: TenantId = created.tenant.id.clone();
-    let budget: BudgetId = created.tenant.budget.id.clone();
+async fn scene(store: Store) {
+    let (tenant, budget) = create_tenant(&store, "mixed", 1_000_000).await;
     let mut sent = tokio::task::JoinSet::new();
     for n in 0..WRITES {
         let (store, tenant, budget) = (store.clone(), tenant.clone(), budget.clone());
@@ -147,34 +122,10 @@ async fn scene(store: &Store) {
 
 #[test]
 fn spends_mixed_with_other_writes_in_one_batch_leave_every_figure_and_row() {
-    static DATABASES: AtomicU64 = AtomicU64::new(0);
-    for postgres in [false, true] {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let scratch;
-        let path = if postgres {
-            let n = DATABASES.fetch_add(1, Ordering::Relaxed);
-            scratch = super::postgres::scratch::Scratch::from_env(&format!("keeping_{n}"));
-            std::path::PathBuf::from(&scratch.url)
-        } else {
-            dir.path().join("keeping.db")
-        };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
-            // Room for every write at once: they queue behind one another into batches.
-            let (store, threads) = Store::open(StoreConfig {
-                queue_depth: 2 * WRITES,
-                ..StoreConfig::for_tests(path.clone())
-            })
-            .expect("the store opens");
-            scene(&store).await;
-            threads.shutdown().await.expect("the store stops");
-        });
-        let (head, _) = super::verify_audit(&path).expect("the chain verifies");
+    // Room for every write at once: they queue behind one another into batches.
+    on_each_backend("keeping", 2 * WRITES, scene, |postgres, path| {
+        let (head, _) = super::verify_audit(path).expect("the chain verifies");
         // The tenant's creation, then one audit row a write (two a batch).
         assert_eq!(head.seq, 1 + 6 * EACH as i64, "postgres: {postgres}");
-    }
+    });
 }

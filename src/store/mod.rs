@@ -69,6 +69,8 @@ mod rows;
 mod settle_ahead_tests;
 mod sql;
 mod sqlite;
+#[cfg(test)]
+mod test_stores;
 mod threads;
 mod verify;
 mod write;

@@ -3,14 +3,11 @@
 //! (`write::ahead`): a second settlement of a reservation in the same batch, and a charge
 //! before it on the same budget, must be seen as they are, not as the batch began.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::ops::{CreateTenant, MoveBudget, Reserve, SettleReservation};
-use super::{Store, StoreConfig, StoreError, Written};
+use super::ops::{MoveBudget, Reserve, SettleReservation};
+use super::test_stores::{create_tenant, fresh, on_each_backend};
+use super::{Store, StoreError};
 use crate::audit::Actor;
-use crate::domain::{
-    Atomic, Direction, Movement, Name, NewReservation, NewTenant, Settle, TenantId, Ttl,
-};
+use crate::domain::{Atomic, Direction, Movement, NewReservation, Settle, Ttl};
 
 /// Holds made first; each is then committed twice at once, with a charge between.
 const HOLDS: usize = 40;
@@ -21,31 +18,9 @@ const HOLD: u128 = 10;
 /// What each commit of a hold spends of it.
 const SPENT: u128 = 7;
 
-fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
-    match written {
-        Ok(Written::Fresh(value)) => value,
-        other => panic!("a fresh write, not {:?}", other.err()),
-    }
-}
-
 /// Makes the holds, sends their commits and the charges at once, and checks what they left.
-async fn scene(store: &Store) {
-    let created = fresh(
-        store
-            .write(CreateTenant {
-                tenant: NewTenant {
-                    name: Name::parse("settled").expect("a name"),
-                    opening_deposit: Atomic::new(1_000_000),
-                    policy: None,
-                    thresholds: crate::domain::Thresholds::default(),
-                },
-                actor: Actor::Admin,
-                keyed: None,
-            })
-            .await,
-    );
-    let tenant: TenantId = created.tenant.id.clone();
-    let budget = created.tenant.budget.id.clone();
+async fn scene(store: Store) {
+    let (tenant, budget) = create_tenant(&store, "settled", 1_000_000).await;
     let mut holds = Vec::with_capacity(HOLDS);
     for _ in 0..HOLDS {
         let hold = NewReservation {
@@ -123,33 +98,9 @@ async fn scene(store: &Store) {
 
 #[test]
 fn settlements_read_ahead_see_what_their_batch_did_before_them() {
-    static DATABASES: AtomicU64 = AtomicU64::new(0);
-    for postgres in [false, true] {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let scratch;
-        let path = if postgres {
-            let n = DATABASES.fetch_add(1, Ordering::Relaxed);
-            scratch = super::postgres::scratch::Scratch::from_env(&format!("settle_ahead_{n}"));
-            std::path::PathBuf::from(&scratch.url)
-        } else {
-            dir.path().join("settle-ahead.db")
-        };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
-            let (store, threads) = Store::open(StoreConfig {
-                queue_depth: 4 * HOLDS,
-                ..StoreConfig::for_tests(path.clone())
-            })
-            .expect("the store opens");
-            scene(&store).await;
-            threads.shutdown().await.expect("the store stops");
-        });
-        let (head, _) = super::verify_audit(&path).expect("the chain verifies");
+    on_each_backend("settle_ahead", 4 * HOLDS, scene, |postgres, path| {
+        let (head, _) = super::verify_audit(path).expect("the chain verifies");
         // The tenant's creation, each hold, its one commit and its charge.
         assert_eq!(head.seq, 1 + 3 * HOLDS as i64, "postgres: {postgres}");
-    }
+    });
 }
