@@ -13,6 +13,12 @@
 //!   command of the batch (`WriterState::keep_budget`); one that fails leaves nothing, and
 //!   the next reads the budget from the database. Any other command forgets its tenant's
 //!   budgets ([`super::BudgetsAhead`]), as does a sweep. What is read ahead lasts one batch.
+//! - **Reservations.** Those the batch's settlements name are read with their budgets (at
+//!   every level). A settlement takes its reservation; any write of a reservation forgets
+//!   it, and so do the tenant's forgetting commands and a sweep.
+//! - **Tokens.** A command that checks its tenant token ([`super::checked::Checked`]) has its
+//!   tenant's credential read after the locks; a tombstone forgets it.
+//! - **Endpoints.** Read when a command may write an event, a tenant's create included.
 //! - **Writes deferred.** A command's statements are sent and not waited for. Where one of
 //!   them fails (a name taken, a row locked from outside), the transaction is aborted and the
 //!   failing command cannot be told apart: the whole batch is rolled back, every command is
