@@ -29,6 +29,14 @@ const CHAIN_MAX: i64 = 1000;
 /// How long the chainer waits after a pass that failed (the database away, say).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// How often, at most, the chainer vacuums `audit_pending`. Every row passes through it and
+/// leaves a dead row behind once chained; autovacuum visits a database about once a minute,
+/// and by then a busy instance has left hundreds of thousands that each pass walks past.
+const VACUUM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Rows chained since the last vacuum below which the chainer does not vacuum.
+const VACUUM_AFTER_ROWS: usize = 1000;
+
 /// The chainer's thread, and what wakes it.
 pub(super) struct Chainer {
     /// Wakes the thread; dropped, it tells the thread to make a last pass and end.
@@ -76,11 +84,18 @@ impl Drop for Chainer {
 
 /// Chains until `woken` is closed, then once more.
 fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, clock: &Clock) {
+    let mut vacuum = Vacuum::new();
     loop {
         let wait = match pass(&mut db, stats, clock) {
-            // More may be waiting.
-            Ok(n) if n == CHAIN_MAX as usize => Duration::ZERO,
-            Ok(_) => POLL_INTERVAL,
+            Ok(n) => {
+                vacuum.after(&mut db, n);
+                // More may be waiting.
+                if n == CHAIN_MAX as usize {
+                    Duration::ZERO
+                } else {
+                    POLL_INTERVAL
+                }
+            }
             Err(e) => {
                 log::warn!("audit rows could not be chained now (trying again): {e}");
                 if db.is_closed()
@@ -102,6 +117,35 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, 
         if n < CHAIN_MAX as usize {
             break;
         }
+    }
+}
+
+/// When the chainer last vacuumed `audit_pending`, and how many rows it has chained since.
+struct Vacuum {
+    at: std::time::Instant,
+    chained: usize,
+}
+
+impl Vacuum {
+    fn new() -> Self {
+        Self {
+            at: std::time::Instant::now(),
+            chained: 0,
+        }
+    }
+
+    /// Counts `chained` rows, and vacuums the table once enough rows and time have passed.
+    /// It skips a table that autovacuum holds (`SKIP_LOCKED`) rather than wait for it, and
+    /// a role that does not own the table is told so by the server and skipped.
+    fn after(&mut self, db: &mut Blocking, chained: usize) {
+        self.chained += chained;
+        if self.chained < VACUUM_AFTER_ROWS || self.at.elapsed() < VACUUM_INTERVAL {
+            return;
+        }
+        if let Err(e) = db.run("VACUUM (SKIP_LOCKED) audit_pending") {
+            log::warn!("the pending audit rows' table could not be vacuumed now: {e}");
+        }
+        *self = Self::new();
     }
 }
 
@@ -156,4 +200,96 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
         }
     }
     Ok(chained.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres::scratch::Scratch;
+    use crate::store::sql::{Sql, text};
+
+    const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
+
+    /// Audit rows waiting, as writers leave them.
+    fn pending(db: &mut Blocking, rows: u32) {
+        db.batch(&format!(
+            "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) \
+             SELECT '2026-11-30T00:00:00.000Z', 'admin', 'budget.credited', 'ten_' || g, '{{}}' \
+             FROM generate_series(1, {rows}) AS g"
+        ))
+        .expect("pending rows are written");
+    }
+
+    /// How often `audit_pending` has been vacuumed by hand.
+    fn vacuums(db: &mut Blocking) -> i64 {
+        let counts = db
+            .query(
+                "SELECT CAST(vacuum_count AS TEXT) FROM pg_stat_user_tables \
+                 WHERE relname = 'audit_pending'",
+                &[],
+                |row| Ok(text(row, 0)?.into_owned()),
+            )
+            .expect("the table's statistics are read");
+        counts[0].parse().expect("a count")
+    }
+
+    #[test]
+    fn pending_rows_are_taken_by_key_and_the_dead_ones_vacuumed() {
+        let scratch = Scratch::from_env("chainer");
+        let mut db = Blocking::connect(&scratch.url).expect("the role tenantd connects");
+        db.batch(SCHEMA).expect("the schema is created");
+        pending(&mut db, 2000);
+
+        // The plan the chainer's connection keeps (one generic plan, on a table never
+        // analysed) finds the rows by key, never by reading the whole table.
+        db.batch(&format!(
+            "PREPARE take AS {}",
+            chain::TAKE_PENDING.replace("?1", "$1")
+        ))
+        .expect("the statement is prepared");
+        let plan = db
+            .query("EXPLAIN EXECUTE take(1000)", &[], |row| {
+                Ok(text(row, 0)?.into_owned())
+            })
+            .expect("the plan is explained")
+            .join("\n");
+        assert!(
+            plan.contains("Tid Scan") && !plan.contains("Seq Scan"),
+            "the rows are not taken by key:\n{plan}"
+        );
+
+        // Two passes chain them all, lowest ids first.
+        let stats = Stats::default();
+        let clock = Clock::System;
+        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
+        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
+        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 0);
+        let tenants = db
+            .query(
+                "SELECT tenant_id FROM audit_events WHERE seq IN (1, 1000, 2000) ORDER BY seq",
+                &[],
+                |row| Ok(text(row, 0)?.into_owned()),
+            )
+            .expect("the chain is read");
+        assert_eq!(tenants, ["ten_1", "ten_1000", "ten_2000"]);
+
+        // Too few rows, or too soon: no vacuum. Enough of both: the table is vacuumed.
+        let long_ago = std::time::Instant::now() - VACUUM_INTERVAL;
+        let mut vacuum = Vacuum::new();
+        vacuum.after(&mut db, 2000);
+        let mut vacuum_few = Vacuum {
+            at: long_ago,
+            chained: 0,
+        };
+        vacuum_few.after(&mut db, VACUUM_AFTER_ROWS - 1);
+        assert_eq!(vacuums(&mut db), 0, "vacuumed too soon");
+        vacuum_few.after(&mut db, 1);
+        assert_eq!(vacuum_few.chained, 0, "the count starts again");
+        // The server counts a vacuum once it has ended; its statistics may lag a little.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while vacuums(&mut db) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(vacuums(&mut db), 1);
+    }
 }

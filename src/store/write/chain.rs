@@ -133,7 +133,21 @@ pub(crate) fn append_pending_rows(db: &mut impl Sql, entries: &[Entry]) -> Resul
 }
 
 /// The columns of a pending row, as [`pending_row`] reads them.
-const PENDING_COLUMNS: &str = "CAST(id AS TEXT), occurred_at, actor, action, tenant_id, payload";
+macro_rules! pending_columns {
+    () => {
+        "CAST(id AS TEXT), occurred_at, actor, action, tenant_id, payload"
+    };
+}
+
+/// Deletes the `?1` pending rows of the lowest ids, and returns them ([`pending_row`]).
+/// They are found in the key's order and deleted where they lie (`ctid`, a TID scan): with
+/// `id IN (…)`, a plan made while the table was small went on reading all of it, and a table
+/// that every audit row passes through holds far more dead rows than live ones.
+pub(crate) const TAKE_PENDING: &str = concat!(
+    "DELETE FROM audit_pending WHERE ctid = ANY(ARRAY(\
+     SELECT ctid FROM audit_pending ORDER BY id LIMIT ?1)) RETURNING ",
+    pending_columns!()
+);
 
 /// A pending row: its id, and its entry (with `seq` 0).
 fn pending_row(row: &Row<'_>) -> Result<(i64, Entry), RowError> {
@@ -165,14 +179,7 @@ fn pending_row(row: &Row<'_>) -> Result<(i64, Entry), RowError> {
 /// change's row has a higher id and is never seen before an earlier one's.
 pub(crate) fn chain_pending(db: &mut impl Sql, limit: i64) -> Result<Vec<String>, StoreError> {
     let mut head = load_head(db)?;
-    let mut rows = db.query(
-        &format!(
-            "DELETE FROM audit_pending WHERE id IN \
-             (SELECT id FROM audit_pending ORDER BY id LIMIT ?1) RETURNING {PENDING_COLUMNS}"
-        ),
-        &[Param::Int(limit)],
-        pending_row,
-    )?;
+    let mut rows = db.query(TAKE_PENDING, &[Param::Int(limit)], pending_row)?;
     rows.sort_by_key(|(id, _)| *id);
     let mut linked = Vec::with_capacity(rows.len());
     for (_, entry) in rows {
@@ -235,7 +242,11 @@ pub(crate) fn pending<D: Sql>(db: &mut D) -> Result<Vec<Entry>, StoreError> {
         return Ok(Vec::new());
     }
     let rows = db.query(
-        &format!("SELECT {PENDING_COLUMNS} FROM audit_pending ORDER BY id"),
+        concat!(
+            "SELECT ",
+            pending_columns!(),
+            " FROM audit_pending ORDER BY id"
+        ),
         &[],
         pending_row,
     )?;
