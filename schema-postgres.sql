@@ -111,8 +111,8 @@ CREATE TABLE IF NOT EXISTS audit_events (
 -- The chain's lock: one row that the chainer locks before it appends (`tenantd copy` too,
 -- into an empty database). It appends with, in one transaction:
 --   SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED;  -- or another chains
---   SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1;  -- the head
 --   DELETE FROM audit_pending ... RETURNING ...;                   -- the oldest pending
+--   SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1;  -- the head
 --   INSERT INTO audit_events ... (seq = head seq + 1, prev_hash = head hash);
 -- The row lock orders the chainers, so seq has no gaps and no two events share a parent (a
 -- sequence would leave gaps behind rolled-back transactions). The row is never updated: a

@@ -48,7 +48,8 @@ impl Chainer {
     /// Connects to `url` and starts the thread; `clock` is the writers' (what a row's
     /// `occurred_at` was read from).
     pub(super) fn start(url: &str, stats: Arc<Stats>, clock: Clock) -> Result<Self, String> {
-        let db = Blocking::connect(url)?;
+        let mut db = Blocking::connect(url)?;
+        keyed_only(&mut db).map_err(|e| format!("the chainer's session: {e}"))?;
         let (wake, woken) = flume::bounded(1);
         let url = url.to_owned();
         let thread = std::thread::Builder::new()
@@ -99,7 +100,7 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, 
             Err(e) => {
                 log::warn!("audit rows could not be chained now (trying again): {e}");
                 if db.is_closed()
-                    && let Err(e) = db.reconnect(url)
+                    && let Err(e) = db.reconnect(url).and_then(|()| keyed_only(&mut db))
                 {
                     log::warn!("the chainer cannot connect: {e}");
                 }
@@ -118,6 +119,14 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, 
             break;
         }
     }
+}
+
+/// Sets the chainer's session to find every row by a key. Each of its statements does, but
+/// the one plan a statement keeps is made on the statistics of its first runs: on a table
+/// still small (an instance's first rows), a scan is the cheaper plan on paper, and a table
+/// that every audit row passes through soon holds thousands of dead rows that a scan reads.
+fn keyed_only(db: &mut Blocking) -> Result<(), StoreError> {
+    db.batch("SET enable_seqscan = off")
 }
 
 /// When the chainer last vacuumed `audit_pending`, and how many rows it has chained since.
@@ -149,17 +158,16 @@ impl Vacuum {
     }
 }
 
+/// When the oldest row waiting for the chain occurred.
+const OLDEST: &str = "SELECT occurred_at FROM audit_pending ORDER BY id LIMIT 1";
+
 /// Chains up to [`CHAIN_MAX`] rows in one transaction, if any wait and no other instance is
 /// chaining; how many. Whichever instance chains, each one's chainer first looks at the
 /// oldest row waiting, and keeps how long it has waited for the instance's writers
 /// ([`Stats::chain_lag_ms`]).
 fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreError> {
     // Looked for without a lock: an idle database costs a read, not a transaction.
-    let oldest = db.query_opt(
-        "SELECT occurred_at FROM audit_pending ORDER BY id LIMIT 1",
-        &[],
-        |row| Ok(text(row, 0)?.into_owned()),
-    )?;
+    let oldest = db.query_opt(OLDEST, &[], |row| Ok(text(row, 0)?.into_owned()))?;
     let lag_ms = oldest
         .as_deref()
         .and_then(Timestamp::parse)
@@ -168,20 +176,16 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
     if oldest.is_none() {
         return Ok(0);
     }
-    db.run("BEGIN")?;
+    // Two round trips, wherever the database is: the lock, the rows and the head in one; the
+    // rows appended and the `COMMIT` in the other.
     let chained = db
-        .query_opt(
-            "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED",
-            &[],
-            |_| Ok(()),
-        )
-        .and_then(|locked| match locked {
-            Some(()) => chain::chain_pending(db, CHAIN_MAX).map(Some),
-            None => Ok(None),
-        });
+        .send("BEGIN", &[])
+        .and_then(|()| db.send(chain::LOCK_CHAIN, &[]))
+        .and_then(|()| chain::chain_pending(db, CHAIN_MAX));
     let chained = match chained {
-        Ok(Some(chained)) => chained,
-        Ok(None) => {
+        Ok(chained) if !chained.is_empty() => chained,
+        // Another instance is chaining, or took the rows first.
+        Ok(_) => {
             db.run("ROLLBACK")?;
             return Ok(0);
         }
@@ -190,7 +194,10 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
             return Err(e);
         }
     };
-    db.run("COMMIT")?;
+    if let Err(e) = db.run("COMMIT") {
+        let _ = db.run("ROLLBACK");
+        return Err(e);
+    }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -210,12 +217,13 @@ mod tests {
 
     const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-    /// Audit rows waiting, as writers leave them.
-    fn pending(db: &mut Blocking, rows: u32) {
+    /// Audit rows waiting, as writers leave them: one of each tenant `ten_<first>` to
+    /// `ten_<last>`, in that order.
+    fn pending(db: &mut Blocking, first: u32, last: u32) {
         db.batch(&format!(
             "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) \
              SELECT '2026-11-30T00:00:00.000Z', 'admin', 'budget.credited', 'ten_' || g, '{{}}' \
-             FROM generate_series(1, {rows}) AS g"
+             FROM generate_series({first}, {last}) AS g ORDER BY g"
         ))
         .expect("pending rows are written");
     }
@@ -238,29 +246,42 @@ mod tests {
         let scratch = Scratch::from_env("chainer");
         let mut db = Blocking::connect(&scratch.url).expect("the role tenantd connects");
         db.batch(SCHEMA).expect("the schema is created");
-        pending(&mut db, 2000);
+        keyed_only(&mut db).expect("the chainer's session");
 
-        // The plan the chainer's connection keeps (one generic plan, on a table never
-        // analysed) finds the rows by key, never by reading the whole table.
-        db.batch(&format!(
-            "PREPARE take AS {}",
-            chain::TAKE_PENDING.replace("?1", "$1")
-        ))
-        .expect("the statement is prepared");
-        let plan = db
-            .query("EXPLAIN EXECUTE take(1000)", &[], |row| {
-                Ok(text(row, 0)?.into_owned())
-            })
-            .expect("the plan is explained")
-            .join("\n");
-        assert!(
-            plan.contains("Tid Scan") && !plan.contains("Seq Scan"),
-            "the rows are not taken by key:\n{plan}"
-        );
-
-        // Two passes chain them all, lowest ids first.
+        // The plans the chainer's session keeps, made as an instance's first passes make
+        // them (one generic plan a statement, on small tables never analysed), find their
+        // rows by key, never by reading a whole table.
+        pending(&mut db, 1, 2);
+        for (name, sql, args, by_key) in [
+            ("take", chain::TAKE_PENDING, "(1000)", "Tid Scan"),
+            ("oldest", OLDEST, "", "Index Scan"),
+        ] {
+            db.batch(&format!("PREPARE {name} AS {}", sql.replace("?1", "$1")))
+                .expect("the statement is prepared");
+            let plan = db
+                .query(&format!("EXPLAIN EXECUTE {name}{args}"), &[], |row| {
+                    Ok(text(row, 0)?.into_owned())
+                })
+                .expect("the plan is explained")
+                .join("\n");
+            assert!(
+                !plan.contains("Seq Scan") && plan.contains(by_key),
+                "{name}: the rows are not found by key:\n{plan}"
+            );
+        }
+        pending(&mut db, 3, 2000);
         let stats = Stats::default();
         let clock = Clock::System;
+
+        // While another session holds the chain's lock, a pass moves nothing.
+        let mut other = Blocking::connect(&scratch.url).expect("a second session");
+        other
+            .batch(&format!("BEGIN; {}", chain::LOCK_CHAIN))
+            .expect("the lock is taken");
+        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 0);
+        other.batch("ROLLBACK").expect("the lock is let go");
+
+        // Then two passes chain them all, lowest ids first.
         assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
         assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
         assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 0);

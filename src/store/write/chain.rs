@@ -49,25 +49,27 @@ pub(crate) fn load_head(db: &mut impl Sql) -> Result<Head, StoreError> {
 /// empty chain). The `ORDER BY` names the table's column: PostgreSQL would take a bare `seq`
 /// for the output column of that name, the text, and sort `9` after `10`.
 pub(crate) fn last_event(db: &mut impl Sql) -> Result<(Head, Timestamp), StoreError> {
-    let last = db.query_opt(
-        "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
-         ORDER BY audit_events.seq DESC LIMIT 1",
-        &[],
-        |row| {
-            let seq = text(row, 0)?;
-            let head = Head {
-                seq: seq
-                    .parse()
-                    .map_err(|_| row.corrupt(0, format!("a bad seq {seq:?}")))?,
-                hash: text(row, 1)?.into_owned(),
-            };
-            let at = text(row, 2)?;
-            let at = Timestamp::parse(&at)
-                .ok_or_else(|| row.corrupt(2, format!("a bad occurred_at {at:?}")))?;
-            Ok((head, at))
-        },
-    )?;
+    let last = db.query_opt(LAST_EVENT, &[], last_event_row)?;
     Ok(last.unwrap_or_else(|| (Head::genesis(), Timestamp::from_unix_ms(0))))
+}
+
+/// The chain's last event, as [`last_event_row`] reads it.
+const LAST_EVENT: &str = "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
+     ORDER BY audit_events.seq DESC LIMIT 1";
+
+/// The head an event makes, and when it occurred.
+fn last_event_row(row: &Row<'_>) -> Result<(Head, Timestamp), RowError> {
+    let seq = text(row, 0)?;
+    let head = Head {
+        seq: seq
+            .parse()
+            .map_err(|_| row.corrupt(0, format!("a bad seq {seq:?}")))?,
+        hash: text(row, 1)?.into_owned(),
+    };
+    let at = text(row, 2)?;
+    let at =
+        Timestamp::parse(&at).ok_or_else(|| row.corrupt(2, format!("a bad occurred_at {at:?}")))?;
+    Ok((head, at))
 }
 
 /// The statements that append audit rows.
@@ -139,13 +141,22 @@ macro_rules! pending_columns {
     };
 }
 
-/// Deletes the `?1` pending rows of the lowest ids, and returns them ([`pending_row`]).
-/// They are found in the key's order and deleted where they lie (`ctid`, a TID scan): with
-/// `id IN (…)`, a plan made while the table was small went on reading all of it, and a table
-/// that every audit row passes through holds far more dead rows than live ones.
+/// Takes the chain's lock, unless another transaction holds it: the chainer sends it first,
+/// so that what [`TAKE_PENDING`] reads is what was committed once the lock was granted.
+pub(crate) const LOCK_CHAIN: &str = "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED";
+
+/// Deletes the `?1` pending rows of the lowest ids and returns them ([`pending_row`]), where
+/// the transaction holds the chain's lock or takes it now without waiting; none otherwise.
+/// So the lock, the rows and the head can be asked for together, in one round trip.
+///
+/// The rows are found in the key's order and deleted where they lie (`ctid`, a TID scan):
+/// with `id IN (…)`, a plan made while the table was small went on reading all of it, and a
+/// table that every audit row passes through holds far more dead rows than live ones.
 pub(crate) const TAKE_PENDING: &str = concat!(
     "DELETE FROM audit_pending WHERE ctid = ANY(ARRAY(\
-     SELECT ctid FROM audit_pending ORDER BY id LIMIT ?1)) RETURNING ",
+     SELECT ctid FROM audit_pending \
+     WHERE EXISTS (SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED) \
+     ORDER BY id LIMIT ?1)) RETURNING ",
     pending_columns!()
 );
 
@@ -169,17 +180,33 @@ fn pending_row(row: &Row<'_>) -> Result<(i64, Entry), RowError> {
 }
 
 /// Moves up to `limit` pending rows into the chain, the lowest ids first, in the caller's
-/// transaction, which holds the chain's lock (`chain_head`). A row is deleted and appended by
-/// the same transaction: chained exactly once, or not at all. The rows' `occurred_at`, in
-/// the order chained.
+/// transaction, if it holds the chain's lock (`chain_head`) or can take it without waiting
+/// (nothing is moved otherwise). A row is deleted and appended by the same transaction:
+/// chained exactly once, or not at all. The rows' `occurred_at`, in the order chained.
+///
+/// The rows and the head are read in one round trip, after whatever the caller sent; the
+/// rows are appended by a statement sent, not awaited, which the caller's `COMMIT` carries
+/// (and whose failure it reports).
 ///
 /// Only committed rows are seen, and a row of a transaction still open may have a lower id
 /// than one chained now; it is chained later, after it. Each tenant's rows keep their order:
 /// a tenant's writes take its row lock first and commit one after the other, so a later
 /// change's row has a higher id and is never seen before an earlier one's.
 pub(crate) fn chain_pending(db: &mut impl Sql, limit: i64) -> Result<Vec<String>, StoreError> {
-    let mut head = load_head(db)?;
-    let mut rows = db.query(TAKE_PENDING, &[Param::Int(limit)], pending_row)?;
+    let mut rows = Vec::new();
+    let mut last = None;
+    // The head is read after the rows are taken: under the lock, whichever statement took it.
+    db.query_each(
+        &[(TAKE_PENDING, &[Param::Int(limit)]), (LAST_EVENT, &[])],
+        |i, row| {
+            match i {
+                0 => rows.push(pending_row(row)?),
+                _ => last = Some(last_event_row(row)?.0),
+            }
+            Ok(())
+        },
+    )?;
+    let mut head = last.unwrap_or_else(Head::genesis);
     rows.sort_by_key(|(id, _)| *id);
     let mut linked = Vec::with_capacity(rows.len());
     for (_, entry) in rows {
@@ -188,7 +215,6 @@ pub(crate) fn chain_pending(db: &mut impl Sql, limit: i64) -> Result<Vec<String>
         linked.push(row);
     }
     append_all(db, &linked)?;
-    db.flush()?;
     Ok(linked
         .into_iter()
         .map(|row| row.entry.occurred_at)
