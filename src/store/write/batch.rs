@@ -164,8 +164,6 @@ fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
         }
         Ok(failed)
     });
-    // What the sweep changed was maybe read ahead.
-    state.forget_ahead(None);
     match failed {
         Ok(0) => state.sweep_succeeded(),
         Ok(_) => state.retry_sweep_later(SWEEP_RETRY_AFTER),

@@ -114,6 +114,9 @@ impl<D: Sql> WriterState<D> {
             w.keep_budget(&budget);
             Ok(recorded)
         });
+        // What the catch-up changed of the tenant's budgets and holds may have been read
+        // ahead; the other tenants' copies stay good for the batch's commands.
+        self.forget_ahead(Some(tenant));
         if let Some(poisoned) = self.poisoned() {
             return Err(poisoned.clone());
         }
