@@ -60,10 +60,10 @@ pub(crate) fn budget_to_write(
 }
 
 /// The budgets whose ids `?1` lists (joined by commas), those of the reservations `?2` lists,
-/// and each one's ancestors (up to three
-/// levels, [`ANCESTORS_MAX`](crate::domain::ANCESTORS_MAX)), each as [`budget_to_write`]
-/// reads one ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this
-/// is, so that a spend's every level is read in the round trip that begins the batch. Each is
+/// and each one's ancestors (up to three levels,
+/// [`ANCESTORS_MAX`](crate::domain::ANCESTORS_MAX)), each as [`budget_to_write`] reads one
+/// ([`budget_to_write_row`]): what a batch reads ahead on PostgreSQL, whose SQL this is, so
+/// that a spend's every level is read in the round trip that begins the batch. Each is
 /// looked up by its key ([`listed_ids`](super::listed_ids)); a budget listed twice, or above
 /// two listed, comes once for each.
 pub(crate) const BUDGETS_TO_WRITE: &str = concat!(

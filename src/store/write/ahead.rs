@@ -12,10 +12,11 @@
 //!   (`WriterState::open_budget`) and, once it ends well, leaves what it wrote for the next
 //!   command of the batch (`WriterState::keep_budget`); one that fails leaves nothing, and
 //!   the next reads the budget from the database. Any other command forgets its tenant's
-//!   budgets ([`super::BudgetsAhead`]), as does a sweep. What is read ahead lasts one batch.
+//!   budgets ([`super::BudgetsAhead`]), as does a sweep that catches the tenant up; the
+//!   other tenants' stay. What is read ahead lasts one batch.
 //! - **Reservations.** Those the batch's settlements name are read with their budgets (at
 //!   every level). A settlement takes its reservation; any write of a reservation forgets
-//!   it, and so do the tenant's forgetting commands and a sweep.
+//!   it, and so does whatever forgets its tenant's budgets.
 //! - **Tokens.** A command that checks its tenant token ([`super::checked::Checked`]) has its
 //!   tenant's credential read after the locks; a tombstone forgets it.
 //! - **Endpoints.** Read when a command may write an event, a tenant's create included.

@@ -46,14 +46,15 @@ pub(crate) fn load_head(db: &mut impl Sql) -> Result<Head, StoreError> {
 }
 
 /// The chain's head and when its last event occurred (the genesis head and the epoch for an
-/// empty chain). The `ORDER BY` names the table's column: PostgreSQL would take a bare `seq`
-/// for the output column of that name, the text, and sort `9` after `10`.
+/// empty chain).
 pub(crate) fn last_event(db: &mut impl Sql) -> Result<(Head, Timestamp), StoreError> {
     let last = db.query_opt(LAST_EVENT, &[], last_event_row)?;
     Ok(last.unwrap_or_else(|| (Head::genesis(), Timestamp::from_unix_ms(0))))
 }
 
-/// The chain's last event, as [`last_event_row`] reads it.
+/// The chain's last event, as [`last_event_row`] reads it. The `ORDER BY` names the table's
+/// column: PostgreSQL would take a bare `seq` for the output column of that name, the text,
+/// and sort `9` after `10`.
 const LAST_EVENT: &str = "SELECT CAST(seq AS TEXT), hash, occurred_at FROM audit_events \
      ORDER BY audit_events.seq DESC LIMIT 1";
 

@@ -280,8 +280,8 @@ impl<D: Sql> WriterState<D> {
         self.ahead.forget_reservation(id);
     }
 
-    /// Forgets the budgets read ahead of `tenant` (of every tenant for `None`): a command or
-    /// a sweep may change them otherwise than the read-ahead knows.
+    /// Forgets the budgets and reservations read ahead of `tenant` (of every tenant for
+    /// `None`): a command or a sweep may change them otherwise than the read-ahead knows.
     pub(crate) fn forget_ahead(&mut self, tenant: Option<&TenantId>) {
         if D::SHARED || self.keeping {
             self.ahead.forget(tenant);
