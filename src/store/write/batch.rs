@@ -2,6 +2,8 @@
 //! Each operation runs inside a savepoint of its own ([`WriterState::guarded`]); the writer
 //! commits, then answers: a command's [`Finish`] waits for the batch's outcome.
 
+use std::time::{Duration, Instant};
+
 use super::ahead::Wanted;
 use super::delta::Delta;
 use super::state::WriterState;
@@ -19,6 +21,11 @@ pub(crate) trait Batches {
     fn state(&mut self) -> &mut WriterState<Self::Db>;
     /// Commands in one batch, at most.
     fn batch_max(&self) -> usize;
+    /// How long a batch whose first commands are in may wait for as many as the batch
+    /// before it held ([`fill`]); `None` where a batch begins with what is queued.
+    fn fill_wait(&self) -> Option<Duration> {
+        None
+    }
     /// Readies the connection for a batch, and begins its write transaction if `writes`,
     /// with the chain's head known for sure and what its commands read first read ahead
     /// where the backend does ([`WriterState::read_ahead`]).
@@ -44,6 +51,37 @@ pub(crate) trait Batches {
     /// was durable when it returned.
     fn answer(&mut self, answers: Vec<Finish>, outcome: Result<(), StoreError>) {
         answer_all(answers, &outcome);
+    }
+}
+
+/// Waits until `deadline` for commands from `queue` until `batch` holds `want`, or one it
+/// takes `ends` the writer.
+///
+/// A backend whose every batch costs much beside its commands (PostgreSQL: a transaction's
+/// statements, its `COMMIT`, its round trips) loses most when batches shrink. A batch begins
+/// as soon as its writer is free, with what is queued then; under a load that keeps the
+/// cores busy, that is often a command or two, while the answers of the batch just run are
+/// still on their way back as new requests. Waiting for as many as the batch before held
+/// keeps batches at the size the load gives them. A lone client never waits: its batches
+/// hold one command, and so does the one before.
+pub(crate) fn fill<T>(
+    batch: &mut Vec<T>,
+    queue: &flume::Receiver<T>,
+    want: usize,
+    deadline: Instant,
+    ends: impl Fn(&T) -> bool,
+) {
+    while batch.len() < want {
+        match queue.recv_deadline(deadline) {
+            Ok(command) => {
+                let last = ends(&command);
+                batch.push(command);
+                if last {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
     }
 }
 
@@ -179,13 +217,16 @@ fn sweep_in_batch<D: Sql>(state: &mut WriterState<D>) -> Option<StoreError> {
 /// is gone; then closes the writer.
 ///
 /// It blocks for one command, then takes whatever else is already queued, up to the batch's
-/// bound, and runs the lot as one batch: no time is spent waiting for a batch to fill.
+/// bound. Where the backend says so ([`Batches::fill_wait`]), it then waits a moment for as
+/// many commands as the batch before held ([`fill`]). It runs the lot as one batch.
 pub(crate) fn run<W: Batches, J: ?Sized + Job<W::Db>>(
     mut writer: W,
     queue: &flume::Receiver<WriteCommand<J>>,
 ) {
     let mut batch = Vec::with_capacity(writer.batch_max());
     let mut stopping = false;
+    // Commands in the batch before: how many the load sends while a batch runs.
+    let mut before = 0;
     loop {
         if !stopping {
             match writer.state().wait(queue) {
@@ -201,6 +242,16 @@ pub(crate) fn run<W: Batches, J: ?Sized + Job<W::Db>>(
                 Err(_) => break,
             }
         }
+        if let Some(wait) = writer.fill_wait() {
+            let want = before.min(writer.batch_max());
+            let ends = |c: &WriteCommand<J>| matches!(c, WriteCommand::Shutdown);
+            if !stopping && !batch.is_empty() && !batch.iter().any(ends) {
+                fill(&mut batch, queue, want, Instant::now() + wait, ends);
+            }
+            if !batch.is_empty() {
+                before = batch.len();
+            }
+        }
         if batch.is_empty() && (stopping || !writer.state().sweep_due()) {
             if stopping {
                 break;
@@ -212,4 +263,87 @@ pub(crate) fn run<W: Batches, J: ?Sized + Job<W::Db>>(
         run_batch(&mut writer, &mut batch);
     }
     writer.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use super::fill;
+
+    /// Far longer than any wait below is allowed to take on a loaded machine.
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_batch_already_as_large_as_wanted_does_not_wait() {
+        let (_tx, rx) = flume::unbounded::<u32>();
+        let mut batch = vec![1, 2, 3];
+        let started = Instant::now();
+        fill(&mut batch, &rx, 3, started + LONG, |_| false);
+        assert_eq!(batch, [1, 2, 3]);
+        assert!(started.elapsed() < LONG / 2, "took {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_batch_takes_what_arrives_until_it_holds_as_many_as_wanted() {
+        let (tx, rx) = flume::unbounded::<u32>();
+        let sender = thread::spawn(move || {
+            for i in 2..=6 {
+                thread::sleep(Duration::from_millis(5));
+                tx.send(i).expect("the batch is still filling");
+            }
+        });
+        let mut batch = vec![1];
+        let started = Instant::now();
+        fill(&mut batch, &rx, 4, started + LONG, |_| false);
+        assert_eq!(batch, [1, 2, 3, 4], "it stops at the size wanted");
+        assert!(started.elapsed() < LONG / 2, "took {:?}", started.elapsed());
+        sender.join().expect("the sender");
+        assert_eq!(
+            rx.try_iter().collect::<Vec<_>>(),
+            [5, 6],
+            "the rest stays queued"
+        );
+    }
+
+    #[test]
+    fn a_batch_waits_no_longer_than_its_deadline() {
+        let (tx, rx) = flume::unbounded::<u32>();
+        tx.send(2).expect("queued");
+        let mut batch = vec![1];
+        let wait = Duration::from_millis(50);
+        let started = Instant::now();
+        fill(&mut batch, &rx, 8, started + wait, |_| false);
+        let took = started.elapsed();
+        assert_eq!(batch, [1, 2], "what came is taken");
+        assert!(took >= wait, "it waited out its deadline: {took:?}");
+        assert!(took < LONG / 2, "and then went: {took:?}");
+        drop(tx);
+    }
+
+    #[test]
+    fn a_command_that_ends_the_writer_ends_the_wait() {
+        let (tx, rx) = flume::unbounded::<u32>();
+        for i in [2, 0, 3] {
+            tx.send(i).expect("queued");
+        }
+        let mut batch = vec![1];
+        let started = Instant::now();
+        fill(&mut batch, &rx, 8, started + LONG, |&c| c == 0);
+        assert_eq!(batch, [1, 2, 0], "nothing after the end is taken");
+        assert!(started.elapsed() < LONG / 2, "took {:?}", started.elapsed());
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [3]);
+    }
+
+    #[test]
+    fn a_closed_queue_ends_the_wait() {
+        let (tx, rx) = flume::unbounded::<u32>();
+        drop(tx);
+        let mut batch = vec![1];
+        let started = Instant::now();
+        fill(&mut batch, &rx, 8, started + LONG, |_| false);
+        assert_eq!(batch, [1]);
+        assert!(started.elapsed() < LONG / 2, "took {:?}", started.elapsed());
+    }
 }
