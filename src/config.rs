@@ -121,6 +121,8 @@ pub struct ServeConfig {
     /// Threads answering reads, each with its own read-only connection, so reads do not wait
     /// behind writes.
     pub readers: usize,
+    /// Writer connections on PostgreSQL; a tenant's writes all go to one of them.
+    pub pg_writers: usize,
     /// Tenant-token checks that may wait for the credential lookup; beyond, a check waits up
     /// to its timeout instead of being refused.
     pub auth_queue_depth: usize,
@@ -406,6 +408,7 @@ fn serve(
         commit_batch_max: store.commit_batch_max,
         store_queue_depth: store.queue_depth,
         readers: store.readers,
+        pg_writers: store.pg_writers,
         auth_queue_depth: store.credential_queue_depth,
         idempotency_ttl: store.idempotency_ttl,
         event_retention: store.event_retention,
@@ -621,6 +624,10 @@ mod tests {
             ),
             ("readers", config.readers == store::readers_default()),
             (
+                "PostgreSQL writers",
+                config.pg_writers == store::PG_WRITERS_DEFAULT,
+            ),
+            (
                 "auth queue depth",
                 config.auth_queue_depth == store::QUEUE_DEPTH_DEFAULT,
             ),
@@ -650,6 +657,7 @@ mod tests {
                 c.store_queue_depth as u64
             }),
             ("--readers", 1, 64, |c| c.readers as u64),
+            ("--pg-writers", 1, 16, |c| c.pg_writers as u64),
             ("--auth-queue-depth", 1, 1_000_000, |c| {
                 c.auth_queue_depth as u64
             }),

@@ -98,6 +98,7 @@ pub async fn run(
         credential_queue_depth: config.auth_queue_depth,
         commit_batch_max: config.commit_batch_max,
         readers: config.readers,
+        pg_writers: config.pg_writers,
         idempotency_ttl: config.idempotency_ttl,
         clock: store::Clock::System,
     })
@@ -399,6 +400,7 @@ mod tests {
             commit_batch_max: 8,
             store_queue_depth: 16,
             readers: 1,
+            pg_writers: store::PG_WRITERS_DEFAULT,
             auth_queue_depth: 16,
             idempotency_ttl: store::IDEMPOTENCY_TTL_MAX,
             event_retention: Duration::from_secs(86_400),

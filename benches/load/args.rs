@@ -151,6 +151,12 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=INSTANCES_MAX))]
     instances: Option<u64>,
 
+    /// Writer connections of each instance (tenantd serve --pg-writers; needs --postgres)
+    /// [default: tenantd's own with one instance, 1 each with several, as docs/postgres.md
+    /// advises]
+    #[arg(long = "pg-writers", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    pg_writers: Option<u64>,
+
     /// What `cargo bench` passes to every bench target; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -222,6 +228,8 @@ pub(crate) struct Args {
     pub(crate) postgres: Option<Postgres>,
     /// tenantd processes on the one database.
     pub(crate) instances: usize,
+    /// Each instance's `--pg-writers`, where the run sets it.
+    pub(crate) pg_writers: Option<u64>,
 }
 
 impl Args {
@@ -291,7 +299,7 @@ impl Args {
             return Err("--base must not exceed --scale".into());
         }
         let count = |n: u64| usize::try_from(n).expect("a bound within usize");
-        let args = Args {
+        let mut args = Args {
             connections: count(connections),
             duration,
             warmup,
@@ -305,7 +313,14 @@ impl Args {
             only: cli.only,
             postgres: postgres(cli.postgres, cli.postgres_url, cli.pg_delay_ms)?,
             instances: count(cli.instances.unwrap_or(INSTANCES_DEFAULT)),
+            pg_writers: cli.pg_writers,
         };
+        if args.pg_writers.is_some() && args.postgres.is_none() {
+            return Err("--pg-writers needs --postgres: SQLite has one writer".into());
+        }
+        if args.pg_writers.is_none() && args.instances > 1 {
+            args.pg_writers = Some(1);
+        }
         if args.instances > 1 && args.postgres.is_none() {
             return Err(
                 "--instances above 1 needs --postgres: a SQLite file has one server".into(),

@@ -13,7 +13,8 @@
 //! With `--postgres ADMIN_URL --postgres-url URL` every server serves from a fresh database of
 //! its own on that PostgreSQL cluster (made with `CREATE DATABASE … OWNER tenantd` through
 //! `psql ADMIN_URL`, dropped `WITH (FORCE)` when the server stops), and `--instances N` starts
-//! N tenantd processes on it, the load's connections dealt out to them round-robin. The server
+//! N tenantd processes on it, the load's connections dealt out to them round-robin (each with
+//! `--pg-writers 1` unless `--pg-writers` says otherwise, as `docs/postgres.md` advises). The server
 //! CPU and peak RSS are then sums over the instances; the table adds the cluster's own CPU
 //! (the postmaster and its children, from `/proc`, when the cluster runs on this machine) and
 //! the commands per batch the writers committed (from `/metrics`), in place of WAL frames.

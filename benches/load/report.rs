@@ -60,11 +60,15 @@ pub(crate) fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
         let version = psql(&postgres.admin, "SHOW server_version").unwrap_or_default();
         let _ = writeln!(
             out,
-            "tenantd on PostgreSQL {version}: {} instance{} on one database, the connections \
-             dealt out to them round-robin; server CPU and RSS are summed over the instances, \
-             PostgreSQL CPU is the cluster's (every process of it).\n",
+            "tenantd on PostgreSQL {version}: {} instance{} on one database{}, the \
+             connections dealt out to them round-robin; server CPU and RSS are summed over the \
+             instances, PostgreSQL CPU is the cluster's (every process of it).\n",
             args.instances,
-            if args.instances == 1 { "" } else { "s" }
+            if args.instances == 1 { "" } else { "s" },
+            match args.pg_writers {
+                Some(n) => format!(" (--pg-writers {n})"),
+                None => String::new(),
+            }
         );
         out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | PostgreSQL CPU µs/req | commands/batch | peak server RSS |\n");
         out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

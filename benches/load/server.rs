@@ -110,6 +110,9 @@ impl Server {
             (None, Some(database)) => command.arg("--db").arg(&database.url),
             (None, None) => command.arg("--db").arg(self.dir.path().join("tenantd.db")),
         };
+        if let Some(writers) = args.pg_writers {
+            command.arg("--pg-writers").arg(writers.to_string());
+        }
         let child = command
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin.token"))

@@ -8,7 +8,7 @@ use clap::builder::RangedU64ValueParser;
 
 use super::{
     COMMIT_BATCH_MAX_DEFAULT, EVENT_RETENTION_DAYS_DEFAULT, EVENT_RETENTION_DAYS_MAX,
-    IDEMPOTENCY_TTL_MAX, QUEUE_DEPTH_DEFAULT, readers_default,
+    IDEMPOTENCY_TTL_MAX, PG_WRITERS_DEFAULT, PG_WRITERS_MAX, QUEUE_DEPTH_DEFAULT, readers_default,
 };
 
 /// The seconds in a day, for `--event-retention`, which counts days.
@@ -24,6 +24,8 @@ pub(crate) struct StoreSettings {
     pub(crate) queue_depth: usize,
     /// Threads answering reads.
     pub(crate) readers: usize,
+    /// Writer connections on PostgreSQL.
+    pub(crate) pg_writers: usize,
     /// Tenant-token checks that may wait for the credential lookup.
     pub(crate) credential_queue_depth: usize,
     /// How long an `Idempotency-Key` replays its first answer.
@@ -72,6 +74,20 @@ pub(crate) struct StoreArgs {
     )]
     readers: usize,
 
+    /// Writer connections of this instance on PostgreSQL (1 to 16; SQLite has one writer)
+    ///
+    /// A tenant's writes all go to one of them. More let one batch's round trips overlap
+    /// another's, which hides a database across a network; fewer make larger batches, each
+    /// cheaper for the database. Where several instances share one database, 1 each.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = PG_WRITERS_DEFAULT,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=PG_WRITERS_MAX as u64)
+    )]
+    pg_writers: usize,
+
     /// Tenant-token checks that may wait for the credential lookup (1 to 1000000)
     ///
     /// Beyond it, a check waits up to its timeout instead of being refused.
@@ -118,6 +134,7 @@ impl StoreArgs {
             commit_batch_max: self.commit_batch_max,
             queue_depth: self.store_queue_depth,
             readers: self.readers,
+            pg_writers: self.pg_writers,
             credential_queue_depth: self.auth_queue_depth,
             idempotency_ttl: Duration::from_secs(self.idempotency_ttl_s),
             event_retention: Duration::from_secs(self.event_retention * DAY_SECS),

@@ -46,18 +46,6 @@ pub(crate) const SCHEMA_VERSION: i32 = 9;
 /// while the others wait ("tenantd" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0074_656e_616e_7464;
 
-/// Writer connections of an instance. A tenant's writes go to one of them, so they never
-/// contend with one another within the instance; other tenants' batches run on the other
-/// beside them, so one batch's round trips and `COMMIT` overlap another's work. Two, not
-/// more: each writer's batches are what its queue holds when it begins, so more writers make
-/// smaller batches, and every batch pays its own statements and `COMMIT`. Measured one after
-/// another (quick runs, charges over 1,000 budgets, one instance): 4,370 a second with four
-/// writers, 5,738 with two, 6,698 with one on loopback; 2,063, 2,246 and 2,058 with PostgreSQL
-/// 1 ms away, where one writer alone waits out every round trip. Each instance holds this
-/// many, its readers (`--readers`), the credential threads' ([`CREDENTIAL_READERS`]) and the
-/// chainer's connections.
-const WRITERS: usize = 2;
-
 /// Credential threads of an instance, each with a connection of its own. A check is one
 /// round trip to the server: one thread, with the server 1 ms away (2.5 ms a round trip),
 /// checked at most 400 tenant tokens a second.
@@ -231,7 +219,7 @@ pub(crate) async fn create_schema(client: &mut Client) -> Result<(), String> {
     tx.commit().await.map_err(failed)
 }
 
-/// Applies the schema where it is missing, then starts the writers ([`WRITERS`]), the
+/// Applies the schema where it is missing, then starts the writers (`--pg-writers`), the
 /// chainer, the readers and the credential threads on the database at `url`, each with a
 /// connection of its own. Runs on a
 /// thread of its own (every connection runs on a runtime of its own), so it may be called
@@ -255,8 +243,8 @@ pub(super) fn open(
             )?);
             let first_swept = Arc::new(writer::FirstSwept::default());
             let mut ids = None;
-            let mut writers: Vec<WriterLoop> = Vec::with_capacity(WRITERS);
-            for _ in 0..WRITERS {
+            let mut writers: Vec<WriterLoop> = Vec::with_capacity(config.pg_writers);
+            for _ in 0..config.pg_writers {
                 let (writer, shared) = writer::Writer::new(
                     &url,
                     config.clone(),
