@@ -244,12 +244,29 @@ mod tests {
         counts[0].parse().expect("a count")
     }
 
-    #[test]
-    fn pending_rows_are_taken_by_key_and_the_dead_ones_vacuumed() {
-        let scratch = Scratch::from_env("chainer");
+    /// Waits until the server counts `n` vacuums of `audit_pending` (it counts a vacuum once
+    /// it has ended, and its statistics may lag a little), for at most 10 s; the count.
+    fn vacuums_counted(db: &mut Blocking, n: i64) -> i64 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while vacuums(db) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        vacuums(db)
+    }
+
+    /// A scratch database named for `tag` with the schema, and a session of it set as the
+    /// chainer sets its own.
+    fn chainer_session(tag: &str) -> (Scratch, Blocking) {
+        let scratch = Scratch::from_env(tag);
         let mut db = Blocking::connect(&scratch.url).expect("the role tenantd connects");
         db.batch(SCHEMA).expect("the schema is created");
         keyed_only(&mut db).expect("the chainer's session");
+        (scratch, db)
+    }
+
+    #[test]
+    fn pending_rows_are_taken_by_key_and_the_dead_ones_vacuumed() {
+        let (scratch, mut db) = chainer_session("chainer");
 
         // The plans the chainer's session keeps, made as an instance's first passes make
         // them (one generic plan a statement, on small tables never analysed), find their
@@ -309,12 +326,7 @@ mod tests {
         assert_eq!(vacuums(&mut db), 0, "vacuumed too soon");
         vacuum_few.after(&mut db, 1);
         assert_eq!(vacuum_few.chained, 0, "the count starts again");
-        // The server counts a vacuum once it has ended; its statistics may lag a little.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while vacuums(&mut db) == 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(vacuums(&mut db), 1);
+        assert_eq!(vacuums_counted(&mut db, 1), 1);
     }
 
     /// A vacuum leaves the table's emptied pages where they are: cutting them off would take
@@ -322,10 +334,7 @@ mod tests {
     /// while the chain waits behind the vacuum.
     #[test]
     fn a_vacuum_never_waits_for_the_writers_to_cut_the_table_short() {
-        let scratch = Scratch::from_env("chainer_vacuum");
-        let mut db = Blocking::connect(&scratch.url).expect("the role tenantd connects");
-        db.batch(SCHEMA).expect("the schema is created");
-        keyed_only(&mut db).expect("the chainer's session");
+        let (scratch, mut db) = chainer_session("chainer_vacuum");
         pending(&mut db, 1, 2000);
         let (stats, clock) = (Stats::default(), Clock::System);
         assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
@@ -350,10 +359,10 @@ mod tests {
             took < Duration::from_secs(2),
             "the vacuum waited {took:?} beside a writer"
         );
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while vacuums(&mut db) == 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(vacuums(&mut db), 1, "the table was vacuumed, not skipped");
+        assert_eq!(
+            vacuums_counted(&mut db, 1),
+            1,
+            "the table was vacuumed, not skipped"
+        );
     }
 }
