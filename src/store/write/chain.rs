@@ -142,9 +142,17 @@ macro_rules! pending_columns {
     };
 }
 
+/// The query that takes the chain's lock, unless another transaction holds it: one text
+/// for [`LOCK_CHAIN`] and the guard of [`TAKE_PENDING`].
+macro_rules! lock_chain {
+    () => {
+        "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED"
+    };
+}
+
 /// Takes the chain's lock, unless another transaction holds it: the chainer sends it first,
 /// so that what [`TAKE_PENDING`] reads is what was committed once the lock was granted.
-pub(crate) const LOCK_CHAIN: &str = "SELECT id FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED";
+pub(crate) const LOCK_CHAIN: &str = lock_chain!();
 
 /// Deletes the `?1` pending rows of the lowest ids and returns them ([`pending_row`]), where
 /// the transaction holds the chain's lock or takes it now without waiting; none otherwise.
@@ -155,9 +163,9 @@ pub(crate) const LOCK_CHAIN: &str = "SELECT id FROM chain_head WHERE id = 1 FOR 
 /// table that every audit row passes through holds far more dead rows than live ones.
 pub(crate) const TAKE_PENDING: &str = concat!(
     "DELETE FROM audit_pending WHERE ctid = ANY(ARRAY(\
-     SELECT ctid FROM audit_pending \
-     WHERE EXISTS (SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE SKIP LOCKED) \
-     ORDER BY id LIMIT ?1)) RETURNING ",
+     SELECT ctid FROM audit_pending WHERE EXISTS (",
+    lock_chain!(),
+    ") ORDER BY id LIMIT ?1)) RETURNING ",
     pending_columns!()
 );
 
