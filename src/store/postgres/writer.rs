@@ -39,9 +39,9 @@ const CHAIN_LAG_EASY_MS: u64 = 100;
 /// The longest a writer waits for the chain before one batch.
 const CHAIN_WAIT_MAX_MS: u64 = 500;
 
-/// How long a batch whose first commands are in may wait to hold as many as the batch before
-/// it (`batch::fill`). Measured one after another (quick runs, charges over 1,000 budgets):
-/// see `docs/decisions.md`.
+/// How long a batch whose first commands are in may wait for the clients the batch before
+/// answered (`batch::fill_wanted`). Measured one after another (quick runs, charges over
+/// 1,000 budgets): see `docs/decisions.md`.
 const FILL_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A writer that waits for the chain says so at most this often.
