@@ -427,6 +427,30 @@ mod tests {
         })
     }
 
+    /// A tenant whose lock a batch took as it began, left on the list after the batch
+    /// failed, let the next batch's commands write it without asking for the lock (where
+    /// writers share a PostgreSQL database): with another instance writing it meanwhile, a
+    /// write was lost. The list is the batch engine's, whatever the backend.
+    #[test]
+    fn a_batch_holds_no_tenant_of_a_batch_before_that_failed() {
+        use crate::domain::TenantId;
+        use crate::store::write::state::{WriterState, shared_ids};
+        let conn = rusqlite::Connection::open_in_memory().expect("a database");
+        let config = StoreConfig::for_tests(std::path::PathBuf::from(":memory:"));
+        let mut state = WriterState::new(conn, &config, Head::genesis(), shared_ids(None));
+        let tenant = TenantId::from_ulid(ulid::Ulid::from_parts(1, 1));
+
+        state.begin_ahead();
+        state.hold_locked(&tenant, None);
+        let began = state.snapshot();
+        state.restore_after_failed_batch(began);
+        assert_eq!(state.take_locked().0, Vec::<TenantId>::new());
+
+        state.hold_locked(&tenant, None);
+        state.begin_ahead();
+        assert_eq!(state.take_locked().0, Vec::<TenantId>::new());
+    }
+
     /// A `ROLLBACK` that fails leaves a transaction open, holding the failed batch's rows. The
     /// connection is replaced (which rolls them back), nothing of the batch survives, the
     /// very next write commits, and the chain is whole.

@@ -227,6 +227,8 @@ impl<D: Sql> WriterState<D> {
 
     /// Begins a batch's reading ahead ([`Ahead::begin`]).
     pub(crate) fn begin_ahead(&mut self) {
+        // A batch begins holding no lock: the one before committed or rolled back.
+        self.locked.clear();
         self.ahead.begin(D::SHARED);
         // Nothing a batch that failed kept outlives it.
         self.unwritten.stop();
@@ -459,6 +461,10 @@ impl<D: Sql> WriterState<D> {
     /// expiry unknown (what the batch did to it is not), so the next batch reads it again.
     pub(crate) fn restore_after_failed_batch(&mut self, snapshot: Snapshot) {
         self.restore(snapshot);
+        // The transaction is over: no lock of the batch is held any more, those taken as it
+        // began included. A tenant left on the list would let the next batch write it
+        // without its lock ([`WriterState::lock_tenant`]).
+        self.locked.clear();
         self.next_expiry = Timestamp::from_unix_ms(0);
         self.next_boundary = Timestamp::from_unix_ms(0);
     }
