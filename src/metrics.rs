@@ -218,7 +218,7 @@ impl Metrics {
              tenantd_store_queue_depth{{queue=\"credential\"}} {}",
             gauges.writes_queued, gauges.reads_queued, gauges.credentials_queued
         );
-        let series: [(&str, &str, &str, u64); 5] = [
+        let series: [(&str, &str, &str, u64); 6] = [
             (
                 "tenantd_http_connections_open",
                 "gauge",
@@ -242,6 +242,13 @@ impl Metrics {
                 "counter",
                 "Write commands in committed batches.",
                 gauges.commands,
+            ),
+            (
+                "tenantd_store_batches_one_round_trip_total",
+                "counter",
+                "Of the committed write transactions, those on PostgreSQL begun on what their \
+                 writer knew of the rows it wrote last, in one round trip.",
+                gauges.batches_guarded,
             ),
             (
                 "tenantd_store_wal_frames_total",

@@ -399,6 +399,8 @@ pub(crate) struct StoreGauges {
     pub(crate) batches: u64,
     /// Write commands in committed batches.
     pub(crate) commands: u64,
+    /// Committed batches begun on what their writer knew, in one round trip (PostgreSQL).
+    pub(crate) batches_guarded: u64,
     /// WAL frames (database pages) the commits wrote.
     pub(crate) wal_frames: u64,
     /// Commands waiting for the writer.

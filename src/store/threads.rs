@@ -218,6 +218,7 @@ impl Store {
             chain_lag_ms: stats.chain_lag_ms.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commands: stats.commands.load(Ordering::Relaxed),
+            batches_guarded: stats.batches_guarded.load(Ordering::Relaxed),
             wal_frames: stats.wal_frames.load(Ordering::Relaxed),
             writes_queued: queued(self.writes.len()),
             reads_queued: queued(self.reads.len()),

@@ -20,6 +20,8 @@ mod tls;
 mod writer;
 
 #[cfg(test)]
+mod known_tests;
+#[cfg(test)]
 mod read_ahead_tests;
 
 use std::sync::Arc;

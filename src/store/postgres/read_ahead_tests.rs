@@ -13,6 +13,7 @@ use crate::store::queries::reservations::RESERVATIONS_TO_SETTLE;
 use crate::store::queries::tenants::{CREDENTIALS, credentials};
 use crate::store::sql::{Sql, text};
 use crate::store::write::ahead::{self, LOCK_TENANTS, TENANTS, Wanted};
+use crate::store::write::guard::{GUARD_BUDGETS, GUARD_TENANTS};
 
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
@@ -33,7 +34,10 @@ const ROWS: &str = "\
 /// The plan `conn` keeps for `sql` (its `?N` parameters all text), prepared as `name` and
 /// run with `args`.
 fn plan(conn: &mut Blocking, name: &str, sql: &str, args: &str) -> String {
-    let numbered = sql.replace("?1", "$1").replace("?2", "$2");
+    let numbered = sql
+        .replace("?1", "$1")
+        .replace("?2", "$2")
+        .replace("?3", "$3");
     conn.batch(&format!("PREPARE {name} AS {numbered}"))
         .expect("the statement is prepared");
     let lines = conn
@@ -79,6 +83,16 @@ fn a_batch_reads_ahead_and_stores_by_key_whatever_the_statistics() {
             "the reservations",
             RESERVATIONS_TO_SETTLE,
             "'res_1,res_2'".to_owned(),
+        ),
+        (
+            "the tenants guarded",
+            GUARD_TENANTS,
+            "'ten_7,ten_42', '1,2', 2".to_owned(),
+        ),
+        (
+            "the budgets guarded",
+            GUARD_BUDGETS,
+            "'bud_7,bud_42', '1,2', 2".to_owned(),
         ),
     ];
     conn.batch("BEGIN").expect("a transaction, for the lock");

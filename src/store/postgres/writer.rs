@@ -28,6 +28,7 @@ use crate::store::sql::{Param, Sql, text};
 use crate::store::write::ahead::Wanted;
 use crate::store::write::batch::Batches;
 use crate::store::write::delta::Delta;
+use crate::store::write::guard::{GUARD_BUDGETS, GUARD_ENDPOINTS, GUARD_TENANTS, Guard};
 use crate::store::write::state::{SharedIds, WriterState, shared_ids};
 use crate::store::write::stats::Stats;
 use crate::store::{StoreConfig, StoreError, queries};
@@ -90,7 +91,19 @@ pub(super) struct Writer {
     caught_up: bool,
     /// When the writer last said that it waits for the chain ([`Writer::pace_to_the_chain`]).
     pacing_said_at: Option<std::time::Instant>,
+    /// The tenants of the open batch, where it began on what the writer knows
+    /// ([`Writer::begin_guarded`]).
+    guarded: Option<Vec<TenantId>>,
+    /// When the last write batch began: a connection idle for longer may have been closed
+    /// by the server unnoticed, and a batch on it begins the usual way (`IDLE_GUARDED_MAX`).
+    began_at: Option<std::time::Instant>,
 }
+
+/// The longest a writer's connection may have been idle for a batch to begin on what the
+/// writer knows. A connection the server closed is found out by the usual first round trip,
+/// which is sent again on a new one; a batch sent whole learns it only from its `COMMIT`,
+/// whose outcome it may not learn at all.
+const IDLE_GUARDED_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether the instance's first writer has run its first batch, and where to wait for it.
 #[derive(Default)]
@@ -201,6 +214,7 @@ impl Batches for Writer {
     /// may have committed: the writer connects again and asks for its transaction's status.
     fn commit(&mut self, _head_before: &Head) -> Result<(), StoreError> {
         let (locked, last) = self.state.take_locked();
+        let guarded = self.guarded.take();
         // One statement for every tenant, with the `COMMIT`, in its round trip.
         let stored = match last.map(|last| last.to_string()) {
             Some(last) if !locked.is_empty() => {
@@ -212,25 +226,59 @@ impl Batches for Writer {
             }
             _ => Ok(()),
         };
-        let Err(error) = stored.and_then(|()| self.state.db().run("COMMIT")) else {
+        let committed = stored.and_then(|()| self.state.db().run("COMMIT"));
+        if guarded.is_some() {
+            self.xid = self.kept_xid();
+        }
+        let Err(error) = committed else {
+            if let Some(xid) = self.xid.take() {
+                self.state.remember(xid, &locked, last);
+            }
+            if guarded.is_some() {
+                self.stats
+                    .batches_guarded
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             self.chainer.wake();
             return Ok(());
         };
         if !self.state.db_ref().is_closed() {
-            // The server answered, and a failed COMMIT rolls back. A write sent with it that
-            // failed fails the batch alone ([`WriterState::deferred_failure`]).
-            let error = self.state.deferred_failure(Some(&error)).unwrap_or(error);
+            // The server answered, and a failed COMMIT rolls back.
             self.rollback();
-            return Err(error);
+            if let Some(tenants) = guarded.filter(|_| matches!(error, StoreError::Busy(_))) {
+                // A guard that failed (or a lock it could not take): nothing of the batch
+                // took effect; it is sent again, read ahead the usual way.
+                self.state.db().take_send_failure();
+                self.state.doubt(&tenants);
+                return Err(error);
+            }
+            // A write sent with it that failed fails the batch alone
+            // ([`WriterState::deferred_failure`]).
+            self.state.forget_known(&locked);
+            return Err(self.state.deferred_failure(Some(&error)).unwrap_or(error));
         }
         self.broken = true;
-        let Some(xid) = self.xid.take() else {
-            return Err(error);
+        self.state.forget_known(&locked);
+        let outcome = match (self.xid.take(), guarded.is_some()) {
+            (Some(xid), _) => self
+                .begin(false, &[])
+                .and_then(|()| self.committed_xid(xid)),
+            // A batch begun on what the writer knew, whose transaction's id never came back:
+            // its last id, where it still stands, shows that it committed.
+            (None, true) => match (locked.first(), last) {
+                (Some(tenant), Some(last)) => self
+                    .begin(false, &[])
+                    .and_then(|()| self.stored_last_id(tenant, last))
+                    .and_then(|found| {
+                        found.then_some(true).ok_or_else(|| {
+                            StoreError::Unavailable("its last id is not stored".into())
+                        })
+                    }),
+                _ => return Err(error),
+            },
+            (None, false) => return Err(error),
         };
-        match self
-            .begin(false, &[])
-            .and_then(|()| self.committed_xid(xid))
-        {
+        match outcome {
             Ok(true) => {
                 self.chainer.wake();
                 log::warn!("COMMIT reported {error:?}, but the batch is in the database");
@@ -252,6 +300,9 @@ impl Batches for Writer {
     }
 
     fn failed(&mut self) {
+        if let Some(tenants) = self.guarded.take() {
+            self.state.doubt(&tenants);
+        }
         self.poll_due();
         self.first_swept.set();
     }
@@ -297,6 +348,8 @@ impl Writer {
             // The first writer is the one waited for.
             caught_up: first,
             pacing_said_at: None,
+            guarded: None,
+            began_at: None,
         };
         Ok((writer, ids))
     }
@@ -343,6 +396,18 @@ impl Writer {
     /// command may): another instance may have changed them.
     fn begin_write(&mut self, wanted: &[Wanted<'_>]) -> Result<(), StoreError> {
         self.state.forget_subscribers();
+        self.guarded = None;
+        let now = std::time::Instant::now();
+        let busy = self
+            .began_at
+            .replace(now)
+            .is_some_and(|at| now.duration_since(at) < IDLE_GUARDED_MAX);
+        if busy
+            && !self.state.db().closed_now()
+            && let Some(guard) = self.state.guard_known(wanted)
+        {
+            return self.begin_guarded(&guard);
+        }
         // `BEGIN`, the id and what is read ahead in one round trip. A connection the server
         // closed while it was idle is found out here, before the batch has done anything: it
         // is replaced, and the batch goes on.
@@ -374,6 +439,87 @@ impl Writer {
                 Err(e)
             }
         }
+    }
+
+    /// Begins a batch on what the writer knows (`write::known`): `BEGIN`, the transaction's
+    /// id and the guard are sent with the batch's writes and `COMMIT`, in one round trip.
+    fn begin_guarded(&mut self, guard: &Guard) -> Result<(), StoreError> {
+        let (tenants, versions, n) = Guard::lists(
+            guard
+                .tenants
+                .iter()
+                .map(|(tenant, version, _)| (tenant.as_str(), *version)),
+        );
+        let (budgets, budget_versions, m) = Guard::lists(
+            guard
+                .budgets
+                .iter()
+                .map(|(budget, _, version)| (budget.id.as_str(), *version)),
+        );
+        self.xid = None;
+        self.guarded = Some(guard.tenants.iter().map(|(t, ..)| t.clone()).collect());
+        let db = self.state.db();
+        // An id kept by a batch that failed before its `COMMIT` is not this one's.
+        db.take_kept();
+        let sent = db
+            .send("BEGIN", &[])
+            .and_then(|()| db.send_kept("SELECT CAST(txid_current() AS TEXT)", &[]))
+            .and_then(|()| {
+                if n == 0 {
+                    return Ok(());
+                }
+                db.send(
+                    GUARD_TENANTS,
+                    &[
+                        tenants.as_str().into(),
+                        versions.as_str().into(),
+                        Param::Int(n),
+                    ],
+                )
+            })
+            .and_then(|()| match &guard.endpoints {
+                Some((_, versions)) => db.send(GUARD_ENDPOINTS, &[versions.as_str().into()]),
+                None => Ok(()),
+            })
+            .and_then(|()| {
+                if m == 0 {
+                    return Ok(());
+                }
+                db.send(
+                    GUARD_BUDGETS,
+                    &[
+                        budgets.as_str().into(),
+                        budget_versions.as_str().into(),
+                        Param::Int(m),
+                    ],
+                )
+            });
+        if let Err(e) = sent {
+            self.rollback();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The id of the transaction of a batch begun on what the writer knows, if its answer
+    /// came.
+    fn kept_xid(&mut self) -> Option<i64> {
+        self.state
+            .db()
+            .take_kept()
+            .first()
+            .and_then(|xid| xid.parse().ok())
+    }
+
+    /// Whether `tenant`'s last id is `last`, which only the batch that made it stores: that
+    /// batch committed. (Not the converse: another writer may have stored its own since.)
+    fn stored_last_id(&mut self, tenant: &TenantId, last: ulid::Ulid) -> Result<bool, StoreError> {
+        let stored = self.state.db().query_opt(
+            "SELECT last_id FROM tenants WHERE id = ?1",
+            &[tenant.as_str().into()],
+            |row| Ok(row.column(0)?.map(|s| s.into_owned())),
+        )?;
+        Ok(stored.flatten() == Some(last.to_string()))
     }
 
     /// Whether the transaction `xid` committed, as the server says.

@@ -33,6 +33,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::guard::{ENDPOINTS_VERSIONS, Guard, Written};
 use super::subscribers::{self, Subscriber};
 use crate::domain::{Budget, BudgetId, Reservation, ReservationId, TenantId};
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
@@ -90,8 +91,15 @@ pub(crate) struct Ahead {
     credentials: HashMap<TenantId, Option<Credential>>,
     /// What the running command left of the budgets it wrote, kept once it ends well.
     kept: Vec<Budget>,
+    /// The budgets the batch's commands wrote and left ([`Ahead::command_ended`]).
+    written: Vec<BudgetId>,
+    /// The tenants whose budgets or credential the batch forgot; `None` once it forgot every
+    /// tenant's.
+    forgot: Option<Vec<TenantId>>,
     /// Whether the open batch's writes are deferred.
     deferred: bool,
+    /// Whether the open batch began on what the writer knows ([`Ahead::keep_known`]).
+    guarded: bool,
     /// After a batch whose deferred writes failed: no batch defers its writes before then.
     careful_until: Option<Instant>,
 }
@@ -111,10 +119,20 @@ impl Ahead {
     /// Forgets what `tenant`'s token is checked against: its tombstone changed it.
     pub(crate) fn forget_credential(&mut self, tenant: &TenantId) {
         self.credentials.remove(tenant);
+        self.forgot_tenant(Some(tenant));
+    }
+
+    fn forgot_tenant(&mut self, tenant: Option<&TenantId>) {
+        match (tenant, &mut self.forgot) {
+            (Some(tenant), Some(forgot)) => forgot.push(tenant.clone()),
+            (None, forgot) => *forgot = None,
+            (Some(_), None) => {}
+        }
     }
 
     /// Forgets the budgets and reservations of `tenant` (of every tenant for `None`).
     pub(crate) fn forget(&mut self, tenant: Option<&TenantId>) {
+        self.forgot_tenant(tenant);
         match tenant {
             Some(tenant) => {
                 self.budgets.retain(|_, (b, _)| b.tenant_id != *tenant);
@@ -147,8 +165,51 @@ impl Ahead {
     pub(crate) fn command_ended(&mut self, well: bool) {
         for budget in self.kept.drain(..) {
             if well {
+                self.written.push(budget.id.clone());
                 self.budgets.insert(budget.id.clone(), (budget, true));
             }
+        }
+    }
+
+    /// What the batch leaves to be known once it commits ([`Known::remember`]): the budgets
+    /// its commands wrote, as they left them, the credentials it read, and what it forgot.
+    /// `None` where the batch did not defer its writes: its commands ran in savepoints, whose
+    /// rows take versions of their own.
+    ///
+    /// [`Known::remember`]: super::known::Known::remember
+    pub(crate) fn written(&mut self) -> Option<Written> {
+        if !self.deferred {
+            return None;
+        }
+        let mut written = Written {
+            forgot: self.forgot.clone(),
+            ..Written::default()
+        };
+        for id in std::mem::take(&mut self.written) {
+            if let Some((budget, active)) = self.budgets.get(&id)
+                && !written.budgets.iter().any(|(b, _)| b.id == id)
+            {
+                written.budgets.push((budget.clone(), *active));
+            }
+        }
+        written.credentials = self
+            .credentials
+            .iter()
+            .map(|(tenant, credential)| (tenant.clone(), *credential))
+            .collect();
+        Some(written)
+    }
+
+    /// Takes what a batch that begins on what the writer knows ([`Guard`]) takes in place
+    /// of a read ahead.
+    pub(crate) fn keep_known(&mut self, guard: &Guard) {
+        self.guarded = true;
+        for (budget, active, _) in &guard.budgets {
+            self.budgets
+                .insert(budget.id.clone(), (budget.clone(), *active));
+        }
+        for (tenant, credential) in &guard.credentials {
+            self.credentials.insert(tenant.clone(), Some(*credential));
         }
     }
 
@@ -173,6 +234,8 @@ pub(crate) struct ReadAhead {
     reservations: Vec<Reservation>,
     /// The enabled webhook endpoints, where a command may write an event.
     pub(crate) subscribers: Option<Vec<Subscriber>>,
+    /// The versions of all the webhook endpoints, read with them ([`ENDPOINTS_VERSIONS`]).
+    pub(crate) endpoints_versions: Option<String>,
     /// What the tokens of the tenants whose commands check one are checked against, each
     /// such tenant's (`None`: no such tenant).
     pub(crate) credentials: Vec<(TenantId, Option<Credential>)>,
@@ -193,6 +256,8 @@ enum Read {
     Reservations,
     /// The enabled webhook endpoints.
     Subscribers,
+    /// The versions of all of them.
+    EndpointsVersions,
     /// The credentials of the tenants whose commands check a token.
     Credentials,
 }
@@ -265,6 +330,8 @@ pub(crate) fn read(
     if publishes {
         queries.push((subscribers::ENABLED.as_str(), &[]));
         kinds.push(Read::Subscribers);
+        queries.push((ENDPOINTS_VERSIONS, &[]));
+        kinds.push(Read::EndpointsVersions);
     }
     // After the locks: a tombstone another writer committed first shows.
     if !checked.is_empty() {
@@ -278,6 +345,7 @@ pub(crate) fn read(
         budgets: Vec::new(),
         reservations: Vec::new(),
         subscribers: publishes.then(Vec::new),
+        endpoints_versions: None,
         credentials: Vec::new(),
     };
     let mut found: HashMap<TenantId, Credential> = HashMap::new();
@@ -295,6 +363,9 @@ pub(crate) fn read(
                 if let Some(found) = read.subscribers.as_mut() {
                     found.push(subscribers::subscriber(row)?);
                 }
+            }
+            Some(Read::EndpointsVersions) => {
+                read.endpoints_versions = Some(text(row, 0)?.into_owned());
             }
             Some(Read::Credentials) => {
                 found.insert(tenant(row)?, credential_at(row, 1)?);
@@ -323,6 +394,9 @@ impl Ahead {
         self.busy.clear();
         self.credentials.clear();
         self.kept.clear();
+        self.written.clear();
+        self.forgot = Some(Vec::new());
+        self.guarded = false;
         self.careful_until = self.careful_until.filter(|&until| Instant::now() < until);
         self.deferred = shared && self.careful_until.is_none();
     }
@@ -377,7 +451,7 @@ impl Ahead {
     /// sent failed (`sent_failed`): the error that fails the whole batch when its writes are
     /// deferred. Every command is then answered [`StoreError::Busy`] and sent again (a lost
     /// connection stays [`StoreError::Unavailable`]), and the next batches wait for each
-    /// command's writes.
+    /// command's writes, unless the batch began on what the writer knows.
     pub(crate) fn failure(
         &mut self,
         sent_failed: bool,
@@ -386,7 +460,13 @@ impl Ahead {
         if !sent_failed || !self.deferred {
             return None;
         }
-        self.be_careful();
+        // In a batch begun on what the writer knows, a statement that failed busy (or whose
+        // failure a command took for another writer's) was most likely its guard: the batch
+        // is sent again read ahead. Any other failure is a write's, as elsewhere.
+        let guard_failed = self.guarded && matches!(error, None | Some(StoreError::Busy(_)));
+        if !guard_failed {
+            self.be_careful();
+        }
         Some(match error {
             Some(e @ StoreError::Unavailable(_)) => e.clone(),
             Some(e) => StoreError::Busy(format!(

@@ -14,6 +14,8 @@
 //! | [`state`] | what the writer keeps between commands: connection, head, ids, clock, counts |
 //! | [`command`] | a command in a savepoint of its own, or in none where writes are deferred |
 //! | [`keeping`] | a batch of operations run: what it keeps, and the budgets read through it |
+//! | [`known`] | on PostgreSQL, what a writer wrote last: a batch on it takes one round trip |
+//! | [`guard`] | the statements that guard such a batch, and what it takes and leaves |
 //! | [`unwritten`] | a batch of operations' figures, entries and audit rows, written when it ends |
 //! | [`many`] | inserts of many rows a statement |
 //! | [`chain`] | appending to the audit chain and reading its head |
@@ -29,8 +31,10 @@ pub(crate) mod chain;
 pub(crate) mod checked;
 mod command;
 pub(crate) mod delta;
+pub(crate) mod guard;
 mod idempotency;
 mod keeping;
+pub(crate) mod known;
 pub(crate) mod many;
 mod outbox;
 pub(crate) mod state;

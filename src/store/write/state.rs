@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::ahead::{self, Ahead, Wanted, last_id};
 use super::delta::Delta;
+use super::guard::Guard;
+use super::known::Known;
 use super::subscribers::Subscriber;
 use super::unwritten::Unwritten;
 use super::{WAKE_INTERVAL_MAX, WriteCommand};
@@ -67,6 +69,11 @@ pub(crate) struct WriterState<D> {
     subscribers: Option<Vec<Subscriber>>,
     /// What the open batch read ahead, where writers share the database.
     pub(super) ahead: Ahead,
+    /// What the writer knows of the tenants it wrote last, where writers share the database.
+    known: Known,
+    /// The versions of the webhook endpoints where the open batch read the enabled ones ahead
+    /// (or took them from what the writer knows).
+    endpoints_versions: Option<String>,
     /// While a batch of operations runs (`ops::batch`): on every backend, each operation
     /// leaves the budgets it wrote for the next, as a batch read ahead does.
     pub(super) keeping: bool,
@@ -118,6 +125,8 @@ impl<D: Sql> WriterState<D> {
             locked: Vec::new(),
             subscribers: None,
             ahead: Ahead::default(),
+            known: Known::default(),
+            endpoints_versions: None,
             keeping: false,
             unwritten: Unwritten::default(),
             #[cfg(test)]
@@ -225,6 +234,58 @@ impl<D: Sql> WriterState<D> {
         }
     }
 
+    /// Begins the open batch on what the writer knows in place of a read ahead, where it
+    /// knows all that `wanted` reads first ([`Known::guard`]) and no sweep is due: the
+    /// guard's tenants are held as locked, and their budgets and credentials are the batch's.
+    /// The guard is the caller's to send.
+    pub(crate) fn guard_known(&mut self, wanted: &[Wanted<'_>]) -> Option<Guard> {
+        if !(D::SHARED && self.ahead.deferred()) || self.sweep_due() {
+            return None;
+        }
+        let guard = self.known.guard(wanted, Instant::now())?;
+        for (tenant, _, last) in &guard.tenants {
+            self.hold_locked(tenant, *last);
+        }
+        if let Some((enabled, versions)) = &guard.endpoints {
+            self.subscribers = Some(enabled.clone());
+            self.endpoints_versions = Some(versions.clone());
+        }
+        self.ahead.keep_known(&guard);
+        Some(guard)
+    }
+
+    /// After the open batch committed as transaction `xid`, having locked `locked` and stored
+    /// `last` as their last id: what it wrote is known ([`Known::remember`]).
+    pub(crate) fn remember(&mut self, xid: i64, locked: &[TenantId], last: Option<ulid::Ulid>) {
+        self.known.stored(locked, last);
+        match self.ahead.written() {
+            Some(written) => self.known.remember(xid, locked, last, written),
+            None => self.known.forget(locked),
+        }
+        // The endpoints read ahead, if no command of the batch changed them since (one that
+        // does forgets them).
+        match (&self.subscribers, self.endpoints_versions.take()) {
+            (Some(enabled), Some(versions)) => {
+                self.known.remember_endpoints(enabled.clone(), versions);
+            }
+            (None, Some(_)) => self.known.forget_endpoints(),
+            _ => {}
+        }
+    }
+
+    /// Forgets `tenants`, and guards none of them for a while: a guard of theirs failed
+    /// ([`Known::doubt`]).
+    pub(crate) fn doubt(&mut self, tenants: &[TenantId]) {
+        self.known.doubt(tenants, Instant::now());
+        // The guard that failed may have been the endpoints'.
+        self.known.forget_endpoints();
+    }
+
+    /// Forgets what is known of `tenants`: a batch of theirs did not commit.
+    pub(crate) fn forget_known(&mut self, tenants: &[TenantId]) {
+        self.known.forget(tenants);
+    }
+
     /// Begins a batch's reading ahead ([`Ahead::begin`]).
     pub(crate) fn begin_ahead(&mut self) {
         // A batch begins holding no lock: the one before committed or rolled back.
@@ -242,12 +303,15 @@ impl<D: Sql> WriterState<D> {
         wanted: &[Wanted<'_>],
     ) -> Result<Vec<String>, StoreError> {
         let mut read = ahead::read(&mut self.db, D::SHARED, first, wanted)?;
+        let now = Instant::now();
         for (tenant, last) in &read.locked {
             self.hold_locked(tenant, *last);
+            self.known.observe(tenant, *last, now);
         }
         let firsts = std::mem::take(&mut read.firsts);
         if let Some(subscribers) = read.subscribers.take() {
             self.subscribers = Some(subscribers);
+            self.endpoints_versions = read.endpoints_versions.take();
         }
         self.ahead.keep_read(read);
         Ok(firsts)
@@ -327,6 +391,7 @@ impl<D: Sql> WriterState<D> {
     /// Forgets the enabled endpoints: another writer may have changed them.
     pub(crate) fn forget_subscribers(&mut self) {
         self.subscribers = None;
+        self.endpoints_versions = None;
     }
 
     /// The enabled endpoints as last read, if they may not have changed since.

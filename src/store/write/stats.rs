@@ -53,6 +53,9 @@ pub(crate) struct Stats {
     pub(crate) chain_lag_ms: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
+    /// Of the batches, those begun on what their writer knew, in one round trip (PostgreSQL:
+    /// `write::known`).
+    pub(crate) batches_guarded: AtomicU64,
     /// WAL frames (pages) the writer's commits wrote: what a write costs in I/O (SQLite).
     pub(crate) wal_frames: Arc<AtomicU64>,
 }

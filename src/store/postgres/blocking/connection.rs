@@ -31,6 +31,9 @@ const SESSION_BOUNDS: &str = "SET idle_in_transaction_session_timeout = '10s'; \
      SET lock_timeout = '200ms'; SET statement_timeout = '30s'; \
      SET plan_cache_mode = force_generic_plan";
 
+/// Turns [`Blocking::closed_now`] gives the connection's task.
+const CLOSED_TURNS: usize = 4;
+
 impl Blocking {
     /// Connects to the database at `url` (see [`postgres::connect`]), for the store's threads.
     pub(crate) fn connect(url: &str) -> Result<Self, String> {
@@ -58,6 +61,7 @@ impl Blocking {
             in_snapshot: false,
             pending: Vec::new(),
             send_failed: false,
+            kept: Vec::new(),
             touched: 0,
         })
     }
@@ -93,6 +97,7 @@ impl Blocking {
         self.statements.clear();
         // What was sent on the old connection died with its transaction.
         self.pending.clear();
+        self.kept.clear();
         self.batch(SESSION_BOUNDS)
     }
 
@@ -100,6 +105,20 @@ impl Blocking {
     /// server ended while nothing ran is noticed by the next statement, which fails
     /// [`StoreError::Unavailable`].
     pub(crate) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    /// Whether the connection is gone, as far as it can tell now: its task is given a few
+    /// turns to read what the server sent while nothing ran (the error a session is ended
+    /// with, or the connection's end). A batch sent whole in one round trip asks this first,
+    /// since it could not be sent again once its outcome is in doubt.
+    pub(crate) fn closed_now(&mut self) -> bool {
+        for _ in 0..CLOSED_TURNS {
+            if self.client.is_closed() {
+                return true;
+            }
+            self.runtime.block_on(tokio::task::yield_now());
+        }
         self.client.is_closed()
     }
 

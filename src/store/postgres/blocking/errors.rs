@@ -21,7 +21,7 @@ pub(super) fn store_error(e: &tokio_postgres::Error) -> StoreError {
                 _ => {}
             }
         }
-        if busy(code.code()) {
+        if busy(code.code()) || moved(e) {
             return StoreError::Busy(explain(e));
         }
         if unavailable(code.code()) {
@@ -39,6 +39,13 @@ pub(super) fn store_error(e: &tokio_postgres::Error) -> StoreError {
 /// available (55P03: `NOWAIT`, or `lock_timeout` run out).
 fn busy(code: &str) -> bool {
     matches!(code, "40001" | "40P01" | "55P03")
+}
+
+/// Whether `e` is a guard's of a batch begun on what its writer knew, which found a row
+/// another writer moved (`write::known`): the batch is sent again.
+fn moved(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error()
+        .is_some_and(|d| d.message().contains(crate::store::write::guard::MOVED))
 }
 
 /// Whether SQLSTATE `code` says the database cannot take the statement now, though it may

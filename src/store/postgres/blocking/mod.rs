@@ -49,6 +49,8 @@ pub(crate) struct Blocking {
     pending: Vec<Pending>,
     /// Set when a statement sent failed ([`Sql::take_send_failure`]).
     send_failed: bool,
+    /// What the statements sent with [`Blocking::send_kept`] answered.
+    kept: Vec<String>,
     /// Moves with every statement that may change the transaction and every one that fails
     /// ([`Sql::touched`]).
     touched: u64,
@@ -118,6 +120,7 @@ impl Sql for Blocking {
         self.pending.push(Pending {
             statement,
             params: params.iter().map(Owned::new).collect(),
+            kept: false,
         });
         if self.pending.len() >= PIPELINE_MAX {
             self.flush()?;

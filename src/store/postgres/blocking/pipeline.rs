@@ -27,6 +27,8 @@ pub(super) const PIPELINE_MAX: usize = 1024;
 pub(super) struct Pending {
     pub(super) statement: Statement,
     pub(super) params: Vec<Owned>,
+    /// Whether its answer's first value is kept ([`Blocking::send_kept`]).
+    pub(super) kept: bool,
 }
 
 /// A parameter kept until its statement runs.
@@ -161,12 +163,26 @@ impl Blocking {
                 .collect(),
             Last::Nothing | Last::Batch(_) => Vec::new(),
         };
-        self.runtime.block_on(async {
-            type Sent<'f> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + 'f>>;
+        let mut kept: Vec<String> = Vec::new();
+        let answer = self.runtime.block_on(async {
+            // A statement sent answers the first value of its first row where it is kept.
+            type Sent<'f> =
+                Pin<Box<dyn Future<Output = Result<Option<String>, tokio_postgres::Error>> + 'f>>;
             let mut sent: Vec<Sent<'_>> = pending
                 .iter()
                 .zip(&bound_pending)
-                .map(|(p, params)| Box::pin(client.execute(&p.statement, params)) as Sent<'_>)
+                .map(|(p, params)| {
+                    if p.kept {
+                        Box::pin(async move {
+                            let rows = client.query(&p.statement, params).await?;
+                            Ok(rows.first().and_then(|row| row.try_get(0).ok()))
+                        }) as Sent<'_>
+                    } else {
+                        Box::pin(
+                            async move { client.execute(&p.statement, params).await.map(|_| None) },
+                        ) as Sent<'_>
+                    }
+                })
                 .collect();
             type Rows = Vec<tokio_postgres::Row>;
             type Awaited<'f> =
@@ -186,7 +202,7 @@ impl Blocking {
             };
             // Every future is polled in order, so each writes its request before the next;
             // then all are polled until each has its answer.
-            let mut results: Vec<Option<Result<u64, tokio_postgres::Error>>> =
+            let mut results: Vec<Option<Result<Option<String>, tokio_postgres::Error>>> =
                 sent.iter().map(|_| None).collect();
             let mut answers: Vec<Option<Result<Rows, tokio_postgres::Error>>> =
                 awaited.iter().map(|_| None).collect();
@@ -212,6 +228,12 @@ impl Blocking {
                 }
             })
             .await;
+            // What a statement kept answered is kept even when a later one failed.
+            for result in &mut results {
+                if let Some(Ok(Some(value))) = result {
+                    kept.push(std::mem::take(value));
+                }
+            }
             for result in results.into_iter().flatten() {
                 result.map_err(|e| (true, store_error(&e)))?;
             }
@@ -228,6 +250,30 @@ impl Blocking {
                 Last::Query(..) => Answer::Rows(lists.pop().unwrap_or_default()),
                 Last::Queries(_) => Answer::Lists(lists),
             })
-        })
+        });
+        self.kept.extend(kept);
+        answer
+    }
+
+    /// Sends `sql` as [`Sql::send`] does, and keeps the first value of its first row (as
+    /// text) for [`Blocking::take_kept`] once it is answered, even where a statement after
+    /// it fails or the connection is lost before their answers.
+    ///
+    /// [`Sql::send`]: crate::store::sql::Sql::send
+    pub(crate) fn send_kept(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
+        let statement = self.statement(sql)?;
+        self.touched += 1;
+        self.pending.push(Pending {
+            statement,
+            params: params.iter().map(Owned::new).collect(),
+            kept: true,
+        });
+        Ok(())
+    }
+
+    /// The values kept by the statements sent with [`Blocking::send_kept`] that were
+    /// answered, in order; taken.
+    pub(crate) fn take_kept(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.kept)
     }
 }
