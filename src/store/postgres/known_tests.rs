@@ -40,13 +40,19 @@ async fn create(store: &Store, name: &str) -> (TenantId, BudgetId) {
     (created.tenant.id.clone(), created.tenant.budget.id.clone())
 }
 
-async fn charge(store: &Store, tenant: &TenantId, budget: &BudgetId, amount: u128) {
-    let charged = store
+/// Moves `amount` on `budget` in `direction`, as the admin; a panic unless it goes through.
+async fn spend(
+    store: &Store,
+    (tenant, budget): (&TenantId, &BudgetId),
+    direction: Direction,
+    amount: u128,
+) {
+    let moved = store
         .write(MoveBudget {
             tenant: tenant.clone(),
             budget: Some(budget.clone()),
             movement: Movement {
-                direction: Direction::Charge,
+                direction,
                 amount: Atomic::new(amount),
                 memo: None,
             },
@@ -55,31 +61,18 @@ async fn charge(store: &Store, tenant: &TenantId, budget: &BudgetId, amount: u12
         })
         .await;
     assert!(
-        matches!(charged, Ok(Written::Fresh(_))),
-        "the charge goes through: {:?}",
-        charged.err()
+        matches!(moved, Ok(Written::Fresh(_))),
+        "the {direction:?} goes through: {:?}",
+        moved.err()
     );
 }
 
+async fn charge(store: &Store, tenant: &TenantId, budget: &BudgetId, amount: u128) {
+    spend(store, (tenant, budget), Direction::Charge, amount).await;
+}
+
 async fn credit(store: &Store, tenant: &TenantId, budget: &BudgetId) {
-    let credited = store
-        .write(MoveBudget {
-            tenant: tenant.clone(),
-            budget: Some(budget.clone()),
-            movement: Movement {
-                direction: Direction::Credit,
-                amount: Atomic::new(1),
-                memo: None,
-            },
-            actor: Actor::Admin,
-            keyed: None,
-        })
-        .await;
-    assert!(
-        matches!(credited, Ok(Written::Fresh(_))),
-        "the credit goes through: {:?}",
-        credited.err()
-    );
+    spend(store, (tenant, budget), Direction::Credit, 1).await;
 }
 
 /// Runs `sql` on a session of its own, on a thread of its own (its calls block), and the

@@ -444,18 +444,6 @@ impl Writer {
     /// Begins a batch on what the writer knows (`write::known`): `BEGIN`, the transaction's
     /// id and the guard are sent with the batch's writes and `COMMIT`, in one round trip.
     fn begin_guarded(&mut self, guard: &Guard) -> Result<(), StoreError> {
-        let (tenants, versions, n) = Guard::lists(
-            guard
-                .tenants
-                .iter()
-                .map(|(tenant, version, _)| (tenant.as_str(), *version)),
-        );
-        let (budgets, budget_versions, m) = Guard::lists(
-            guard
-                .budgets
-                .iter()
-                .map(|(budget, _, version)| (budget.id.as_str(), *version)),
-        );
         self.xid = None;
         self.guarded = Some(guard.tenants.iter().map(|(t, ..)| t.clone()).collect());
         let db = self.state.db();
@@ -465,33 +453,19 @@ impl Writer {
             .send("BEGIN", &[])
             .and_then(|()| db.send_kept("SELECT CAST(txid_current() AS TEXT)", &[]))
             .and_then(|()| {
-                if n == 0 {
-                    return Ok(());
-                }
-                db.send(
-                    GUARD_TENANTS,
-                    &[
-                        tenants.as_str().into(),
-                        versions.as_str().into(),
-                        Param::Int(n),
-                    ],
-                )
+                let tenants = guard.tenants.iter();
+                send_listed(db, GUARD_TENANTS, tenants.map(|(t, v, _)| (t.as_str(), *v)))
             })
             .and_then(|()| match &guard.endpoints {
                 Some((_, versions)) => db.send(GUARD_ENDPOINTS, &[versions.as_str().into()]),
                 None => Ok(()),
             })
             .and_then(|()| {
-                if m == 0 {
-                    return Ok(());
-                }
-                db.send(
+                let budgets = guard.budgets.iter();
+                send_listed(
+                    db,
                     GUARD_BUDGETS,
-                    &[
-                        budgets.as_str().into(),
-                        budget_versions.as_str().into(),
-                        Param::Int(m),
-                    ],
+                    budgets.map(|(b, _, v)| (b.id.as_str(), *v)),
                 )
             });
         if let Err(e) = sent {
@@ -532,4 +506,21 @@ impl Writer {
                 })?;
         Ok(status.flatten().as_deref() == Some("committed"))
     }
+}
+
+/// Sends guard `sql` for `rows`, each an id and its row's version, listed as the guard takes
+/// them; nothing where there are none.
+fn send_listed<'a>(
+    db: &mut Blocking,
+    sql: &str,
+    rows: impl Iterator<Item = (&'a str, u32)>,
+) -> Result<(), StoreError> {
+    let (ids, versions, n) = Guard::lists(rows);
+    if n == 0 {
+        return Ok(());
+    }
+    db.send(
+        sql,
+        &[ids.as_str().into(), versions.as_str().into(), Param::Int(n)],
+    )
 }

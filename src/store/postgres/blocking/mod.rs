@@ -25,7 +25,7 @@ use futures_core::Stream;
 use tokio_postgres::{Client, Statement};
 
 use self::errors::store_error;
-use self::pipeline::{Answer, Last, Owned, PIPELINE_MAX, Pending};
+use self::pipeline::{Answer, Last, PIPELINE_MAX, Pending};
 use super::codec::bound;
 use crate::store::StoreError;
 use crate::store::sql::{self, Param, Row, RowError, Sql};
@@ -115,13 +115,7 @@ impl Sql for Blocking {
     }
 
     fn send(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
-        let statement = self.statement(sql)?;
-        self.touched += 1;
-        self.pending.push(Pending {
-            statement,
-            params: params.iter().map(Owned::new).collect(),
-            kept: false,
-        });
+        self.pend(sql, params, false)?;
         if self.pending.len() >= PIPELINE_MAX {
             self.flush()?;
         }

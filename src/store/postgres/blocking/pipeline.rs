@@ -261,12 +261,22 @@ impl Blocking {
     ///
     /// [`Sql::send`]: crate::store::sql::Sql::send
     pub(crate) fn send_kept(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), StoreError> {
+        self.pend(sql, params, true)
+    }
+
+    /// Adds `sql` to the statements sent, its first value `kept` or not.
+    pub(super) fn pend(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        kept: bool,
+    ) -> Result<(), StoreError> {
         let statement = self.statement(sql)?;
         self.touched += 1;
         self.pending.push(Pending {
             statement,
             params: params.iter().map(Owned::new).collect(),
-            kept: true,
+            kept,
         });
         Ok(())
     }
