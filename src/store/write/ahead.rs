@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::guard::{ENDPOINTS_VERSIONS, Guard, Written};
+use super::guard::{ENDPOINTS_DIGEST, Guard, Written};
 use super::subscribers::{self, Subscriber};
 use crate::domain::{Budget, BudgetId, Reservation, ReservationId, TenantId};
 use crate::store::queries::budgets::{BUDGETS_TO_WRITE, budget_to_write_row};
@@ -234,8 +234,8 @@ pub(crate) struct ReadAhead {
     reservations: Vec<Reservation>,
     /// The enabled webhook endpoints, where a command may write an event.
     pub(crate) subscribers: Option<Vec<Subscriber>>,
-    /// The versions of all the webhook endpoints, read with them ([`ENDPOINTS_VERSIONS`]).
-    pub(crate) endpoints_versions: Option<String>,
+    /// The digest of the enabled webhook endpoints, read with them ([`ENDPOINTS_DIGEST`]).
+    pub(crate) endpoints_digest: Option<String>,
     /// What the tokens of the tenants whose commands check one are checked against, each
     /// such tenant's (`None`: no such tenant).
     pub(crate) credentials: Vec<(TenantId, Option<Credential>)>,
@@ -256,8 +256,8 @@ enum Read {
     Reservations,
     /// The enabled webhook endpoints.
     Subscribers,
-    /// The versions of all of them.
-    EndpointsVersions,
+    /// Their digest.
+    EndpointsDigest,
     /// The credentials of the tenants whose commands check a token.
     Credentials,
 }
@@ -330,8 +330,8 @@ pub(crate) fn read(
     if publishes {
         queries.push((subscribers::ENABLED.as_str(), &[]));
         kinds.push(Read::Subscribers);
-        queries.push((ENDPOINTS_VERSIONS, &[]));
-        kinds.push(Read::EndpointsVersions);
+        queries.push((ENDPOINTS_DIGEST, &[]));
+        kinds.push(Read::EndpointsDigest);
     }
     // After the locks: a tombstone another writer committed first shows.
     if !checked.is_empty() {
@@ -345,7 +345,7 @@ pub(crate) fn read(
         budgets: Vec::new(),
         reservations: Vec::new(),
         subscribers: publishes.then(Vec::new),
-        endpoints_versions: None,
+        endpoints_digest: None,
         credentials: Vec::new(),
     };
     let mut found: HashMap<TenantId, Credential> = HashMap::new();
@@ -364,8 +364,8 @@ pub(crate) fn read(
                     found.push(subscribers::subscriber(row)?);
                 }
             }
-            Some(Read::EndpointsVersions) => {
-                read.endpoints_versions = Some(text(row, 0)?.into_owned());
+            Some(Read::EndpointsDigest) => {
+                read.endpoints_digest = Some(text(row, 0)?.into_owned());
             }
             Some(Read::Credentials) => {
                 found.insert(tenant(row)?, credential_at(row, 1)?);

@@ -51,7 +51,7 @@ pub(crate) const GUARD_BUDGETS: &str = concat!(
 /// A digest of what decides which events the webhook endpoints take: each enabled one's id,
 /// event types and tenant, in the order of their ids. Not the rows' versions: the senders
 /// write their leases on the rows all the time.
-macro_rules! endpoints_versions {
+macro_rules! endpoints_digest {
     () => {
         "SELECT md5(coalesce(string_agg(id || ' ' || event_types || ' ' \
          || coalesce(tenant_id, '-'), '|' ORDER BY id), '')) \
@@ -60,12 +60,12 @@ macro_rules! endpoints_versions {
 }
 
 /// The webhook endpoints' digest, read with the enabled endpoints ([`super::ahead`]).
-pub(crate) const ENDPOINTS_VERSIONS: &str = endpoints_versions!();
+pub(crate) const ENDPOINTS_DIGEST: &str = endpoints_digest!();
 
 /// Fails with [`MOVED`] unless the webhook endpoints' digest is still `?1`.
 pub(crate) const GUARD_ENDPOINTS: &str = concat!(
     "SELECT CAST(CASE WHEN (",
-    endpoints_versions!(),
+    endpoints_digest!(),
     ") = CAST(?1 AS TEXT) THEN '0' ELSE '",
     moved!(),
     "' END AS INT)"
@@ -81,7 +81,7 @@ pub(crate) struct Guard {
     pub(crate) budgets: Vec<(Budget, bool, u32)>,
     /// The credentials of the tenants whose commands check a token.
     pub(crate) credentials: Vec<(TenantId, Credential)>,
-    /// The enabled webhook endpoints and the versions of all, where a command may write an
+    /// The enabled webhook endpoints and their digest, where a command may write an
     /// event.
     pub(crate) endpoints: Option<(Vec<Subscriber>, String)>,
 }

@@ -52,7 +52,7 @@ struct KnownTenant {
 pub(crate) struct Known {
     tenants: HashMap<TenantId, KnownTenant>,
     doubted: HashMap<TenantId, Instant>,
-    /// The enabled webhook endpoints as a batch read them ahead, with the versions of all.
+    /// The enabled webhook endpoints as a batch read them ahead, with their digest.
     endpoints: Option<(Vec<Subscriber>, String)>,
     /// The last id the writer last stored with each tenant it wrote: where a batch read
     /// ahead finds another, another writer wrote the tenant since ([`Known::observe`]).
@@ -183,10 +183,10 @@ impl Known {
         }
     }
 
-    /// The enabled webhook endpoints, as a batch that committed read them ahead with the
-    /// `versions` of all.
-    pub(crate) fn remember_endpoints(&mut self, enabled: Vec<Subscriber>, versions: String) {
-        self.endpoints = Some((enabled, versions));
+    /// The enabled webhook endpoints, as a batch that committed read them ahead with their
+    /// `digest`.
+    pub(crate) fn remember_endpoints(&mut self, enabled: Vec<Subscriber>, digest: String) {
+        self.endpoints = Some((enabled, digest));
     }
 
     /// After a batch that committed, having stored `last` as the last id of `locked`.

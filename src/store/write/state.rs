@@ -71,9 +71,9 @@ pub(crate) struct WriterState<D> {
     pub(super) ahead: Ahead,
     /// What the writer knows of the tenants it wrote last, where writers share the database.
     known: Known,
-    /// The versions of the webhook endpoints where the open batch read the enabled ones ahead
+    /// The digest of the webhook endpoints ([`super::guard::ENDPOINTS_DIGEST`]) where the open batch read the enabled ones ahead
     /// (or took them from what the writer knows).
-    endpoints_versions: Option<String>,
+    endpoints_digest: Option<String>,
     /// While a batch of operations runs (`ops::batch`): on every backend, each operation
     /// leaves the budgets it wrote for the next, as a batch read ahead does.
     pub(super) keeping: bool,
@@ -126,7 +126,7 @@ impl<D: Sql> WriterState<D> {
             subscribers: None,
             ahead: Ahead::default(),
             known: Known::default(),
-            endpoints_versions: None,
+            endpoints_digest: None,
             keeping: false,
             unwritten: Unwritten::default(),
             #[cfg(test)]
@@ -248,7 +248,7 @@ impl<D: Sql> WriterState<D> {
         }
         if let Some((enabled, versions)) = &guard.endpoints {
             self.subscribers = Some(enabled.clone());
-            self.endpoints_versions = Some(versions.clone());
+            self.endpoints_digest = Some(versions.clone());
         }
         self.ahead.keep_known(&guard);
         Some(guard)
@@ -264,7 +264,7 @@ impl<D: Sql> WriterState<D> {
         }
         // The endpoints read ahead, if no command of the batch changed them since (one that
         // does forgets them).
-        match (&self.subscribers, self.endpoints_versions.take()) {
+        match (&self.subscribers, self.endpoints_digest.take()) {
             (Some(enabled), Some(versions)) => {
                 self.known.remember_endpoints(enabled.clone(), versions);
             }
@@ -311,7 +311,7 @@ impl<D: Sql> WriterState<D> {
         let firsts = std::mem::take(&mut read.firsts);
         if let Some(subscribers) = read.subscribers.take() {
             self.subscribers = Some(subscribers);
-            self.endpoints_versions = read.endpoints_versions.take();
+            self.endpoints_digest = read.endpoints_digest.take();
         }
         self.ahead.keep_read(read);
         Ok(firsts)
@@ -391,7 +391,7 @@ impl<D: Sql> WriterState<D> {
     /// Forgets the enabled endpoints: another writer may have changed them.
     pub(crate) fn forget_subscribers(&mut self) {
         self.subscribers = None;
-        self.endpoints_versions = None;
+        self.endpoints_digest = None;
     }
 
     /// The enabled endpoints as last read, if they may not have changed since.
