@@ -22,7 +22,7 @@ help:
 	@echo "                (docs/postgres.md beside PostgreSQL: make docs-test-postgres, inside make test)"
 	@echo "make crash-test  kill -9 cycles under load (CRASH_CYCLES=200)"
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
-	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances), then on SQLite"
+	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances, 3 routed by tenant), then on SQLite"
 	@echo "            PG_DELAY_MS=1  with PostgreSQL 1 ms away each way (a delaying proxy in the benchmark)"
 	@echo "make bench-ab  the benchmark against BASE=<git revision> in alternating runs (ROUNDS=3)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
@@ -204,8 +204,10 @@ crash-test:
 # The full benchmark takes a few minutes; BENCH_ARGS="--quick" runs one in under a minute.
 # BACKEND=postgres runs it beside a private PostgreSQL cluster in PG_DIR (started afresh and
 # stopped at the end, see scripts/with-postgres.sh), every server on a database of its own
-# there: with one tenantd instance, then with three on the one database; then, the cluster
-# stopped, the same BENCH_ARGS on SQLite, so the three tables come from one run.
+# there: with one tenantd instance, then with three on the one database, then the spending
+# rows with three again, each tenant sent to one of them as a balancer that routes by tenant
+# would (--route tenant); then, the cluster stopped, the same BENCH_ARGS on SQLite, so the
+# four tables come from one run.
 # PG_DELAY_MS=1 puts PostgreSQL 1 ms away each way, as a managed database across a network
 # is: the benchmark's own delaying proxy (benches/load/delay.rs) carries the instances'
 # connections, and the report's first note gives the round trip measured through it (pgbench).
@@ -229,6 +231,9 @@ bench-with-postgres:
 	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 1 --pg-delay-ms $(PG_DELAY_MS) \
 		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
 	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 --pg-delay-ms $(PG_DELAY_MS) \
+		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
+	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 --pg-delay-ms $(PG_DELAY_MS) \
+		$(if $(findstring --only,$(BENCH_ARGS)),,--only spend) --route tenant \
 		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
 
 # The OpenAPI document through the linters of client generators' users (pinned npm packages

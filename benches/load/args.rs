@@ -146,10 +146,17 @@ struct Cli {
     #[arg(long = "pg-delay-ms", value_name = "MS")]
     pg_delay_ms: Option<f64>,
 
-    /// tenantd processes on the one database, connections dealt out to them round-robin
+    /// tenantd processes on the one database, connections dealt out to them as --route says
     /// (more than 1 only with --postgres) [default: 1]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=INSTANCES_MAX))]
     instances: Option<u64>,
+
+    /// How the spending rows' connections are dealt out to the instances: round-robin, each
+    /// connection spending on every tenant, or by tenant, as a balancer that sends each
+    /// tenant to one instance (tenant t of the row to instance t mod N; a connection spends
+    /// only on its instance's tenants) [default: round-robin]
+    #[arg(long, value_name = "HOW")]
+    route: Option<Route>,
 
     /// Writer connections of each instance (tenantd serve --pg-writers; needs --postgres)
     /// [default: tenantd's own with one instance, 1 each with several, as docs/postgres.md
@@ -186,6 +193,15 @@ pub(crate) enum Group {
     /// Webhook deliveries to a local receiver while charges go on, and the spend path with
     /// ten endpoints subscribed to everything
     Webhooks,
+}
+
+/// How the spending rows' connections are dealt out to the instances (`--route`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Route {
+    /// Connection i to instance i mod N, spending on every tenant of the row
+    RoundRobin,
+    /// Connection i to instance i mod N, spending only on that instance's tenants
+    Tenant,
 }
 
 /// The PostgreSQL cluster every server gets a database of its own on.
@@ -230,6 +246,8 @@ pub(crate) struct Args {
     pub(crate) instances: usize,
     /// Each instance's `--pg-writers`, where the run sets it.
     pub(crate) pg_writers: Option<u64>,
+    /// How the spending rows' connections are dealt out to the instances.
+    pub(crate) route: Route,
 }
 
 impl Args {
@@ -314,6 +332,7 @@ impl Args {
             postgres: postgres(cli.postgres, cli.postgres_url, cli.pg_delay_ms)?,
             instances: count(cli.instances.unwrap_or(INSTANCES_DEFAULT)),
             pg_writers: cli.pg_writers,
+            route: cli.route.unwrap_or(Route::RoundRobin),
         };
         if args.pg_writers.is_some() && args.postgres.is_none() {
             return Err("--pg-writers needs --postgres: SQLite has one writer".into());
@@ -324,6 +343,11 @@ impl Args {
         if args.instances > 1 && args.postgres.is_none() {
             return Err(
                 "--instances above 1 needs --postgres: a SQLite file has one server".into(),
+            );
+        }
+        if args.route == Route::Tenant && args.instances == 1 {
+            return Err(
+                "--route tenant needs --instances above 1: one instance has every tenant".into(),
             );
         }
         if args.connections < args.instances {

@@ -32,6 +32,31 @@ pub(crate) fn seed_from_clock() -> u128 {
         .unwrap_or(1)
 }
 
+/// The targets a connection picks from at random: `count` of them, the first at `first`,
+/// then every `stride`th.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pick {
+    pub(crate) first: usize,
+    pub(crate) stride: usize,
+    pub(crate) count: usize,
+}
+
+impl Pick {
+    /// Every one of `targets`.
+    pub(crate) fn all(targets: usize) -> Pick {
+        Pick {
+            first: 0,
+            stride: 1,
+            count: targets,
+        }
+    }
+
+    /// The index of a target picked at random.
+    pub(crate) fn next(&self, rng: &mut u64) -> usize {
+        self.first + self.stride * (next(rng) % self.count as u64) as usize
+    }
+}
+
 /// xorshift64*: plenty for picking ids.
 pub(crate) fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 12;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use crate::args::Args;
+use crate::args::{Args, Route};
 use crate::client::Tally;
 use crate::scratch::psql;
 use crate::server::Sample;
@@ -61,13 +61,18 @@ pub(crate) fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
         let _ = writeln!(
             out,
             "tenantd on PostgreSQL {version}: {} instance{} on one database{}, the \
-             connections dealt out to them round-robin; server CPU and RSS are summed over the \
-             instances, PostgreSQL CPU is the cluster's (every process of it).\n",
+             connections dealt out to them round-robin{}; server CPU and RSS are summed over \
+             the instances, PostgreSQL CPU is the cluster's (every process of it).\n",
             args.instances,
             if args.instances == 1 { "" } else { "s" },
             match args.pg_writers {
                 Some(n) => format!(" (--pg-writers {n})"),
                 None => String::new(),
+            },
+            if args.route == Route::Tenant && args.instances > 1 {
+                ", each spending only on its instance's tenants (--route tenant)"
+            } else {
+                ""
             }
         );
         out.push_str("| workload | requests/s | p50 | p99 | p99.9 | errors | server CPU µs/req | PostgreSQL CPU µs/req | commands/batch | peak server RSS |\n");

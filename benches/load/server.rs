@@ -6,8 +6,8 @@ use std::net::{SocketAddr, TcpListener as StdListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::args::Args;
-use crate::client::seed_from_clock;
+use crate::args::{Args, Route};
+use crate::client::{Pick, seed_from_clock};
 use crate::delay::{DelayProxy, proxied};
 use crate::scratch::{Scratch, psql};
 use crate::wire;
@@ -34,6 +34,8 @@ pub(crate) struct Server {
     postmaster: Option<u32>,
     /// The instances' URL through the delaying proxy (`--pg-delay-ms`), and the proxy.
     delayed: Option<(String, DelayProxy)>,
+    /// How the spending rows' connections are dealt out to the instances.
+    route: Route,
 }
 
 /// One tenantd process.
@@ -75,6 +77,7 @@ impl Server {
             database,
             postmaster,
             delayed,
+            route: args.route,
         };
         // One after another: the first applies the schema.
         for _ in 0..args.instances {
@@ -129,6 +132,39 @@ impl Server {
     /// The instance connection `i` talks to: round-robin.
     pub(crate) fn addr(&self, i: usize) -> SocketAddr {
         self.instances[i % self.instances.len()].addr
+    }
+
+    /// Where spending connection `i` goes and which of `targets` it spends on, as `--route`
+    /// says. By tenant, target t belongs to instance t mod N; with fewer targets than
+    /// instances (one hot budget), connection i goes to the instance of target i mod targets,
+    /// and the instances without one stay idle, as they would behind such a balancer.
+    pub(crate) fn route(&self, i: usize, targets: usize) -> (SocketAddr, Pick) {
+        let n = self.instances.len();
+        if self.route == Route::RoundRobin || n == 1 {
+            return (self.addr(i), Pick::all(targets));
+        }
+        let first = self.instance_of(i, targets);
+        let pick = Pick {
+            first,
+            stride: n,
+            count: (targets - first).div_ceil(n),
+        };
+        (self.instances[first].addr, pick)
+    }
+
+    /// The instance spending connection `i` goes to, routed by tenant over `targets`.
+    pub(crate) fn instance_of(&self, i: usize, targets: usize) -> usize {
+        i % self.instances.len().min(targets)
+    }
+
+    /// The instance target `t` belongs to, routed by tenant (see [`Server::route`]).
+    pub(crate) fn owner(&self, t: usize) -> usize {
+        t % self.instances.len()
+    }
+
+    /// Whether the spending rows route by tenant.
+    pub(crate) fn routes_by_tenant(&self) -> bool {
+        self.route == Route::Tenant && self.instances.len() > 1
     }
 
     /// User plus system CPU time of the instances together, in microseconds.

@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use crate::args::Args;
 use crate::client::Seeded;
 use crate::client::{
-    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
+    HOST, LATENCY_US_MAX, Pick, READ_CHUNK_BYTES, Stop, Tally, connect, exchange, histogram, next,
     post_json, seed_from_clock,
 };
 use crate::report::Row;
@@ -79,7 +79,7 @@ impl Spent {
 /// One connection's closed loop of reserves and commits on budgets picked at random, as
 /// `plan` says; a commit phase ends early when its holds run out.
 async fn spend_connection(
-    addr: SocketAddr,
+    (addr, pick): (SocketAddr, Pick),
     targets: Arc<Vec<Seeded>>,
     stop: Stop,
     seed: u64,
@@ -94,9 +94,10 @@ async fn spend_connection(
         Plan::Cycles => (true, Vec::new()),
         Plan::Reserve => (false, Vec::new()),
         Plan::Commit(holds) => (false, holds),
-        Plan::Charge => return charge_connection(stream, targets, stop, rng, None).await,
+        Plan::Charge => return charge_connection(stream, (targets, pick), stop, rng, None).await,
         Plan::Credit { auth, pace } => {
-            return charge_connection(stream, targets, stop, rng, Some((auth, pace))).await;
+            let credit = Some((auth, pace));
+            return charge_connection(stream, (targets, pick), stop, rng, credit).await;
         }
     };
     let committing_only = !to_commit.is_empty();
@@ -111,7 +112,7 @@ async fn spend_connection(
         } else if committing_only {
             break;
         } else {
-            let t = (next(&mut rng) % targets.len() as u64) as usize;
+            let t = pick.next(&mut rng);
             write!(
                 body,
                 r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
@@ -164,7 +165,7 @@ async fn spend_connection(
 /// One connection's closed loop of charges of 1 on budgets picked at random.
 async fn charge_connection(
     mut stream: tokio::net::TcpStream,
-    targets: Arc<Vec<Seeded>>,
+    (targets, pick): (Arc<Vec<Seeded>>, Pick),
     stop: Stop,
     mut rng: u64,
     credit: Option<(Arc<str>, Option<std::time::Duration>)>,
@@ -180,7 +181,7 @@ async fn charge_connection(
         if let Some(pace) = &mut pace {
             pace.tick().await;
         }
-        let t = (next(&mut rng) % targets.len() as u64) as usize;
+        let t = pick.next(&mut rng);
         body.clear();
         let (auth, path) = match &credit {
             Some((auth, _)) => {
@@ -244,14 +245,17 @@ fn reservation_id(body: &[u8]) -> Option<&str> {
 pub(crate) async fn spend_phase(
     server: &Server,
     targets: &Arc<Vec<Seeded>>,
-    plans: Vec<Plan>,
+    mut plans: Vec<Plan>,
     stop: Stop,
 ) -> Result<Spent, String> {
+    if server.routes_by_tenant() {
+        deal_by_tenant(server, targets.len(), &mut plans);
+    }
     let mut tasks = Vec::with_capacity(plans.len());
     for (i, plan) in plans.into_iter().enumerate() {
         let seed = (seed_from_clock() as u64) ^ ((i as u64 + 1) << 32);
         tasks.push(tokio::spawn(spend_connection(
-            server.addr(i),
+            server.route(i, targets.len()),
             Arc::clone(targets),
             stop.clone(),
             seed,
@@ -294,6 +298,33 @@ pub(crate) fn plans(
                 dealt[i % connections].push(hold);
             }
             dealt.into_iter().map(Plan::Commit).collect()
+        }
+    }
+}
+
+/// Deals the holds of commit plans out again, each to a connection of its tenant's instance,
+/// so that the commits follow the route their reserves took.
+fn deal_by_tenant(server: &Server, targets: usize, plans: &mut [Plan]) {
+    let mut holds = Vec::new();
+    let mut committing = Vec::new();
+    for (i, plan) in plans.iter_mut().enumerate() {
+        if let Plan::Commit(dealt) = plan {
+            holds.append(dealt);
+            committing.push(i);
+        }
+    }
+    for (turn, hold) in holds.into_iter().enumerate() {
+        let owner = server.owner(hold.0);
+        let mine = |i: &&usize| server.instance_of(**i, targets) == owner;
+        let count = committing.iter().filter(mine).count().max(1);
+        let i = committing
+            .iter()
+            .filter(mine)
+            .nth(turn % count)
+            .or(committing.first())
+            .copied();
+        if let Some(Plan::Commit(dealt)) = i.map(|i| &mut plans[i]) {
+            dealt.push(hold);
         }
     }
 }
