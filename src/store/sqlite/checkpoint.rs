@@ -15,8 +15,14 @@ use std::time::Duration;
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 
-/// WAL pages (of 4 KiB) after a commit that wake the checkpointer; SQLite's own default.
-pub(super) const CHECKPOINT_PAGES: i32 = 1000;
+/// WAL pages (of 4 KiB, so 32 MiB) after a commit that wake the checkpointer. A passive
+/// checkpoint copies each page once, its latest version, however many frames the WAL holds of
+/// it: past SQLite's own 1,000, a page that every batch changes (a budget, the end of an
+/// index) is copied once for many batches. At 1,000 the checkpointer took 13 % of the
+/// machine under charges on budgets in a tree; at 8,000 SQLite's writes went 0 to 14 %
+/// faster, 5 % on most rows (`BENCHMARKS.md`, 2026-11-30). Below [`WAL_RESTART_PAGES`],
+/// where the WAL starts over.
+pub(super) const CHECKPOINT_PAGES: i32 = 8192;
 
 /// WAL pages beyond which the writer checkpoints by itself, should this thread fall behind:
 /// the bound on the WAL's size (256 MiB).
@@ -49,6 +55,10 @@ struct Signal {
 /// pauses (or the [`WAL_PAGES_MAX`] backstop runs inside a commit), and each time it starts
 /// over beyond `journal_size_limit` it is cut back, its blocks freed and allocated again.
 pub(super) const WAL_RESTART_PAGES: i32 = 12_288;
+
+// The checkpointer wakes before the WAL is long enough to start over, which comes before
+// the writer's backstop.
+const _: () = assert!(CHECKPOINT_PAGES < WAL_RESTART_PAGES && WAL_RESTART_PAGES < WAL_PAGES_MAX);
 
 /// The checkpointer thread and the signal that wakes it.
 pub(super) struct Checkpointer {
