@@ -151,10 +151,11 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=INSTANCES_MAX))]
     instances: Option<u64>,
 
-    /// How the spending rows' connections are dealt out to the instances: round-robin, each
-    /// connection spending on every tenant, or by tenant, as a balancer that sends each
-    /// tenant to one instance (tenant t of the row to instance t mod N; a connection spends
-    /// only on its instance's tenants) [default: round-robin]
+    /// How the connections of the spend and webhooks groups' rows are dealt out to the
+    /// instances: round-robin, each connection spending on every tenant, or by tenant, as a
+    /// balancer that sends each tenant to one instance (tenant t of the row to instance
+    /// t mod N; a connection spends only on its instance's tenants). The other groups deal
+    /// theirs round-robin [default: round-robin]
     #[arg(long, value_name = "HOW")]
     route: Option<Route>,
 
