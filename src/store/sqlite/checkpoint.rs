@@ -49,8 +49,8 @@ struct Signal {
 /// checkpointer has not copied yet, so that the batch starts the WAL over from its beginning
 /// (48 MiB: below `journal_size_limit`, so a WAL that starts over is never cut back).
 ///
-/// Under a steady stream of batches the checkpointer copies each batch soon after its commit,
-/// but the next batch has begun by then; SQLite starts the log over only for a transaction
+/// Under a steady stream of batches, once past [`CHECKPOINT_PAGES`], the checkpointer copies
+/// each batch soon after its commit, but the next batch has begun by then; SQLite starts the log over only for a transaction
 /// that begins when every frame is copied, so without this the WAL grows until the writer
 /// pauses (or the [`WAL_PAGES_MAX`] backstop runs inside a commit), and each time it starts
 /// over beyond `journal_size_limit` it is cut back, its blocks freed and allocated again.
