@@ -30,7 +30,7 @@
 //! - `server.rs`: tenantd started on a fresh database and stopped, and what it costs;
 //! - `client.rs`: one connection's requests, their latencies and statuses;
 //! - `workloads.rs`: the requests of each row, the phases that send them, the seeding;
-//! - `spend.rs`: the reserve+commit rows, and the hot budget checked at the end;
+//! - `spend.rs`: the reserve+commit rows, and every budget checked at the end;
 //! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
 //!   every budget checked at the end;
 //! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
@@ -72,9 +72,10 @@ use crate::client::tenant_path;
 use crate::report::render;
 use crate::server::Server;
 use crate::spend::{
-    SPREAD_BUDGETS, check_budget, measure_alone, measure_charges, measure_credits, measure_cycles,
+    SPREAD_BUDGETS, check_budget, check_spread, measure_alone, measure_charges, measure_credits,
+    measure_cycles,
 };
-use crate::workloads::{Kind, measure, seed};
+use crate::workloads::{Kind, SEED_DEPOSIT, measure, seed};
 
 fn main() {
     let args = Args::parse();
@@ -153,12 +154,20 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let spread = Arc::new(seed(&server, args, 0, SPREAD_BUDGETS).await?);
         let name = format!("{SPREAD_BUDGETS} budgets");
-        rows.extend(measure_cycles(args, &server, &name, &spread).await?.0);
+        let (cycle_rows, mut on_spread) = measure_cycles(args, &server, &name, &spread).await?;
+        rows.extend(cycle_rows);
         let name = format!("{SPREAD_BUDGETS} budgets, each kind alone");
-        rows.extend(measure_alone(args, &server, &name, &spread).await?);
+        let (alone_rows, alone) = measure_alone(args, &server, &name, &spread).await?;
+        rows.extend(alone_rows);
         let name = format!("{SPREAD_BUDGETS} budgets");
-        rows.extend(measure_charges(args, &server, &name, &spread).await?);
-        rows.extend(measure_credits(args, &server, &name, &spread).await?);
+        let (charge_rows, charged) = measure_charges(args, &server, &name, &spread).await?;
+        rows.extend(charge_rows);
+        let (credit_rows, credited) = measure_credits(args, &server, &name, &spread).await?;
+        rows.extend(credit_rows);
+        for phase in [alone, charged, credited] {
+            on_spread.add(phase);
+        }
+        notes.push(check_spread(&server, &spread, SEED_DEPOSIT, on_spread)?);
         let auth = format!("Bearer {}", server.token);
         let deposit = u128::from(u64::MAX);
         let body = format!(r#"{{"name":"hot-budget","opening_deposit_atomic":"{deposit}"}}"#);
@@ -176,15 +185,14 @@ async fn run(args: &Args) -> Result<Report, String> {
         let hot = Arc::new(vec![
             tenant_path(&created.body).ok_or("the hot tenant was not created")?,
         ]);
-        let (hot_rows, committed, outstanding) =
-            measure_cycles(args, &server, "one hot budget", &hot).await?;
+        let (hot_rows, on_hot) = measure_cycles(args, &server, "one hot budget", &hot).await?;
         rows.extend(hot_rows);
         notes.push(check_budget(
             &server,
             &hot[0],
             deposit,
-            committed,
-            outstanding,
+            on_hot.spent,
+            on_hot.outstanding(),
         )?);
         notes.extend(server.chaining_note("spends, charges and credits"));
         server.stop();

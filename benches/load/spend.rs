@@ -54,13 +54,53 @@ pub(crate) struct Spent {
     committed: u128,
     /// Atomic units spent by acknowledged charges.
     pub(crate) charged: u128,
+    /// Credits of 1 acknowledged.
+    credited: u128,
     /// Atomic units held by granted reservations, and those of holds settled by a commit.
     held: u128,
     settled: u128,
     holds: Vec<Hold>,
 }
 
+/// What the service acknowledged on a row's budgets, summed over its phases, to be checked
+/// against the budgets read at the end ([`check_spread`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Acknowledged {
+    /// Atomic units spent by commits and charges.
+    pub(crate) spent: u128,
+    /// Atomic units of the holds granted, and of those a commit settled.
+    pub(crate) held: u128,
+    pub(crate) settled: u128,
+    /// Credits of 1.
+    pub(crate) credited: u128,
+}
+
+impl Acknowledged {
+    /// The holds granted and not settled: still reserved (none expires within a run: a
+    /// hold lasts 300 s).
+    pub(crate) fn outstanding(&self) -> u128 {
+        self.held - self.settled
+    }
+
+    pub(crate) fn add(&mut self, other: Acknowledged) {
+        self.spent += other.spent;
+        self.held += other.held;
+        self.settled += other.settled;
+        self.credited += other.credited;
+    }
+}
+
 impl Spent {
+    /// What this phase acknowledged.
+    fn acknowledged(&self) -> Acknowledged {
+        Acknowledged {
+            spent: self.committed + self.charged,
+            held: self.held,
+            settled: self.settled,
+            credited: self.credited,
+        }
+    }
+
     fn new() -> Self {
         Spent {
             reserve: (histogram(), Tally::default()),
@@ -69,6 +109,7 @@ impl Spent {
             credit: (histogram(), Tally::default()),
             committed: 0,
             charged: 0,
+            credited: 0,
             held: 0,
             settled: 0,
             holds: Vec::new(),
@@ -223,8 +264,11 @@ async fn charge_connection(
         };
         counted.0.saturating_record(micros.clamp(1, LATENCY_US_MAX));
         counted.1.count(frame.head.status);
-        if frame.head.status == 201 && credit.is_none() {
-            spent.charged += 1;
+        if frame.head.status == 201 {
+            match credit {
+                Some(_) => spent.credited += 1,
+                None => spent.charged += 1,
+            }
         }
         buf.drain(..frame.len);
     }
@@ -276,6 +320,7 @@ pub(crate) async fn spend_phase(
         }
         all.committed += one.committed;
         all.charged += one.charged;
+        all.credited += one.credited;
         all.held += one.held;
         all.settled += one.settled;
         all.holds.extend(one.holds);
@@ -379,7 +424,7 @@ pub(crate) async fn measure_cycles(
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
-) -> Result<(Vec<Row>, u128, u128), String> {
+) -> Result<(Vec<Row>, Acknowledged), String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s measured",
         args.warmup.as_secs_f64(),
@@ -395,11 +440,9 @@ pub(crate) async fn measure_cycles(
     .await?;
     let stop = Stop::At(Instant::now() + args.duration);
     let (spent, rows) = spend_rows(server, targets, cycles(), stop, name).await?;
-    Ok((
-        rows,
-        warm.committed + spent.committed,
-        (warm.held + spent.held) - (warm.settled + spent.settled),
-    ))
+    let mut acknowledged = warm.acknowledged();
+    acknowledged.add(spent.acknowledged());
+    Ok((rows, acknowledged))
 }
 
 /// Reserves alone, then commits alone of the holds they took (until they run out, at most
@@ -409,27 +452,35 @@ pub(crate) async fn measure_alone(
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Acknowledged), String> {
     eprintln!(
         "  {name}: {:.1} s warm-up, {:.1} s of reserves, then their commits",
         args.warmup.as_secs_f64(),
         args.duration.as_secs_f64()
     );
     let connections = args.connections;
-    spend_phase(
+    let warm = spend_phase(
         server,
         targets,
         plans(connections, || Plan::Cycles, None),
         Stop::At(Instant::now() + args.warmup),
     )
     .await?;
+    let mut acknowledged = warm.acknowledged();
     let stop = Stop::At(Instant::now() + args.duration);
     let reserves = plans(connections, || Plan::Reserve, None);
-    let (spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
-    let commits = plans(connections, || Plan::Cycles, Some(spent.holds));
+    let (mut spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
+    acknowledged.add(spent.acknowledged());
+    let commits = plans(
+        connections,
+        || Plan::Cycles,
+        Some(std::mem::take(&mut spent.holds)),
+    );
     let stop = Stop::At(Instant::now() + args.duration);
-    rows.extend(spend_rows(server, targets, commits, stop, name).await?.1);
-    Ok(rows)
+    let (spent, commit_rows) = spend_rows(server, targets, commits, stop, name).await?;
+    acknowledged.add(spent.acknowledged());
+    rows.extend(commit_rows);
+    Ok((rows, acknowledged))
 }
 
 /// A warm-up and a measured phase of charges of 1 over `targets`: their row.
@@ -438,7 +489,7 @@ pub(crate) async fn measure_charges(
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Acknowledged), String> {
     eprintln!("  charges, {name}:");
     measure_plan(args, server, name, targets, || Plan::Charge).await
 }
@@ -450,7 +501,7 @@ pub(crate) async fn measure_credits(
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Acknowledged), String> {
     eprintln!("  credits, {name}:");
     let auth: Arc<str> = format!("Bearer {}", server.token).into();
     let credit = || Plan::Credit {
@@ -460,30 +511,34 @@ pub(crate) async fn measure_credits(
     measure_plan(args, server, name, targets, credit).await
 }
 
-/// A warm-up and a measured phase of one request kind on every connection: its row.
+/// A warm-up and a measured phase of one request kind on every connection: its row, and
+/// what both phases acknowledged.
 async fn measure_plan(
     args: &Args,
     server: &Server,
     name: &str,
     targets: &Arc<Vec<Seeded>>,
     make: impl Fn() -> Plan,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Acknowledged), String> {
     eprintln!(
         "    {:.1} s warm-up, {:.1} s measured",
         args.warmup.as_secs_f64(),
         args.duration.as_secs_f64()
     );
     let warmup = Stop::At(Instant::now() + args.warmup);
-    spend_phase(
+    let warm = spend_phase(
         server,
         targets,
         plans(args.connections, &make, None),
         warmup,
     )
     .await?;
+    let mut acknowledged = warm.acknowledged();
     let stop = Stop::At(Instant::now() + args.duration);
     let measured = plans(args.connections, &make, None);
-    Ok(spend_rows(server, targets, measured, stop, name).await?.1)
+    let (spent, rows) = spend_rows(server, targets, measured, stop, name).await?;
+    acknowledged.add(spent.acknowledged());
+    Ok((rows, acknowledged))
 }
 
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit
@@ -527,5 +582,65 @@ pub(crate) fn check_budget(
         "hot budget at the end: spent {spent} = the commits acknowledged, reserved {reserved} = \
          the holds left unsettled, available {}; nothing overspent",
         credited - debited - spent - reserved
+    ))
+}
+
+/// Reads every budget of `targets` (each a tenant's default budget, opened with `deposit`)
+/// and checks them against what was acknowledged on them: the spends and credits exactly,
+/// the holds not settled still reserved, and no budget overspent.
+pub(crate) fn check_spread(
+    server: &Server,
+    targets: &[Seeded],
+    deposit: u128,
+    acknowledged: Acknowledged,
+) -> Result<String, String> {
+    let auth = format!("Bearer {}", server.token);
+    let headers = [("Authorization", auth.as_str())];
+    let addr = server.addr(0).to_string();
+    let (mut credited, mut spent, mut reserved) = (0u128, 0u128, 0u128);
+    for target in targets {
+        let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
+        if resp.status != 200 {
+            return Err(format!("{} answered {}", target.budget_path, resp.status));
+        }
+        let budget: serde_json::Value =
+            serde_json::from_slice(&resp.body).map_err(|e| format!("a budget is not JSON: {e}"))?;
+        let figure = |name: &str| -> Result<u128, String> {
+            budget[name]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .ok_or(format!("a budget has no {name}: {budget}"))
+        };
+        let (c, d, s, r) = (
+            figure("credited_atomic")?,
+            figure("debited_atomic")?,
+            figure("spent_atomic")?,
+            figure("reserved_atomic")?,
+        );
+        if c < d + s + r {
+            return Err(format!("a budget is overspent: {budget}"));
+        }
+        credited += c;
+        spent += s;
+        reserved += r;
+    }
+    let n = targets.len() as u128;
+    let (wanted_credited, outstanding) = (
+        deposit * n + acknowledged.credited,
+        acknowledged.outstanding(),
+    );
+    if credited != wanted_credited || spent != acknowledged.spent || reserved != outstanding {
+        return Err(format!(
+            "the {n} budgets do not add up to what was acknowledged: credited {credited} \
+             (deposits and credits {wanted_credited}), spent {spent} (commits and charges {}), \
+             reserved {reserved} (holds unsettled {outstanding})",
+            acknowledged.spent
+        ));
+    }
+    Ok(format!(
+        "{n} budgets read at the end: spent {spent} = the commits and charges acknowledged, \
+         reserved {reserved} = the holds left unsettled, credited = the deposits and {} \
+         credits; none overspent",
+        acknowledged.credited
     ))
 }

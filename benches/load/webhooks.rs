@@ -69,9 +69,9 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
     let spread = Arc::new(seed(&server, args, 0, SPREAD_BUDGETS).await?);
     let mut rows = Vec::new();
     let none = format!("{SPREAD_BUDGETS} budgets, no endpoint");
-    rows.extend(measure_charges(args, &server, &none, &spread).await?);
+    rows.extend(measure_charges(args, &server, &none, &spread).await?.0);
     rows.extend(measure_cycles(args, &server, &none, &spread).await?.0);
-    rows.extend(measure_credits(args, &server, &none, &spread).await?);
+    rows.extend(measure_credits(args, &server, &none, &spread).await?.0);
     let auth = format!("Bearer {}", server.token);
     for _ in 0..ENDPOINTS {
         let body = format!(r#"{{"url":"{url}"}}"#);
@@ -90,7 +90,7 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
         }
     }
     let ten = format!("{SPREAD_BUDGETS} budgets, {ENDPOINTS} endpoints");
-    rows.extend(measure_charges(args, &server, &ten, &spread).await?);
+    rows.extend(measure_charges(args, &server, &ten, &spread).await?.0);
     rows.extend(measure_cycles(args, &server, &ten, &spread).await?.0);
 
     // Deliveries: paced credits on a few connections, charges on the rest.

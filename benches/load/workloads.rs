@@ -18,6 +18,9 @@ use crate::report::Row;
 use crate::server::Server;
 use crate::wire;
 
+/// The opening deposit of every tenant a create makes: more than any run spends.
+pub(crate) const SEED_DEPOSIT: u128 = 1_000_000;
+
 /// What each request of a workload is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -89,7 +92,7 @@ impl Workload {
             body.clear();
             write!(
                 body,
-                r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"1000000"{}}}"#,
+                r#"{{"name":"bench-{:x}-{n}","opening_deposit_atomic":"{SEED_DEPOSIT}"{}}}"#,
                 self.run,
                 if self.kind == Kind::CreateMonthly {
                     r#","period":{"interval":"month","time_zone":"Europe/Berlin","allowance_atomic":"1000"}"#
