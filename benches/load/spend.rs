@@ -1,6 +1,6 @@
 //! The spending rows: reserve+commit cycles over many budgets and on one hot budget, each
-//! request kind alone, charges, and the hot budget checked against what the service
-//! acknowledged.
+//! request kind alone, charges and credits, and every budget checked at the end against what
+//! the service acknowledged on it.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
