@@ -30,7 +30,8 @@
 //! - `server.rs`: tenantd started on a fresh database and stopped, and what it costs;
 //! - `client.rs`: one connection's requests, their latencies and statuses;
 //! - `workloads.rs`: the requests of each row, the phases that send them, the seeding;
-//! - `spend.rs`: the reserve+commit rows, and every budget checked at the end;
+//! - `spend.rs`: the reserve+commit rows, charges and credits;
+//! - `accounts.rs`: what the spending rows acknowledged, against every budget read at the end;
 //! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
 //!   every budget checked at the end;
 //! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
@@ -38,6 +39,7 @@
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
+mod accounts;
 mod args;
 mod batch;
 mod batch_summary;
@@ -67,13 +69,13 @@ mod wire;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::accounts::{check_budget, check_spread};
 use crate::args::{Args, Group};
 use crate::client::tenant_path;
 use crate::report::render;
 use crate::server::Server;
 use crate::spend::{
-    SPREAD_BUDGETS, check_budget, check_spread, measure_alone, measure_charges, measure_credits,
-    measure_cycles,
+    SPREAD_BUDGETS, measure_alone, measure_charges, measure_credits, measure_cycles,
 };
 use crate::workloads::{Kind, SEED_DEPOSIT, measure, seed};
 
