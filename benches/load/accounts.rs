@@ -33,6 +33,50 @@ impl Acknowledged {
     }
 }
 
+/// A budget's figures as read back: credited, debited, spent, reserved.
+#[derive(Clone, Copy)]
+struct Figures {
+    credited: u128,
+    debited: u128,
+    spent: u128,
+    reserved: u128,
+}
+
+impl Figures {
+    /// What is left: `None` where the budget is overspent.
+    fn available(&self) -> Option<u128> {
+        self.credited
+            .checked_sub(self.debited)?
+            .checked_sub(self.spent)?
+            .checked_sub(self.reserved)
+    }
+}
+
+/// Reads the budget at `target` with the admin's token.
+fn read(server: &Server, target: &Seeded) -> Result<Figures, String> {
+    let auth = format!("Bearer {}", server.token);
+    let headers = [("Authorization", auth.as_str())];
+    let addr = server.addr(0).to_string();
+    let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
+    if resp.status != 200 {
+        return Err(format!("{} answered {}", target.budget_path, resp.status));
+    }
+    let budget: serde_json::Value =
+        serde_json::from_slice(&resp.body).map_err(|e| format!("a budget is not JSON: {e}"))?;
+    let figure = |name: &str| -> Result<u128, String> {
+        budget[name]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .ok_or(format!("a budget has no {name}: {budget}"))
+    };
+    Ok(Figures {
+        credited: figure("credited_atomic")?,
+        debited: figure("debited_atomic")?,
+        spent: figure("spent_atomic")?,
+        reserved: figure("reserved_atomic")?,
+    })
+}
+
 /// Reads the budget at `target` and checks it against what was acknowledged: every commit
 /// spent exactly once, every unsettled hold still reserved, and the invariant.
 pub(crate) fn check_budget(
@@ -42,24 +86,13 @@ pub(crate) fn check_budget(
     committed: u128,
     outstanding: u128,
 ) -> Result<String, String> {
-    let auth = format!("Bearer {}", server.token);
-    let headers = [("Authorization", auth.as_str())];
-    let addr = server.addr(0).to_string();
-    let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
-    let budget: serde_json::Value =
-        serde_json::from_slice(&resp.body).map_err(|e| format!("the budget is not JSON: {e}"))?;
-    let figure = |name: &str| -> Result<u128, String> {
-        budget[name]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .ok_or(format!("the budget has no {name}: {budget}"))
-    };
-    let (credited, debited, spent, reserved) = (
-        figure("credited_atomic")?,
-        figure("debited_atomic")?,
-        figure("spent_atomic")?,
-        figure("reserved_atomic")?,
-    );
+    let figures = read(server, target)?;
+    let Figures {
+        credited,
+        debited,
+        spent,
+        reserved,
+    } = figures;
     if credited != deposit || debited != 0 || spent != committed || reserved != outstanding {
         return Err(format!(
             "the hot budget does not match what was acknowledged: credited {credited} (deposit \
@@ -67,13 +100,10 @@ pub(crate) fn check_budget(
              (holds unsettled {outstanding})"
         ));
     }
-    if credited < debited + spent + reserved {
-        return Err(format!("the hot budget is overspent: {budget}"));
-    }
+    let available = figures.available().ok_or("the hot budget is overspent")?;
     Ok(format!(
         "hot budget at the end: spent {spent} = the commits acknowledged, reserved {reserved} = \
-         the holds left unsettled, available {}; nothing overspent",
-        credited - debited - spent - reserved
+         the holds left unsettled, available {available}; nothing overspent"
     ))
 }
 
@@ -86,35 +116,15 @@ pub(crate) fn check_spread(
     deposit: u128,
     acknowledged: Acknowledged,
 ) -> Result<String, String> {
-    let auth = format!("Bearer {}", server.token);
-    let headers = [("Authorization", auth.as_str())];
-    let addr = server.addr(0).to_string();
     let (mut credited, mut spent, mut reserved) = (0u128, 0u128, 0u128);
     for target in targets {
-        let resp = wire::request(&addr, "GET", &target.budget_path, &headers, None);
-        if resp.status != 200 {
-            return Err(format!("{} answered {}", target.budget_path, resp.status));
+        let figures = read(server, target)?;
+        if figures.available().is_none() {
+            return Err(format!("budget {} is overspent", target.budget_path));
         }
-        let budget: serde_json::Value =
-            serde_json::from_slice(&resp.body).map_err(|e| format!("a budget is not JSON: {e}"))?;
-        let figure = |name: &str| -> Result<u128, String> {
-            budget[name]
-                .as_str()
-                .and_then(|v| v.parse().ok())
-                .ok_or(format!("a budget has no {name}: {budget}"))
-        };
-        let (c, d, s, r) = (
-            figure("credited_atomic")?,
-            figure("debited_atomic")?,
-            figure("spent_atomic")?,
-            figure("reserved_atomic")?,
-        );
-        if c < d + s + r {
-            return Err(format!("a budget is overspent: {budget}"));
-        }
-        credited += c;
-        spent += s;
-        reserved += r;
+        credited += figures.credited;
+        spent += figures.spent;
+        reserved += figures.reserved;
     }
     let n = targets.len() as u128;
     let (wanted_credited, outstanding) = (
