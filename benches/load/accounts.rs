@@ -19,8 +19,8 @@ pub(crate) struct Acknowledged {
 }
 
 impl Acknowledged {
-    /// The holds granted and not settled: still reserved (none expires within a run: a
-    /// hold lasts 300 s).
+    /// The holds granted and not settled: still reserved (none expires within a run: the
+    /// bench's holds last a day).
     pub(crate) fn outstanding(&self) -> u128 {
         self.held - self.settled
     }

@@ -23,6 +23,10 @@ use crate::wire;
 /// Budgets the spread reserve+commit cycles pick from (each its tenant's default budget).
 pub(crate) const SPREAD_BUDGETS: u64 = 1000;
 
+/// How long each hold lasts: the most the API allows (a day), so that none expires within a
+/// run (at most an hour a phase) and every hold left unsettled is still reserved at the end.
+const HOLD_TTL_S: u32 = 86_400;
+
 /// Reserve+commit cycles: each connection reserves [`SPEND_HOLD`] atomic units from a budget
 /// (its tenant's own token), then commits 0 to `SPEND_HOLD + 1` (below, at or above the hold).
 const SPEND_HOLD: u64 = 2;
@@ -129,7 +133,7 @@ async fn spend_connection(
             let t = pick.next(&mut rng);
             write!(
                 body,
-                r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}"}}"#,
+                r#"{{"budget_id":"{}","amount_atomic":"{SPEND_HOLD}","ttl_seconds":{HOLD_TTL_S}}}"#,
                 targets[t].budget_id
             )
             .expect("a Vec");
