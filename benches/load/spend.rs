@@ -328,24 +328,27 @@ pub(crate) fn plans(
 /// so that the commits follow the route their reserves took.
 fn deal_by_tenant(server: &Server, targets: usize, plans: &mut [Plan]) {
     let mut holds = Vec::new();
-    let mut committing = Vec::new();
+    // The committing connections of each instance.
+    let mut of_instance: Vec<Vec<usize>> = Vec::new();
     for (i, plan) in plans.iter_mut().enumerate() {
         if let Plan::Commit(dealt) = plan {
             holds.append(dealt);
-            committing.push(i);
+            let instance = server.instance_of(i, targets);
+            if of_instance.len() <= instance {
+                of_instance.resize(instance + 1, Vec::new());
+            }
+            of_instance[instance].push(i);
         }
     }
     for (turn, hold) in holds.into_iter().enumerate() {
-        let owner = server.owner(hold.0);
-        let mine = |i: &&usize| server.instance_of(**i, targets) == owner;
-        let count = committing.iter().filter(mine).count().max(1);
-        let i = committing
-            .iter()
-            .filter(mine)
-            .nth(turn % count)
-            .or(committing.first())
-            .copied();
-        if let Some(Plan::Commit(dealt)) = i.map(|i| &mut plans[i]) {
+        let Some(connections) = of_instance
+            .get(server.owner(hold.0))
+            .filter(|c| !c.is_empty())
+            .or_else(|| of_instance.iter().find(|c| !c.is_empty()))
+        else {
+            return;
+        };
+        if let Plan::Commit(dealt) = &mut plans[connections[turn % connections.len()]] {
             dealt.push(hold);
         }
     }
