@@ -4,14 +4,15 @@
 //! Every instance runs one, on a connection of its own. One at a time chains: a pass takes
 //! the lock of `chain_head`'s one row without waiting, and an instance that finds it held
 //! leaves the rows to the one that holds it. No writer takes that lock, so chaining never
-//! holds up a write. Its own writer wakes it after each commit; it also looks every
+//! holds up a write. Its own writer wakes it after each commit, unless it has just found
+//! another instance chaining ([`ELSEWHERE_WAIT`]); it also looks every
 //! [`POLL_INTERVAL`] for rows that other instances wrote, or that an instance left behind when
 //! it died (a row is durable with its change: a crash delays its chaining, never loses it).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::blocking::Blocking;
 use crate::domain::Timestamp;
@@ -25,6 +26,11 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Rows chained in one transaction, at most; a pass that chained as many goes on at once.
 const CHAIN_MAX: i64 = 1000;
+
+/// How long the chainer leaves the rows to another instance that it found chaining. Short of
+/// the chaining delay at which the writers slow down (100 ms, [`Stats::chain_lag_ms`]), for
+/// the case where that instance then goes quiet.
+const ELSEWHERE_WAIT: Duration = Duration::from_millis(50);
 
 /// How long the chainer waits after a pass that failed (the database away, say).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -83,20 +89,37 @@ impl Drop for Chainer {
     }
 }
 
+/// What a pass found.
+#[derive(Debug, PartialEq, Eq)]
+enum Pass {
+    /// It chained this many rows, at least one.
+    Chained(usize),
+    /// No row waited.
+    Idle,
+    /// Rows waited, but another instance held the chain's lock, or took them first.
+    Elsewhere,
+}
+
 /// Chains until `woken` is closed, then once more.
 fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, clock: &Clock) {
     let mut vacuum = Vacuum::new();
     loop {
-        let wait = match pass(&mut db, stats, clock) {
-            Ok(n) => {
+        let awake = match pass(&mut db, stats, clock) {
+            Ok(Pass::Chained(n)) => {
                 vacuum.after(&mut db, n);
                 // More may be waiting.
-                if n == CHAIN_MAX as usize {
+                let wait = if n == CHAIN_MAX as usize {
                     Duration::ZERO
                 } else {
                     POLL_INTERVAL
-                }
+                };
+                woken_or_after(woken, wait)
             }
+            Ok(Pass::Idle) => woken_or_after(woken, POLL_INTERVAL),
+            // The instance that chains takes this one's rows with its own, woken by its own
+            // writer's commits. Answered at once, this one's wake-ups would each cost the
+            // database a transaction that finds the lock taken.
+            Ok(Pass::Elsewhere) => deaf_until(woken, Instant::now() + ELSEWHERE_WAIT),
             Err(e) => {
                 log::warn!("audit rows could not be chained now (trying again): {e}");
                 if db.is_closed()
@@ -104,19 +127,37 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, 
                 {
                     log::warn!("the chainer cannot connect: {e}");
                 }
-                RETRY_AFTER
+                woken_or_after(woken, RETRY_AFTER)
             }
         };
-        match woken.recv_timeout(wait) {
-            Ok(()) | Err(flume::RecvTimeoutError::Timeout) => {}
-            Err(flume::RecvTimeoutError::Disconnected) => break,
+        if !awake {
+            break;
         }
     }
     // The writer has stopped: what it committed is chained before the instance ends, unless
     // another instance holds the lock (it chains them then).
-    while let Ok(n) = pass(&mut db, stats, clock) {
+    while let Ok(Pass::Chained(n)) = pass(&mut db, stats, clock) {
         if n < CHAIN_MAX as usize {
             break;
+        }
+    }
+}
+
+/// Waits for a wake-up or for `wait`; false once the writers are gone.
+fn woken_or_after(woken: &flume::Receiver<()>, wait: Duration) -> bool {
+    !matches!(
+        woken.recv_timeout(wait),
+        Err(flume::RecvTimeoutError::Disconnected)
+    )
+}
+
+/// Waits until `deadline` whatever wakes it meanwhile; false once the writers are gone.
+fn deaf_until(woken: &flume::Receiver<()>, deadline: Instant) -> bool {
+    loop {
+        match woken.recv_deadline(deadline) {
+            Ok(()) => {}
+            Err(flume::RecvTimeoutError::Timeout) => return true,
+            Err(flume::RecvTimeoutError::Disconnected) => return false,
         }
     }
 }
@@ -165,10 +206,10 @@ impl Vacuum {
 const OLDEST: &str = "SELECT occurred_at FROM audit_pending ORDER BY id LIMIT 1";
 
 /// Chains up to [`CHAIN_MAX`] rows in one transaction, if any wait and no other instance is
-/// chaining; how many. Whichever instance chains, each one's chainer first looks at the
+/// chaining; what it found. Whichever instance chains, each one's chainer first looks at the
 /// oldest row waiting, and keeps how long it has waited for the instance's writers
 /// ([`Stats::chain_lag_ms`]).
-fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreError> {
+fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<Pass, StoreError> {
     // Looked for without a lock: an idle database costs a read, not a transaction.
     let oldest = db.query_opt(OLDEST, &[], |row| Ok(text(row, 0)?.into_owned()))?;
     let lag_ms = oldest
@@ -177,7 +218,7 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
         .map_or(0, |at| clock.now().unix_ms().saturating_sub(at.unix_ms()));
     stats.chain_lag_ms.store(lag_ms, Ordering::Relaxed);
     if oldest.is_none() {
-        return Ok(0);
+        return Ok(Pass::Idle);
     }
     // Two round trips, wherever the database is: the lock, the rows and the head in one; the
     // rows appended and the `COMMIT` in the other.
@@ -190,7 +231,7 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
         // Another instance is chaining, or took the rows first.
         Ok(_) => {
             db.run("ROLLBACK")?;
-            return Ok(0);
+            return Ok(Pass::Elsewhere);
         }
         Err(e) => {
             let _ = db.run("ROLLBACK");
@@ -209,7 +250,7 @@ fn pass(db: &mut Blocking, stats: &Stats, clock: &Clock) -> Result<usize, StoreE
             stats.chained(now_ms.saturating_sub(at.unix_ms()));
         }
     }
-    Ok(chained.len())
+    Ok(Pass::Chained(chained.len()))
 }
 
 #[cfg(test)]
@@ -298,13 +339,22 @@ mod tests {
         other
             .batch(&format!("BEGIN; {}", chain::LOCK_CHAIN))
             .expect("the lock is taken");
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 0);
+        assert_eq!(
+            pass(&mut db, &stats, &clock).expect("a pass"),
+            Pass::Elsewhere
+        );
         other.batch("ROLLBACK").expect("the lock is let go");
 
         // Then two passes chain them all, lowest ids first.
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 0);
+        assert_eq!(
+            pass(&mut db, &stats, &clock).expect("a pass"),
+            Pass::Chained(1000)
+        );
+        assert_eq!(
+            pass(&mut db, &stats, &clock).expect("a pass"),
+            Pass::Chained(1000)
+        );
+        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), Pass::Idle);
         let tenants = db
             .query(
                 "SELECT tenant_id FROM audit_events WHERE seq IN (1, 1000, 2000) ORDER BY seq",
@@ -329,6 +379,32 @@ mod tests {
         assert_eq!(vacuums_counted(&mut db, 1), 1);
     }
 
+    /// A chainer that found another chaining answers no wake-up until its wait is over, and
+    /// ends its wait once the writers are gone.
+    #[test]
+    fn a_chainer_that_found_another_chaining_waits_out_its_wake_ups() {
+        let (wake, woken) = flume::bounded(1);
+        let waker = std::thread::spawn(move || {
+            for _ in 0..5 {
+                let _ = wake.try_send(());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let started = Instant::now();
+        assert!(deaf_until(&woken, started + ELSEWHERE_WAIT));
+        assert!(
+            started.elapsed() >= ELSEWHERE_WAIT,
+            "a wake-up ended the wait"
+        );
+        waker.join().expect("the waker ends");
+
+        // The writers gone (the sender dropped with the waker): the wait ends at once.
+        let started = Instant::now();
+        assert!(!deaf_until(&woken, started + Duration::from_secs(10)));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(!woken_or_after(&woken, Duration::from_secs(10)));
+    }
+
     /// A vacuum leaves the table's emptied pages where they are: cutting them off would take
     /// a lock that every writer's insert conflicts with, and the server waits up to 5 s for it
     /// while the chain waits behind the vacuum.
@@ -337,8 +413,14 @@ mod tests {
         let (scratch, mut db) = chainer_session("chainer_vacuum");
         pending(&mut db, 1, 2000);
         let (stats, clock) = (Stats::default(), Clock::System);
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
-        assert_eq!(pass(&mut db, &stats, &clock).expect("a pass"), 1000);
+        assert_eq!(
+            pass(&mut db, &stats, &clock).expect("a pass"),
+            Pass::Chained(1000)
+        );
+        assert_eq!(
+            pass(&mut db, &stats, &clock).expect("a pass"),
+            Pass::Chained(1000)
+        );
 
         // A writer in the middle of its batch: the lock its insert takes.
         let mut writer = Blocking::connect(&scratch.url).expect("a writer's session");
