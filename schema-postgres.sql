@@ -1,20 +1,21 @@
 -- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 9 (SQLite's
--- `PRAGMA user_version = 9`). Versions 7 and 9 are PostgreSQL's alone (7: the audit rows that
--- wait for their place in the chain, and each tenant's last id, see audit_pending and
--- tenants.last_id below; 9: the domains and triggers of the last section); SQLite's
--- migrations 7 and 9 do nothing, so that each number names one schema. The
+-- `PRAGMA user_version = 9`). Versions 7, 9 and 10 are PostgreSQL's alone (7: the audit rows
+-- that wait for their place in the chain, and each tenant's last id, see audit_pending and
+-- tenants.last_id below; 9: the domains and triggers of the last section; 10: the chain
+-- checked once a statement, see audit_events); SQLite's migrations 7 and 9 do nothing, and
+-- its next one takes number 11, so that each number names one schema. The
 -- schema_version table records the version. (SQLite's migration 4 only rewrote
 -- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
 -- those that schema.sql's migrations leave. A database made by the version-3 file (before
--- periods and charges) is brought to version 9 by the sections at the end, which add what
--- migrations 5 to 9 add; on a new database those sections find everything in place.
+-- periods and charges) is brought to version 10 by the sections at the end, which add what
+-- migrations 5 to 10 add; on a new database those sections find everything in place.
 --
 -- Run as one script, in one transaction, by the role that owns the database (no superuser:
 -- no extension, nothing outside the current schema). It is safe to run again: every object
 -- is created only if missing (functions and triggers are replaced by the same definition),
 -- and the rows it inserts are inserted only if missing. It refuses a database whose
--- schema_version is newer than 9. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
+-- schema_version is newer than 10. Needs PostgreSQL 14 or later (CREATE OR REPLACE TRIGGER).
 --
 -- Differences from SQLite, all in the representation and none in what is accepted:
 -- * Amounts are numeric(39,0) with a CHECK on 0 ..= 2^128 - 1 (the domain tenantd_atomic
@@ -27,7 +28,8 @@
 -- * A change's audit row is written to audit_pending, in the change's transaction; a chainer
 --   (one at a time, holding the lock of chain_head's one row) moves the pending rows into
 --   the chain after they commit, in the order of their ids. The insert trigger on
---   audit_events checks that a new row continues the last one (see below).
+--   audit_events checks, once a statement, that the rows it appended continue the chain
+--   (see below; SQLite's checks each row, with the same message).
 -- * A refused write raises SQLSTATE 23000 (integrity_constraint_violation) with the same
 --   message as SQLite's RAISE(ABORT, ...). TRUNCATE, which SQLite lacks and which bypasses
 --   DELETE triggers, is refused wherever DELETE is.
@@ -38,8 +40,8 @@
 DO $$
 BEGIN
     IF to_regclass('schema_version') IS NOT NULL THEN
-        IF (SELECT max(version) FROM schema_version) > 9 THEN
-            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (9)',
+        IF (SELECT max(version) FROM schema_version) > 10 THEN
+            RAISE EXCEPTION 'the database schema is newer (version %) than this build knows (10)',
                 (SELECT max(version) FROM schema_version)
                 USING ERRCODE = 'feature_not_supported';
         END IF;
@@ -47,13 +49,14 @@ BEGIN
 END
 $$;
 
--- The schema version: 9, as SQLite's user_version (7 and 9 are what only PostgreSQL has).
+-- The schema version: 10 (SQLite's user_version 9; 7, 9 and 10 are what only PostgreSQL
+-- has).
 CREATE TABLE IF NOT EXISTS schema_version (
     id      integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL
 );
-INSERT INTO schema_version (id, version) VALUES (1, 9)
-    ON CONFLICT (id) DO UPDATE SET version = 9;
+INSERT INTO schema_version (id, version) VALUES (1, 10)
+    ON CONFLICT (id) DO UPDATE SET version = 10;
 
 -- Raises the trigger's first argument as a refused write. Every refusing trigger below uses
 -- it, row-level (with the condition in its WHEN clause) or statement-level (TRUNCATE).
@@ -150,37 +153,33 @@ CREATE OR REPLACE TRIGGER audit_pending_no_truncate
 BEFORE TRUNCATE ON audit_pending
 FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('pending audit events are immutable');
 
--- A new event must take the next seq and link to the last stored event (seq 0 and 64 zeros
--- for the first). The chain's lock is taken here too (at once when the writer holds it
--- already), so a writer that did not lock it first still waits its turn and is checked
--- against the chain as it is once the lock is granted.
+-- A new event must take the next seq and link to the event before it (seq 0 and 64 zeros
+-- for the first): checked once a statement, over the rows it appended, after the chain's lock
+-- is taken (at once when the chainer holds it already), so a writer that did not lock it
+-- first still waits its turn and is checked against the chain as it is once the lock is
+-- granted. A row whose seq is taken is refused by the primary key first (SQLSTATE 23505);
+-- every other row needs the row before it in the chain, so the rows appended continue it
+-- without a gap or a fork. Until version 10 a row trigger checked each row against the last
+-- one stored, two queries a row: most of the chainer's work, on a path every write takes.
 CREATE OR REPLACE FUNCTION audit_events_continue_chain() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-    last_seq  bigint;
-    last_hash text;
 BEGIN
     PERFORM 1 FROM chain_head WHERE id = 1 FOR UPDATE;
-    IF NOT FOUND THEN
+    IF NOT FOUND OR EXISTS (
+        SELECT 1 FROM appended a LEFT JOIN audit_events b ON b.seq = a.seq - 1
+        WHERE CASE WHEN a.seq = 1 THEN a.prev_hash IS DISTINCT FROM repeat('0', 64)
+                   ELSE b.hash IS DISTINCT FROM a.prev_hash END
+    ) THEN
         RAISE EXCEPTION 'an audit event must continue the chain'
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
-    SELECT seq, hash INTO last_seq, last_hash FROM audit_events ORDER BY seq DESC LIMIT 1;
-    IF NOT FOUND THEN
-        last_seq := 0;
-        last_hash := repeat('0', 64);
-    END IF;
-    IF NEW.seq IS DISTINCT FROM last_seq + 1 OR NEW.prev_hash IS DISTINCT FROM last_hash THEN
-        RAISE EXCEPTION 'an audit event must continue the chain'
-            USING ERRCODE = 'integrity_constraint_violation';
-    END IF;
-    RETURN NEW;
+    RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER audit_events_append_only
-BEFORE INSERT ON audit_events
-FOR EACH ROW EXECUTE FUNCTION audit_events_continue_chain();
+AFTER INSERT ON audit_events REFERENCING NEW TABLE AS appended
+FOR EACH STATEMENT EXECUTE FUNCTION audit_events_continue_chain();
 
 CREATE OR REPLACE TRIGGER audit_events_no_update
 BEFORE UPDATE ON audit_events

@@ -40,10 +40,12 @@ q "$admin_url" -c "CREATE DATABASE $db OWNER tenantd" >/dev/null
 old_db="${db}_v3"
 v7_db="${db}_v7"
 v8_db="${db}_v8"
+v9_db="${db}_v9"
 trap 'q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null;
       q "$admin_url" -c "DROP DATABASE IF EXISTS $old_db WITH (FORCE)" >/dev/null;
       q "$admin_url" -c "DROP DATABASE IF EXISTS $v7_db WITH (FORCE)" >/dev/null;
-      q "$admin_url" -c "DROP DATABASE IF EXISTS $v8_db WITH (FORCE)" >/dev/null' EXIT
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $v8_db WITH (FORCE)" >/dev/null;
+      q "$admin_url" -c "DROP DATABASE IF EXISTS $v9_db WITH (FORCE)" >/dev/null' EXIT
 
 checks=0
 failed=()
@@ -138,8 +140,8 @@ yields "the schema is applied by a role that is not a superuser" \
     "SELECT current_user || ' ' || rolsuper FROM pg_roles WHERE rolname = current_user" \
     "tenantd false"
 apply "the schema applies as tenantd in one transaction holding an advisory lock"
-yields "schema_version is 9 (SQLite's user_version 9; 7 and 9 are what only PostgreSQL has)" \
-    "SELECT version FROM schema_version" 9
+yields "schema_version is 10 (SQLite's user_version 9; 7, 9 and 10 are what only PostgreSQL has)" \
+    "SELECT version FROM schema_version" 10
 yields "the chain's lock row is there, alone" "SELECT string_agg(id::text, ',') FROM chain_head" 1
 yields "every table is there" \
     "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'" \
@@ -219,9 +221,28 @@ refuses "audit_events: a wrong prev_hash is refused" \
     "INSERT INTO audit_events $event_cols
      VALUES (3, '$t2', 'admin', 'a', 'ten_B', '{}', '$h1', '$h3')" \
     "23000: an audit event must continue the chain"
-refuses "audit_events: a second event with a taken seq is refused" \
+refuses "audit_events: a second event with a taken seq is refused (by the key)" \
     "INSERT INTO audit_events $event_cols
      VALUES (2, '$t2', 'admin', 'a', 'ten_B', '{}', '$h1', '$h3')" \
+    "23505:"
+yields "audit_events: one statement appends several events, each linked to the one before" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'tenant.created', 'ten_B', '{}', '$h2', '$h3'),
+            (4, '$t2', 'admin', 'tenant.created', 'ten_C', '{}', '$h3', '$h1');
+     SELECT string_agg(seq::text, ',' ORDER BY seq) FROM audit_events" "1,2,3,4"
+refuses "audit_events: a statement whose second event skips a seq is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'a', 'ten_B', '{}', '$h2', '$h3'),
+            (5, '$t2', 'admin', 'a', 'ten_C', '{}', '$h3', '$h1')" \
+    "23000: an audit event must continue the chain"
+refuses "audit_events: a statement whose second event links to another than the first is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t2', 'admin', 'a', 'ten_B', '{}', '$h2', '$h3'),
+            (4, '$t2', 'admin', 'a', 'ten_C', '{}', '$h2', '$h1')" \
+    "23000: an audit event must continue the chain"
+refuses "audit_events: an event before the first is refused" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (0, '$t2', 'admin', 'a', 'ten_B', '{}', '$zeros', '$h3')" \
     "23000: an audit event must continue the chain"
 refuses "chain_head: UPDATE is refused" \
     "UPDATE chain_head SET id = 1" "23000: the chain's lock row never changes"
@@ -480,10 +501,10 @@ apply "the schema applies a second time"
 yields "a second application keeps the rows and the chain head" \
     "SELECT (SELECT count(*) FROM tenants) || ' ' || (SELECT count(*) FROM audit_events) || ' '
      || (SELECT max(seq) FROM audit_events) || ' ' || (SELECT version FROM schema_version)" \
-    "2 2 2 9"
-if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 10" -f "$schema" 2>&1); then
+    "2 2 2 10"
+if out=$(q "$db_url" -1 -c "UPDATE schema_version SET version = 11" -f "$schema" 2>&1); then
     fail "the schema refuses a database of a newer schema version" "applied"
-elif grep -qF "0A000: the database schema is newer (version 10)" <<< "$out"; then
+elif grep -qF "0A000: the database schema is newer (version 11)" <<< "$out"; then
     pass "the schema refuses a database of a newer schema version"
 else
     fail "the schema refuses a database of a newer schema version" "$out"
@@ -512,11 +533,11 @@ released_database() {
 }
 
 # --- a database made by the version-3 script (tests/fixtures/schema-postgres-3.sql, the
-# release before periods and charges) is brought to version 9, its rows kept
+# release before periods and charges) is brought to version 10, its rows kept
 new_url=$db_url
 released_database 3 "$old_db"
-apply "the version-9 schema applies over version 3"
-yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
+apply "the version-10 schema applies over version 3"
+yields "the upgraded schema is at version 10" "SELECT version FROM schema_version" 10
 yields "the upgraded tenants have a last id, not yet set" \
     "SELECT coalesce(last_id, 'none') FROM tenants WHERE id = 'ten_A'" none
 yields "the budget is kept, with no period and no thresholds" \
@@ -545,10 +566,10 @@ accepts "the upgraded database takes an event" "INSERT INTO events $evt_cols
     VALUES ('evt_A', 'budget.credited', '$t1', 'ten_A', '{}')"
 
 # --- a database made by the version-7 script (tests/fixtures/schema-postgres-7.sql, the
-# release before budgets in a tree) is brought to version 9, its rows kept
+# release before budgets in a tree) is brought to version 10, its rows kept
 released_database 7 "$v7_db"
-apply "the version-9 schema applies over version 7"
-yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
+apply "the version-10 schema applies over version 7"
+yields "the upgraded schema is at version 10" "SELECT version FROM schema_version" 10
 yields "the budget is kept, at the top" \
     "SELECT credited_atomic || ' ' || coalesce(parent_id, 'none') FROM budgets" "1000 none"
 yields "the entry is kept, the budget's own" \
@@ -563,7 +584,7 @@ refuses "the upgraded budget's parent is fixed" \
     "UPDATE budgets SET parent_id = 'bud_A' WHERE id = 'bud_A'" "23000"
 
 # --- a database made by the version-8 script (tests/fixtures/schema-postgres-8.sql, the
-# release before the domains) is brought to version 9, its rows kept
+# release before the domains) is brought to version 10, its rows kept
 released_database 8 "$v8_db"
 commit "version 8: a closed budget, a settled reservation, a closed period and an event" "
     INSERT INTO budgets $budget_cols
@@ -577,8 +598,8 @@ commit "version 8: a closed budget, a settled reservation, a closed period and a
         VALUES ('per_C', 'bud_A', 'closed', '$t0', '$t1', 100, 0, 1000, 1000, 0, 0, 1000, 0,
                 0, 0, 0, $max);
     INSERT INTO events $evt_cols VALUES ('evt_A', 'budget.closed', '$t1', 'ten_A', '{}')"
-apply "the version-9 schema applies over version 8"
-yields "the upgraded schema is at version 9" "SELECT version FROM schema_version" 9
+apply "the version-10 schema applies over version 8"
+yields "the upgraded schema is at version 10" "SELECT version FROM schema_version" 10
 yields "every row is kept, each amount exactly" \
     "SELECT (SELECT string_agg(id || ' ' || opening_deposit_atomic || ' ' || credited_atomic
                                || ' ' || state, ',' ORDER BY id) FROM budgets)
@@ -612,10 +633,34 @@ refuses "the upgraded settled reservation stays final" \
 refuses "the upgraded closed period stays final" \
     "UPDATE periods SET ends_at = '$t2' WHERE id = 'per_C'" \
     "23000: a period changes only while it is current"
-apply "the version-9 schema applies a second time over the upgraded one"
+apply "the version-10 schema applies a second time over the upgraded one"
 yields "the second application keeps one check on each domain" \
     "SELECT count(*) FROM pg_constraint WHERE contypid IN
        ('tenantd_atomic'::regtype, 'tenantd_entry_kind'::regtype, 'tenantd_event_type'::regtype)" 3
+
+# --- a database made by the version-9 script (tests/fixtures/schema-postgres-9.sql, the
+# release whose trigger checked the chain a row at a time) is brought to version 10
+released_database 9 "$v9_db"
+commit "version 9: the chain's first event" "INSERT INTO audit_events $event_cols
+    VALUES (1, '$t0', 'admin', 'tenant.created', 'ten_A', '{}', '$zeros', '$h1')"
+apply "the version-10 schema applies over version 9"
+yields "the upgraded schema is at version 10" "SELECT version FROM schema_version" 10
+yields "the upgraded chain is checked once a statement, after its inserts" \
+    "SELECT count(*) || ' ' || CAST(tgtype = 4 AS TEXT) FROM pg_trigger
+     WHERE tgrelid = 'audit_events'::regclass AND tgname = 'audit_events_append_only' GROUP BY tgtype" "1 true"
+yields "the upgraded chain takes the next events, each linked to the one before" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (2, '$t1', 'admin', 'a', 'ten_A', '{}', '$h1', '$h2'),
+            (3, '$t1', 'admin', 'a', 'ten_A', '{}', '$h2', '$h3');
+     SELECT string_agg(seq::text, ',' ORDER BY seq) FROM audit_events" "1,2,3"
+refuses "the upgraded chain refuses a gap" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (3, '$t1', 'admin', 'a', 'ten_A', '{}', '$h1', '$h3')" \
+    "23000: an audit event must continue the chain"
+refuses "the upgraded chain refuses a wrong link" \
+    "INSERT INTO audit_events $event_cols
+     VALUES (2, '$t1', 'admin', 'a', 'ten_A', '{}', '$h3', '$h2')" \
+    "23000: an audit event must continue the chain"
 db_url=$new_url
 
 echo "postgres-schema-check: $checks checks, ${#failed[@]} failed"

@@ -39,10 +39,11 @@ use super::{StoreConfig, threads};
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// The schema version the file creates: SQLite's `user_version` 9 (its migration 4 changed
-/// nothing PostgreSQL has, and 7 and 9 are what only PostgreSQL has: the pending audit rows;
-/// the domains that check amounts, kinds and types once a connection).
-pub(crate) const SCHEMA_VERSION: i32 = 9;
+/// The schema version the file creates: 10, where SQLite's `user_version` is 9 (its migration
+/// 4 changed nothing PostgreSQL has, and 7, 9 and 10 are what only PostgreSQL has: the pending
+/// audit rows; the domains that check amounts, kinds and types once a connection; the chain
+/// checked once a statement).
+pub(crate) const SCHEMA_VERSION: i32 = 10;
 
 /// The advisory lock that lets one of several instances starting at once create the schema
 /// while the others wait ("tenantd" in ASCII).
