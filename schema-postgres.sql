@@ -160,7 +160,7 @@ FOR EACH STATEMENT EXECUTE FUNCTION tenantd_refuse('pending audit events are imm
 -- granted. A row whose seq is taken is refused by the primary key first (SQLSTATE 23505);
 -- every other row needs the row before it in the chain, so the rows appended continue it
 -- without a gap or a fork. Until version 10 a row trigger checked each row against the last
--- one stored, two queries a row: most of the chainer's work, on a path every write takes.
+-- one stored, two queries a row: half of what an append cost, on a path every write takes.
 CREATE OR REPLACE FUNCTION audit_events_continue_chain() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
