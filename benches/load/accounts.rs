@@ -33,8 +33,9 @@ impl Acknowledged {
     }
 }
 
-/// A budget's figures as read back: credited, debited, spent, reserved.
-#[derive(Clone, Copy)]
+/// A budget's figures as read back (or summed over budgets): credited, debited, spent,
+/// reserved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Figures {
     credited: u128,
     debited: u128,
@@ -77,72 +78,73 @@ fn read(server: &Server, target: &Seeded) -> Result<Figures, String> {
     })
 }
 
-/// Reads the budget at `target` and checks it against what was acknowledged: every commit
-/// spent exactly once, every unsettled hold still reserved, and the invariant.
+/// Reads every budget of `targets` (each a tenant's default budget, opened with `deposit`)
+/// and checks them against what was acknowledged on them: none overspent, and summed, the
+/// deposits and credits credited, nothing debited, the commits and charges spent, the holds
+/// not settled still reserved. Their figures, summed.
+fn check(
+    server: &Server,
+    targets: &[Seeded],
+    deposit: u128,
+    acknowledged: Acknowledged,
+) -> Result<Figures, String> {
+    let mut read_back = Figures::default();
+    for target in targets {
+        let figures = read(server, target)?;
+        if figures.available().is_none() {
+            return Err(format!("budget {} is overspent", target.budget_path));
+        }
+        read_back.credited += figures.credited;
+        read_back.debited += figures.debited;
+        read_back.spent += figures.spent;
+        read_back.reserved += figures.reserved;
+    }
+    let n = targets.len() as u128;
+    let wanted = Figures {
+        credited: deposit * n + acknowledged.credited,
+        debited: 0,
+        spent: acknowledged.spent,
+        reserved: acknowledged.outstanding(),
+    };
+    if read_back != wanted {
+        return Err(format!(
+            "the {n} budgets read back do not add up to what was acknowledged: read              {read_back:?}, acknowledged (deposits and credits; commits and charges; holds              unsettled) {wanted:?}"
+        ));
+    }
+    Ok(read_back)
+}
+
+/// Checks the one budget at `target` as [`check`] does, for the hot budget's note.
 pub(crate) fn check_budget(
     server: &Server,
     target: &Seeded,
     deposit: u128,
-    committed: u128,
-    outstanding: u128,
+    acknowledged: Acknowledged,
 ) -> Result<String, String> {
-    let figures = read(server, target)?;
-    let Figures {
-        credited,
-        debited,
-        spent,
-        reserved,
-    } = figures;
-    if credited != deposit || debited != 0 || spent != committed || reserved != outstanding {
-        return Err(format!(
-            "the hot budget does not match what was acknowledged: credited {credited} (deposit \
-             {deposit}), spent {spent} (commits acknowledged {committed}), reserved {reserved} \
-             (holds unsettled {outstanding})"
-        ));
-    }
+    let figures = check(server, std::slice::from_ref(target), deposit, acknowledged)?;
     let available = figures.available().ok_or("the hot budget is overspent")?;
     Ok(format!(
-        "hot budget at the end: spent {spent} = the commits acknowledged, reserved {reserved} = \
-         the holds left unsettled, available {available}; nothing overspent"
+        "hot budget at the end: spent {} = the commits acknowledged, reserved {} = the holds \
+         left unsettled, available {available}; nothing overspent",
+        figures.spent, figures.reserved
     ))
 }
 
-/// Reads every budget of `targets` (each a tenant's default budget, opened with `deposit`)
-/// and checks them against what was acknowledged on them: the spends and credits exactly,
-/// the holds not settled still reserved, and no budget overspent.
+/// Checks every budget of `targets` as [`check`] does, for the spread's note.
 pub(crate) fn check_spread(
     server: &Server,
     targets: &[Seeded],
     deposit: u128,
     acknowledged: Acknowledged,
 ) -> Result<String, String> {
-    let (mut credited, mut spent, mut reserved) = (0u128, 0u128, 0u128);
-    for target in targets {
-        let figures = read(server, target)?;
-        if figures.available().is_none() {
-            return Err(format!("budget {} is overspent", target.budget_path));
-        }
-        credited += figures.credited;
-        spent += figures.spent;
-        reserved += figures.reserved;
-    }
-    let n = targets.len() as u128;
-    let (wanted_credited, outstanding) = (
-        deposit * n + acknowledged.credited,
-        acknowledged.outstanding(),
-    );
-    if credited != wanted_credited || spent != acknowledged.spent || reserved != outstanding {
-        return Err(format!(
-            "the {n} budgets do not add up to what was acknowledged: credited {credited} \
-             (deposits and credits {wanted_credited}), spent {spent} (commits and charges {}), \
-             reserved {reserved} (holds unsettled {outstanding})",
-            acknowledged.spent
-        ));
-    }
+    let figures = check(server, targets, deposit, acknowledged)?;
     Ok(format!(
-        "{n} budgets read at the end: spent {spent} = the commits and charges acknowledged, \
-         reserved {reserved} = the holds left unsettled, credited = the deposits and {} \
-         credits; none overspent",
+        "{} budgets read at the end: spent {} = the commits and charges acknowledged, \
+         reserved {} = the holds left unsettled, credited = the deposits and {} credits, \
+         nothing debited; none overspent",
+        targets.len(),
+        figures.spent,
+        figures.reserved,
         acknowledged.credited
     ))
 }

@@ -189,13 +189,7 @@ async fn run(args: &Args) -> Result<Report, String> {
         ]);
         let (hot_rows, on_hot) = measure_cycles(args, &server, "one hot budget", &hot).await?;
         rows.extend(hot_rows);
-        notes.push(check_budget(
-            &server,
-            &hot[0],
-            deposit,
-            on_hot.spent,
-            on_hot.outstanding(),
-        )?);
+        notes.push(check_budget(&server, &hot[0], deposit, on_hot)?);
         notes.extend(server.chaining_note("spends, charges and credits"));
         server.stop();
     }

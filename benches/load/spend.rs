@@ -56,39 +56,20 @@ pub(crate) struct Spent {
     commit: (Histogram<u64>, Tally),
     charge: (Histogram<u64>, Tally),
     credit: (Histogram<u64>, Tally),
-    committed: u128,
-    /// Atomic units spent by acknowledged charges.
-    pub(crate) charged: u128,
-    /// Credits of 1 acknowledged.
-    credited: u128,
-    /// Atomic units held by granted reservations, and those of holds settled by a commit.
-    held: u128,
-    settled: u128,
+    /// What the service acknowledged: commits and charges, holds granted and settled,
+    /// credits.
+    acknowledged: Acknowledged,
     holds: Vec<Hold>,
 }
 
 impl Spent {
-    /// What this phase acknowledged.
-    fn acknowledged(&self) -> Acknowledged {
-        Acknowledged {
-            spent: self.committed + self.charged,
-            held: self.held,
-            settled: self.settled,
-            credited: self.credited,
-        }
-    }
-
     fn new() -> Self {
         Spent {
             reserve: (histogram(), Tally::default()),
             commit: (histogram(), Tally::default()),
             charge: (histogram(), Tally::default()),
             credit: (histogram(), Tally::default()),
-            committed: 0,
-            charged: 0,
-            credited: 0,
-            held: 0,
-            settled: 0,
+            acknowledged: Acknowledged::default(),
             holds: Vec::new(),
         }
     }
@@ -157,8 +138,8 @@ async fn spend_connection(
         tally.count(status);
         if committing {
             if status == 200 {
-                spent.committed += u128::from(amount);
-                spent.settled += u128::from(SPEND_HOLD);
+                spent.acknowledged.spent += u128::from(amount);
+                spent.acknowledged.settled += u128::from(SPEND_HOLD);
             }
         } else if status == 201 {
             // The id is the body's first member: found without parsing the whole body, so
@@ -171,7 +152,7 @@ async fn spend_connection(
             } else {
                 spent.holds.push(hold);
             }
-            spent.held += u128::from(SPEND_HOLD);
+            spent.acknowledged.held += u128::from(SPEND_HOLD);
         }
         buf.drain(..frame.len);
     }
@@ -243,8 +224,8 @@ async fn charge_connection(
         counted.1.count(frame.head.status);
         if frame.head.status == 201 {
             match credit {
-                Some(_) => spent.credited += 1,
-                None => spent.charged += 1,
+                Some(_) => spent.acknowledged.credited += 1,
+                None => spent.acknowledged.spent += 1,
             }
         }
         buf.drain(..frame.len);
@@ -295,11 +276,7 @@ pub(crate) async fn spend_phase(
             into.0.add(&from.0).map_err(|e| e.to_string())?;
             into.1.merge(from.1);
         }
-        all.committed += one.committed;
-        all.charged += one.charged;
-        all.credited += one.credited;
-        all.held += one.held;
-        all.settled += one.settled;
+        all.acknowledged.add(one.acknowledged);
         all.holds.extend(one.holds);
     }
     Ok(all)
@@ -420,8 +397,8 @@ pub(crate) async fn measure_cycles(
     .await?;
     let stop = Stop::At(Instant::now() + args.duration);
     let (spent, rows) = spend_rows(server, targets, cycles(), stop, name).await?;
-    let mut acknowledged = warm.acknowledged();
-    acknowledged.add(spent.acknowledged());
+    let mut acknowledged = warm.acknowledged;
+    acknowledged.add(spent.acknowledged);
     Ok((rows, acknowledged))
 }
 
@@ -446,19 +423,15 @@ pub(crate) async fn measure_alone(
         Stop::At(Instant::now() + args.warmup),
     )
     .await?;
-    let mut acknowledged = warm.acknowledged();
+    let mut acknowledged = warm.acknowledged;
     let stop = Stop::At(Instant::now() + args.duration);
     let reserves = plans(connections, || Plan::Reserve, None);
-    let (mut spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
-    acknowledged.add(spent.acknowledged());
-    let commits = plans(
-        connections,
-        || Plan::Cycles,
-        Some(std::mem::take(&mut spent.holds)),
-    );
+    let (spent, mut rows) = spend_rows(server, targets, reserves, stop, name).await?;
+    acknowledged.add(spent.acknowledged);
+    let commits = plans(connections, || Plan::Cycles, Some(spent.holds));
     let stop = Stop::At(Instant::now() + args.duration);
     let (spent, commit_rows) = spend_rows(server, targets, commits, stop, name).await?;
-    acknowledged.add(spent.acknowledged());
+    acknowledged.add(spent.acknowledged);
     rows.extend(commit_rows);
     Ok((rows, acknowledged))
 }
@@ -513,10 +486,10 @@ async fn measure_plan(
         warmup,
     )
     .await?;
-    let mut acknowledged = warm.acknowledged();
+    let mut acknowledged = warm.acknowledged;
     let stop = Stop::At(Instant::now() + args.duration);
     let measured = plans(args.connections, &make, None);
     let (spent, rows) = spend_rows(server, targets, measured, stop, name).await?;
-    acknowledged.add(spent.acknowledged());
+    acknowledged.add(spent.acknowledged);
     Ok((rows, acknowledged))
 }
