@@ -1,12 +1,12 @@
-//! Writes of one tenant sent at once pile into batches that mix spends with other commands.
-//! On PostgreSQL a batch keeps its spends' figures, entries and audit rows and writes them
+//! Writes of one tenant sent at once pile into batches that mix spends, refused spends and
+//! other commands. A batch keeps its spends' figures, entries and audit rows and writes them
 //! together, before its `COMMIT` and before any other command of the batch
 //! (`write::keeping`): every figure must end as the acknowledged writes say, every entry and
 //! audit row must be there, and the chain must verify, on both backends.
 
 use super::ops::{BatchItem, CreateBudget, MoveBudget, SendBatch};
 use super::test_stores::{create_tenant, fresh, on_each_backend};
-use super::{ListQuery, Store};
+use super::{ListQuery, Store, StoreError};
 use crate::audit::Actor;
 use crate::domain::{Atomic, Direction, Movement, Name, NewBudget, Unit};
 
@@ -40,7 +40,16 @@ async fn scene(store: Store) {
                 keyed: None,
             };
             match n % 5 {
-                0 => drop(fresh(store.write(moved(Direction::Charge, 3)).await)),
+                0 => {
+                    drop(fresh(store.write(moved(Direction::Charge, 3)).await));
+                    // Refused in the middle of a batch that keeps what its spends wrote:
+                    // it leaves nothing, and takes nothing kept before it with it.
+                    let refused = store.write(moved(Direction::Charge, 1 << 40)).await;
+                    assert!(
+                        matches!(refused, Err(StoreError::InsufficientFunds(..))),
+                        "{refused:?}"
+                    );
+                }
                 1 => drop(fresh(store.write(moved(Direction::Credit, 5)).await)),
                 2 => drop(fresh(store.write(moved(Direction::Debit, 7)).await)),
                 3 => {

@@ -151,6 +151,7 @@ fn configure_writer(conn: &Connection, path: &Path) -> Result<(), OpenError> {
          PRAGMA temp_store = MEMORY;
          PRAGMA cache_size = -{WRITER_CACHE_KIB};"
     ))?;
+    conn.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
     // A WAL emptied by a checkpoint is cut back to this size rather than kept at its peak.
     conn.query_row(
         &format!("PRAGMA journal_size_limit = {WAL_BYTES_KEPT}"),
@@ -165,6 +166,12 @@ fn configure_writer(conn: &Connection, path: &Path) -> Result<(), OpenError> {
 /// for nearly every one; with SQLite's default 2 MiB those spill to the WAL before the commit
 /// (and are written twice) and are read back.
 pub(super) const WRITER_CACHE_KIB: i64 = 8192;
+
+/// Prepared statements the write connection keeps, the least used given up past it: every
+/// statement the writer runs, with each size of the many-row inserts of a batch's entries and
+/// audit rows (`store::write::many`). At rusqlite's default of 16 a batch of spends pushed
+/// statements out that the next command prepared again.
+pub(super) const WRITER_STATEMENTS: usize = 128;
 
 /// Page cache of each read connection, in KiB. It holds the interior pages of the tenants
 /// table up to a few million tenants, so a read of a cold tenant costs one page from the OS

@@ -13,7 +13,8 @@
 //!   command of the batch (`WriterState::keep_budget`); one that fails leaves nothing, and
 //!   the next reads the budget from the database. Any other command forgets its tenant's
 //!   budgets ([`super::BudgetsAhead`]), as does a sweep that catches the tenant up; the
-//!   other tenants' stay. What is read ahead lasts one batch.
+//!   other tenants' stay. What is read ahead lasts one batch. SQLite's one writer reads
+//!   nothing ahead, but its commands leave what they wrote for the next the same way.
 //! - **Reservations.** Those the batch's settlements name are read with their budgets (at
 //!   every level). A settlement takes its reservation; any write of a reservation forgets
 //!   it, and so does whatever forgets its tenant's budgets.

@@ -1,9 +1,9 @@
 //! A batch of operations (`ops::batch`) as the writer runs it: its operations leave the
 //! budgets they wrote for the next, and its figures, entries and audit rows are kept
 //! ([`super::unwritten`]) and written when it ends well; every read of a budget on the writer
-//! puts what is kept over what is stored. On PostgreSQL a batch of commands whose writes go
-//! with its `COMMIT` keeps them so too, while its commands are spends
-//! ([`WriterState::before_command`]).
+//! puts what is kept over what is stored. A batch of commands keeps them so too, while its
+//! commands are spends ([`WriterState::before_command`]): on SQLite always, on PostgreSQL
+//! where its writes go with its `COMMIT`.
 
 use super::state::WriterState;
 use super::unwritten::Kept;
@@ -15,8 +15,8 @@ use crate::store::{StoreError, run_guarded};
 
 impl<D: Sql> WriterState<D> {
     /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
-    /// operations leaving the budgets it wrote for the next, on every backend (SQLite's one
-    /// writer reads nothing ahead otherwise), and what they wrote kept and written when it ends
+    /// operations leaving the budgets it wrote for the next, on every backend, and what they
+    /// wrote kept and written when it ends
     /// well ([`super::unwritten`]): each budget's figures once, the entries and audit rows many
     /// to a statement. What they left is forgotten after it, however it ends; a panic in it is
     /// its failure.
@@ -38,17 +38,21 @@ impl<D: Sql> WriterState<D> {
         result
     }
 
-    /// Before a command of a batch whose writes go with its `COMMIT` (PostgreSQL): a command
-    /// that keeps the budgets it writes (`keeps`: a spend, [`super::BudgetsAhead::Keeps`])
-    /// keeps its figures, entries and audit rows with those of the spends before it; any
-    /// other first writes what they kept ([`WriterState::end_kept`]), outside its own
-    /// changes, since it may read or change those rows otherwise than through the readers
-    /// below. Elsewhere each command writes as it goes.
+    /// Before a command of a batch of commands (on PostgreSQL, one whose writes go with its
+    /// `COMMIT`): a command that keeps the budgets it writes (`keeps`: a spend,
+    /// [`super::BudgetsAhead::Keeps`]) keeps its figures, entries and audit rows with those of
+    /// the spends before it; any other first writes what they kept
+    /// ([`WriterState::end_kept`]), outside its own changes, since it may read or change
+    /// those rows otherwise than through the readers below. On PostgreSQL a batch that waits
+    /// for each command's writes has each write as it goes.
+    ///
+    /// On SQLite a spend then writes nothing inside its savepoint, so the savepoint saves no
+    /// page, and a batch of charges on one budget sends one `UPDATE` of it, not one a charge.
     pub(crate) fn before_command(&mut self, keeps: bool) -> Result<(), StoreError> {
         if self.keeping {
             return Ok(());
         }
-        if keeps && D::SHARED && self.ahead.deferred() {
+        if keeps && (!D::SHARED || self.ahead.deferred()) {
             self.unwritten.resume();
             return Ok(());
         }

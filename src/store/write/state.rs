@@ -67,15 +67,16 @@ pub(crate) struct WriterState<D> {
     /// have changed (`None`: to be read). Forgotten by every change of an endpoint, by every
     /// command that fails, and, where writers share the database, at every batch.
     subscribers: Option<Vec<Subscriber>>,
-    /// What the open batch read ahead, where writers share the database.
+    /// What the open batch read ahead, where writers share the database, and the budgets its
+    /// commands wrote and left for the next, on every backend.
     pub(super) ahead: Ahead,
     /// What the writer knows of the tenants it wrote last, where writers share the database.
     known: Known,
     /// The digest of the webhook endpoints ([`super::guard::ENDPOINTS_DIGEST`]) where the open batch read the enabled ones ahead
     /// (or took them from what the writer knows).
     endpoints_digest: Option<String>,
-    /// While a batch of operations runs (`ops::batch`): on every backend, each operation
-    /// leaves the budgets it wrote for the next, as a batch read ahead does.
+    /// While a batch of operations runs (`ops::batch`): its operations' writes are kept until
+    /// it ends, whatever its operations are.
     pub(super) keeping: bool,
     /// While a batch of operations runs: the figures, entries and audit rows it wrote, written
     /// once it ends.
@@ -323,9 +324,6 @@ impl<D: Sql> WriterState<D> {
         tenant: &TenantId,
         id: Option<&BudgetId>,
     ) -> Option<(Budget, bool)> {
-        if !(D::SHARED || self.keeping) {
-            return None;
-        }
         self.ahead.take(tenant, id)
     }
 
@@ -335,9 +333,6 @@ impl<D: Sql> WriterState<D> {
         tenant: &TenantId,
         id: Option<&ReservationId>,
     ) -> Option<Reservation> {
-        if !(D::SHARED || self.keeping) {
-            return None;
-        }
         self.ahead.take_reservation(tenant, id)
     }
 
@@ -349,9 +344,7 @@ impl<D: Sql> WriterState<D> {
     /// Forgets the budgets and reservations read ahead of `tenant` (of every tenant for
     /// `None`): a command or a sweep may change them otherwise than the read-ahead knows.
     pub(crate) fn forget_ahead(&mut self, tenant: Option<&TenantId>) {
-        if D::SHARED || self.keeping {
-            self.ahead.forget(tenant);
-        }
+        self.ahead.forget(tenant);
     }
 
     /// Forgets what `tenant`'s token was read ahead to be checked against
@@ -362,9 +355,7 @@ impl<D: Sql> WriterState<D> {
 
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
     pub(crate) fn keep_budget(&mut self, budget: &Budget) {
-        if D::SHARED || self.keeping {
-            self.ahead.keep(budget);
-        }
+        self.ahead.keep(budget);
     }
 
     /// The error that fails a batch whose deferred writes failed ([`Ahead::failure`]).

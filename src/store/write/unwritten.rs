@@ -13,8 +13,8 @@
 //!   batched charge more than its entry). On PostgreSQL an audit event waits in
 //!   `audit_pending` for the chainer: those rows are kept, and inserted together in order.
 //!
-//! On PostgreSQL every batch of commands whose writes go with its `COMMIT` keeps them so
-//! while its commands are spends (`super::keeping`): a batch of a few charges sends one
+//! Every batch of commands keeps them so while its commands are spends (`super::keeping`;
+//! on PostgreSQL where its writes go with its `COMMIT`): a batch of a few charges sends one
 //! statement a table, not one a charge.
 //!
 //! While a batch runs, what is stored of a budget it moved is older than what it moved: every
@@ -80,8 +80,8 @@ impl Unwritten {
         self.on = true;
     }
 
-    /// Keeps from now on, adding to what is kept already (a batch of commands on PostgreSQL,
-    /// between two that write what is kept).
+    /// Keeps from now on, adding to what is kept already (a batch of commands, between two
+    /// that write what is kept).
     pub(super) fn resume(&mut self) {
         self.on = true;
     }
