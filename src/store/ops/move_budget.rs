@@ -66,7 +66,7 @@ impl WriteOp for MoveBudget {
             let entry = w
                 .apply(&mut budget, change, &actor, now)?
                 .ok_or_else(|| StoreError::Internal("a movement without its entry".into()))?;
-            w.keep_budget(&budget);
+            w.keep_budget(budget);
             Ok(entry)
         })
     }

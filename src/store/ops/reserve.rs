@@ -96,7 +96,7 @@ fn reserve<D: Sql>(
             Param::Text(&reservation.expires_at.to_string()),
         ],
     )?;
-    w.keep_budget(&budget);
+    w.keep_budget(budget);
     w.counts().reservation_created();
     w.lower_next_expiry(reservation.expires_at);
     Ok(reservation)

@@ -89,6 +89,6 @@ fn settle<D: Sql>(
         w.lower_next_expiry(reservation.expires_at);
     }
     w.write_reservation(&reservation)?;
-    w.keep_budget(&budget);
+    w.keep_budget(budget);
     Ok(reservation)
 }

@@ -444,8 +444,8 @@ impl Ahead {
 
     /// What the running command leaves of `budget` once it has written it, for the batch's
     /// next command, kept if the command ends well.
-    pub(crate) fn keep(&mut self, budget: &Budget) {
-        self.kept.push(budget.clone());
+    pub(crate) fn keep(&mut self, budget: Budget) {
+        self.kept.push(budget);
     }
 
     /// After a command or a `COMMIT` that failed with `error` (or none) where a statement

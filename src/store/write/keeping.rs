@@ -86,9 +86,9 @@ impl<D: Sql> WriterState<D> {
         self.unwritten.defer(&budget.id, budget.figures)
     }
 
-    /// Keeps `entry` to be inserted when its batch of operations ends, if one is running;
-    /// whether it was kept (and so is not to be inserted now).
-    pub(crate) fn defer_entry(&mut self, entry: &LedgerEntry) -> bool {
+    /// Keeps `entry` to be inserted when its batch ends, if the batch keeps its writes now;
+    /// gives it back to be inserted now if not.
+    pub(crate) fn defer_entry(&mut self, entry: LedgerEntry) -> Option<LedgerEntry> {
         self.unwritten.defer_entry(entry)
     }
 

@@ -354,7 +354,7 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
-    pub(crate) fn keep_budget(&mut self, budget: &Budget) {
+    pub(crate) fn keep_budget(&mut self, budget: Budget) {
         self.ahead.keep(budget);
     }
 

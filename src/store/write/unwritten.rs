@@ -143,14 +143,14 @@ impl Unwritten {
         true
     }
 
-    /// Keeps `entry`, if entries are kept now; whether it was.
-    pub(super) fn defer_entry(&mut self, entry: &LedgerEntry) -> bool {
+    /// Keeps `entry`, if entries are kept now; gives it back if not.
+    pub(super) fn defer_entry(&mut self, entry: LedgerEntry) -> Option<LedgerEntry> {
         if !self.on {
-            return false;
+            return Some(entry);
         }
-        self.entries.push(entry.clone());
+        self.entries.push(entry);
         self.undo.push(Change::Entry);
-        true
+        None
     }
 
     /// Keeps audit row `row`, if rows are kept now; gives it back if not.

@@ -63,7 +63,7 @@ impl<D: Sql> WriterState<D> {
             let at = budget.created_at;
             self.begin_period(budget, &policy, at, at, Atomic::new(0))?;
         }
-        self.insert_entry(&LedgerEntry::opening(budget))
+        self.insert_entry(LedgerEntry::opening(budget))
     }
 
     /// Writes `budget`'s period policy (`None`: it has none), set at `anchor`; it must be

@@ -111,7 +111,7 @@ impl<D: Sql> WriterState<D> {
                 return Ok(0);
             }
             let recorded = w.catch_up_budget_by(&mut budget, now, limit)?;
-            w.keep_budget(&budget);
+            w.keep_budget(budget);
             Ok(recorded)
         });
         // What the catch-up changed of the tenant's budgets and holds may have been read
@@ -257,7 +257,7 @@ impl<D: Sql> WriterState<D> {
                     let reservation = expiries.next().expect("peeked");
                     let mut budget = self.budget_to_move(tenant, &reservation.budget_id)?;
                     self.expire(&mut budget, reservation, now)?;
-                    self.keep_budget(&budget);
+                    self.keep_budget(budget);
                 }
                 _ if recorded == limit => return Ok(recorded),
                 _ => {
@@ -270,12 +270,12 @@ impl<D: Sql> WriterState<D> {
                     }
                     self.boundary(&mut budget, at, now)?;
                     recorded += 1;
-                    self.keep_budget(&budget);
                     if let Some(next) = budget.current.as_ref().map(|c| c.ends_at)
                         && next <= now
                     {
                         boundaries.insert((next, id));
                     }
+                    self.keep_budget(budget);
                 }
             }
         }

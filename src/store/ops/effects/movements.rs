@@ -64,9 +64,10 @@ impl<D: Sql> WriterState<D> {
                     reservation: entry.reservation_id.clone(),
                     memo: entry.memo.clone(),
                 };
-                self.append_entry(&ancestor, draft, Some(&budget.id), now)?;
+                let level_entry = self.entry(&ancestor, draft, Some(&budget.id), now)?;
+                self.insert_entry(level_entry)?;
                 self.alert(&ancestor, &before, now)?;
-                self.keep_budget(&ancestor);
+                self.keep_budget(ancestor);
             }
         }
         Ok(entry)
@@ -151,8 +152,8 @@ impl<D: Sql> WriterState<D> {
                 self.append_entry(ancestor, draft.clone(), Some(&budget.id), now)?;
             }
         }
-        for ancestor in &ancestors {
-            self.write_figures(ancestor)?;
+        for ancestor in ancestors {
+            self.write_figures(&ancestor)?;
             self.keep_budget(ancestor);
         }
         budget.figures = figures;
@@ -244,8 +245,21 @@ impl<D: Sql> WriterState<D> {
     }
 
     /// Appends the entry a rule drafted, of a movement that left `budget` with its current
-    /// figures: its own, or (`via`) one of a spend on a budget under it.
+    /// figures: its own, or (`via`) one of a spend on a budget under it. The entry.
     pub(super) fn append_entry(
+        &mut self,
+        budget: &Budget,
+        draft: Draft,
+        via: Option<&BudgetId>,
+        now: Timestamp,
+    ) -> Result<LedgerEntry, StoreError> {
+        let entry = self.entry(budget, draft, via, now)?;
+        self.insert_entry(entry.clone())?;
+        Ok(entry)
+    }
+
+    /// The entry a rule drafted, as [`WriterState::append_entry`] appends it.
+    fn entry(
         &mut self,
         budget: &Budget,
         draft: Draft,
@@ -270,18 +284,16 @@ impl<D: Sql> WriterState<D> {
             period_id: budget.current.as_ref().map(|c| c.id.clone()),
             via_budget_id: via.cloned(),
         };
-        self.insert_entry(&entry)?;
         Ok(entry)
     }
 
-    /// Inserts `entry`: now, or when the running batch of operations ends
-    /// ([`WriterState::defer_entry`]).
-    pub(super) fn insert_entry(&mut self, entry: &LedgerEntry) -> Result<(), StoreError> {
+    /// Inserts `entry`: now, or when the running batch ends ([`WriterState::defer_entry`]).
+    pub(super) fn insert_entry(&mut self, entry: LedgerEntry) -> Result<(), StoreError> {
         self.counts().entry(entry.kind);
-        if self.defer_entry(entry) {
-            return Ok(());
+        match self.defer_entry(entry) {
+            Some(entry) => insert_entries(self.db(), std::slice::from_ref(&entry)),
+            None => Ok(()),
         }
-        insert_entries(self.db(), std::slice::from_ref(entry))
     }
 }
 
