@@ -15,11 +15,10 @@ use crate::store::{StoreError, run_guarded};
 
 impl<D: Sql> WriterState<D> {
     /// Runs `op`, a batch of operations of `tenant` (`ops::batch`), with each of its
-    /// operations leaving the budgets it wrote for the next, on every backend, and what they
-    /// wrote kept and written when it ends
-    /// well ([`super::unwritten`]): each budget's figures once, the entries and audit rows many
-    /// to a statement. What they left is forgotten after it, however it ends; a panic in it is
-    /// its failure.
+    /// operations leaving the budgets it wrote for the next, and what they wrote kept and
+    /// written when it ends well ([`super::unwritten`]): each budget's figures once, the
+    /// entries and audit rows many to a statement. What they left is forgotten after it,
+    /// however it ends; a panic in it is its failure.
     pub(crate) fn keeping_budgets<T>(
         &mut self,
         tenant: &TenantId,
