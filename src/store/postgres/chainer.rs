@@ -387,6 +387,10 @@ mod tests {
     #[test]
     fn a_chainer_that_found_another_chaining_waits_out_its_wake_ups() {
         let (wake, woken) = flume::bounded(1);
+        // The test keeps a sender of its own until the wait is over, so that the waker's end
+        // (it may finish its wake-ups before the deadline on a slow machine) is not the
+        // writers going away.
+        let writers = wake.clone();
         let waker = std::thread::spawn(move || {
             for _ in 0..5 {
                 let _ = wake.try_send(());
@@ -401,7 +405,8 @@ mod tests {
         );
         waker.join().expect("the waker ends");
 
-        // The writers gone (the sender dropped with the waker): the wait ends at once.
+        // The writers gone (every sender dropped): the wait ends at once.
+        drop(writers);
         let started = Instant::now();
         assert!(!deaf_until(&woken, started + Duration::from_secs(10)));
         assert!(started.elapsed() < Duration::from_secs(5));
