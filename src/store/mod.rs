@@ -70,7 +70,7 @@ mod settle_ahead_tests;
 mod sql;
 mod sqlite;
 #[cfg(test)]
-mod test_stores;
+pub(crate) mod test_stores;
 mod threads;
 mod verify;
 mod write;

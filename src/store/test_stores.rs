@@ -11,7 +11,7 @@ use crate::audit::Actor;
 use crate::domain::{Atomic, BudgetId, Name, NewTenant, TenantId, Thresholds};
 
 /// The value of a write that ran afresh; a panic for anything else.
-pub(super) fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
+pub(crate) fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
     match written {
         Ok(Written::Fresh(value)) => value,
         other => panic!("a fresh write, not {:?}", other.err()),
@@ -20,7 +20,7 @@ pub(super) fn fresh<T>(written: Result<Written<T>, StoreError>) -> T {
 
 /// Creates tenant `name` with `deposit` on its default budget, as the admin: the tenant's id
 /// and that budget's.
-pub(super) async fn create_tenant(
+pub(crate) async fn create_tenant(
     store: &Store,
     name: &str,
     deposit: u128,

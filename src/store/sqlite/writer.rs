@@ -51,6 +51,9 @@ pub(super) struct Writer {
     durability: Arc<Durability>,
     /// The number of the batch's commit, once its `COMMIT` has begun.
     committing: Option<u64>,
+    /// `PRAGMA data_version` as the last write batch found it: what another connection's
+    /// commit moves ([`Writer::forget_if_written_elsewhere`]).
+    data_version: Option<i64>,
 }
 
 impl Batches for Writer {
@@ -74,6 +77,7 @@ impl Batches for Writer {
             self.restart_wal_if_long();
             self.sql("BEGIN IMMEDIATE")?;
             self.reload_stale_head()?;
+            self.forget_if_written_elsewhere()?;
         }
         Ok(())
     }
@@ -205,6 +209,7 @@ impl Writer {
             syncer,
             durability,
             committing: None,
+            data_version: None,
         })
     }
 
@@ -242,6 +247,27 @@ impl Writer {
                 Ok(_) => return,
             }
         }
+    }
+
+    /// Forgets the budgets the batch before left ([`WriterState::carry_ahead`]) when another
+    /// connection committed since the writer last looked, or the connection is new: `PRAGMA
+    /// data_version` moves with every other connection's commit and never with this one's.
+    /// Run under the write lock, so nothing else commits until the batch ends. With nothing
+    /// carried there is nothing to forget, and the writer does not look: a change it did not
+    /// see then is seen the next time, when it forgets once more than it had to.
+    fn forget_if_written_elsewhere(&mut self) -> Result<(), StoreError> {
+        if !self.state.carries_budgets() {
+            return Ok(());
+        }
+        let version: i64 = self
+            .state
+            .db_ref()
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))?;
+        if self.data_version.replace(version) != Some(version) {
+            self.state.forget_ahead(None);
+        }
+        Ok(())
     }
 
     fn sql(&mut self, statement: &str) -> Result<(), StoreError> {
@@ -296,6 +322,8 @@ impl Writer {
         }
         self.reopen_pending = false;
         self.head_stale = true;
+        // The new connection's `data_version` is its own count.
+        self.data_version = None;
         Ok(())
     }
 
@@ -708,5 +736,61 @@ mod tests {
             pages < 100,
             "the WAL went on from {longest} pages to {pages} instead of starting over"
         );
+    }
+
+    /// SQLite's writer begins each batch with the budgets the one before left (`Ahead::carry`):
+    /// a budget that another process changed in between must be read again, not written over
+    /// with what the writer carried.
+    #[test]
+    fn a_budget_changed_by_another_process_between_batches_is_read_again() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("carried.db");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let (store, threads) = crate::store::Store::open(StoreConfig::for_tests(path.clone()))
+                .expect("the store opens");
+            let (tenant, budget) =
+                crate::store::test_stores::create_tenant(&store, "carried", 1_000).await;
+            let charge = || crate::store::ops::MoveBudget {
+                tenant: tenant.clone(),
+                budget: Some(budget.clone()),
+                movement: crate::domain::Movement {
+                    direction: crate::domain::Direction::Charge,
+                    amount: Atomic::new(10),
+                    memo: None,
+                },
+                actor: Actor::Admin,
+                keyed: None,
+            };
+            crate::store::test_stores::fresh(store.write(charge()).await);
+            // Another process credits the budget behind the writer's back.
+            let other = rusqlite::Connection::open(&path).expect("another connection");
+            other
+                .busy_timeout(std::time::Duration::from_secs(5))
+                .expect("a busy timeout");
+            let changed = other
+                .execute(
+                    "UPDATE budgets SET credited_atomic = '2000' WHERE id = ?1",
+                    [budget.as_str()],
+                )
+                .expect("the other process writes");
+            assert_eq!(changed, 1);
+            drop(other);
+            crate::store::test_stores::fresh(store.write(charge()).await);
+            let read = store
+                .budget(tenant.clone(), Some(budget.clone()))
+                .await
+                .expect("the budget is read");
+            assert_eq!(
+                read.figures.credited, 2_000,
+                "the other process's credit stays"
+            );
+            assert_eq!(read.figures.spent, 20, "both charges");
+            threads.shutdown().await.expect("the store stops");
+        });
     }
 }

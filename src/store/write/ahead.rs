@@ -14,7 +14,8 @@
 //!   the next reads the budget from the database. Any other command forgets its tenant's
 //!   budgets ([`super::BudgetsAhead`]), as does a sweep that catches the tenant up; the
 //!   other tenants' stay. What is read ahead lasts one batch. SQLite's one writer reads
-//!   nothing ahead, but its commands leave what they wrote for the next the same way.
+//!   nothing ahead, but its commands leave what they wrote for the next the same way, and a
+//!   batch that commits leaves them to the next batch ([`Ahead::carry`]).
 //! - **Reservations.** Those the batch's settlements name are read with their budgets (at
 //!   every level). A settlement takes its reservation; any write of a reservation forgets
 //!   it, and so does whatever forgets its tenant's budgets.
@@ -103,7 +104,13 @@ pub(crate) struct Ahead {
     guarded: bool,
     /// After a batch whose deferred writes failed: no batch defers its writes before then.
     careful_until: Option<Instant>,
+    /// Whether the next batch begins with the budgets this one left ([`Ahead::carry`]).
+    carried: bool,
 }
+
+/// Budgets SQLite's writer carries from one batch to the next ([`Ahead::carry`]), at most;
+/// past it, the next batch begins with none and reads each again.
+pub(crate) const CARRIED_BUDGETS_MAX: usize = 65_536;
 
 impl Ahead {
     /// Whether the open batch's commands leave their writes to be waited for later.
@@ -387,10 +394,14 @@ pub(crate) fn read(
 }
 
 impl Ahead {
-    /// Begins a batch: nothing read yet, and its writes deferred where writers share the
-    /// database (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
+    /// Begins a batch: nothing read yet (but the budgets carried from the batch before, on
+    /// SQLite, [`Ahead::carry`]), and its writes deferred where writers share the database
+    /// (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
     pub(crate) fn begin(&mut self, shared: bool) {
-        self.budgets.clear();
+        let carried = std::mem::take(&mut self.carried);
+        if shared || !carried || self.budgets.len() > CARRIED_BUDGETS_MAX {
+            self.budgets.clear();
+        }
         self.reservations.clear();
         self.busy.clear();
         self.credentials.clear();
@@ -400,6 +411,21 @@ impl Ahead {
         self.guarded = false;
         self.careful_until = self.careful_until.filter(|&until| Instant::now() < until);
         self.deferred = shared && self.careful_until.is_none();
+    }
+
+    /// The batch committed, on SQLite, whose one writer is the only one to change a budget
+    /// while it holds the database: the budgets its commands left are those the database
+    /// holds, and the next batch begins with them rather than reading each again. Unless
+    /// this is called, the next batch begins with none: after a batch that failed, and
+    /// wherever writers share the database. Another process that writes the database in
+    /// between makes the writer forget them ([`Ahead::forget`], on `PRAGMA data_version`).
+    pub(crate) fn carry(&mut self) {
+        self.carried = true;
+    }
+
+    /// Whether any budget is known ahead.
+    pub(crate) fn holds_budgets(&self) -> bool {
+        !self.budgets.is_empty()
     }
 
     /// Keeps the budgets `read` found, of the tenants it locked: a budget of a tenant

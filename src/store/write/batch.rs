@@ -175,6 +175,9 @@ pub(crate) fn run_batch<W: Batches, J: ?Sized + Job<W::Db>>(
         None => Ok(()),
     };
     let delta = writer.state().take_counts();
+    if outcome.is_ok() && !<W::Db as Sql>::SHARED {
+        writer.state().carry_ahead();
+    }
     match &outcome {
         Ok(()) if writes > 0 => writer.committed(&delta, writes),
         Ok(()) => {}

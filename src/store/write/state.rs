@@ -353,6 +353,18 @@ impl<D: Sql> WriterState<D> {
         self.ahead.forget_credential(tenant);
     }
 
+    /// The batch committed on SQLite: the next begins with the budgets it left
+    /// ([`Ahead::carry`]).
+    pub(crate) fn carry_ahead(&mut self) {
+        self.ahead.carry();
+    }
+
+    /// Whether the batch begins with budgets carried from the one before
+    /// ([`Ahead::carry`]).
+    pub(crate) fn carries_budgets(&self) -> bool {
+        self.ahead.holds_budgets()
+    }
+
     /// What a command leaves of `budget` for the next of its batch ([`Ahead::keep`]).
     pub(crate) fn keep_budget(&mut self, budget: Budget) {
         self.ahead.keep(budget);
