@@ -251,7 +251,8 @@ impl Writer {
 
     /// Forgets the budgets the batch before left ([`WriterState::carry_ahead`]) when another
     /// connection committed since the writer last looked, or the connection is new: `PRAGMA
-    /// data_version` moves with every other connection's commit and never with this one's.
+    /// data_version` moves at least with every other connection's commit, and never with
+    /// this one's.
     /// Run under the write lock, so nothing else commits until the batch ends. With nothing
     /// carried there is nothing to forget, and the writer does not look: a change it did not
     /// see then is seen the next time, when it forgets once more than it had to.
@@ -766,6 +767,10 @@ mod tests {
                 actor: Actor::Admin,
                 keyed: None,
             };
+            // Two charges: the first carries the budget, the second finds it carried and
+            // reads `data_version`, so the outside write below is seen by comparing versions,
+            // not because the writer had never looked.
+            crate::store::test_stores::fresh(store.write(charge()).await);
             crate::store::test_stores::fresh(store.write(charge()).await);
             // Another process credits the budget behind the writer's back.
             let other = rusqlite::Connection::open(&path).expect("another connection");
@@ -789,7 +794,7 @@ mod tests {
                 read.figures.credited, 2_000,
                 "the other process's credit stays"
             );
-            assert_eq!(read.figures.spent, 20, "both charges");
+            assert_eq!(read.figures.spent, 30, "every charge");
             threads.shutdown().await.expect("the store stops");
         });
     }
