@@ -167,7 +167,10 @@ pub(crate) struct Due {
     pub(crate) keys: Keys,
 }
 
-/// Up to `limit` deliveries of `endpoint` due at `now`, soonest first, with their events.
+/// Up to `limit` deliveries of `endpoint` due at `now`, soonest first, with their events;
+/// none while the endpoint is not enabled. The sender's task for an endpoint stops when it
+/// next reads the endpoints, but a disable committed before this read (the run of failures
+/// that the attempt before ended) is seen here at once: no attempt follows it.
 pub(crate) fn due_deliveries(
     db: &mut impl Sql,
     endpoint: &EndpointId,
@@ -180,6 +183,7 @@ pub(crate) fn due_deliveries(
          FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
          JOIN webhook_endpoints w ON w.id = d.endpoint_id \
          WHERE d.endpoint_id = ?1 AND d.state = 'pending' AND d.next_attempt_at <= ?2 \
+         AND w.state = 'enabled' \
          ORDER BY d.next_attempt_at LIMIT CAST(?3 AS BIGINT)",
         &[
             endpoint.as_str().into(),
