@@ -42,6 +42,15 @@ pub(crate) async fn create_tenant(
     (created.tenant.id.clone(), created.tenant.budget.id.clone())
 }
 
+/// A runtime of two workers, as the stores of these tests run on.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// Runs `scene` on a store of each backend in turn, SQLite then a scratch PostgreSQL
 /// database (`name` tells the databases apart), each opened with a queue of `queue_depth` on
 /// a runtime of two workers. Once the store has stopped, `check` looks at the database (its
@@ -66,11 +75,7 @@ pub(super) fn on_each_backend<F, Fut>(
         } else {
             dir.path().join(format!("{name}.db"))
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime = runtime();
         runtime.block_on(async {
             let (store, threads) = Store::open(StoreConfig {
                 queue_depth,

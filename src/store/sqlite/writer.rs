@@ -252,10 +252,10 @@ impl Writer {
     /// Forgets the budgets the batch before left ([`WriterState::carry_ahead`]) when another
     /// connection committed since the writer last looked, or the connection is new: `PRAGMA
     /// data_version` moves at least with every other connection's commit, and never with
-    /// this one's.
-    /// Run under the write lock, so nothing else commits until the batch ends. With nothing
-    /// carried there is nothing to forget, and the writer does not look: a change it did not
-    /// see then is seen the next time, when it forgets once more than it had to.
+    /// this one's. Run under the write lock, so nothing else commits until the batch ends.
+    /// With nothing carried there is nothing to forget, and the writer does not look: a
+    /// change it did not see then is seen the next time, when it forgets once more than it
+    /// had to.
     fn forget_if_written_elsewhere(&mut self) -> Result<(), StoreError> {
         if !self.state.carries_budgets() {
             return Ok(());
@@ -746,12 +746,7 @@ mod tests {
     fn a_budget_changed_by_another_process_between_batches_is_read_again() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("carried.db");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
+        crate::store::test_stores::runtime().block_on(async {
             let (store, threads) = crate::store::Store::open(StoreConfig::for_tests(path.clone()))
                 .expect("the store opens");
             let (tenant, budget) =
