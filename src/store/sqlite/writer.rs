@@ -744,18 +744,20 @@ mod tests {
     /// with what the writer carried.
     #[test]
     fn a_budget_changed_by_another_process_between_batches_is_read_again() {
+        use crate::domain::{Direction, Movement};
+        use crate::store::ops::MoveBudget;
+        use crate::store::test_stores::{create_tenant, fresh, runtime};
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("carried.db");
-        crate::store::test_stores::runtime().block_on(async {
+        runtime().block_on(async {
             let (store, threads) = crate::store::Store::open(StoreConfig::for_tests(path.clone()))
                 .expect("the store opens");
-            let (tenant, budget) =
-                crate::store::test_stores::create_tenant(&store, "carried", 1_000).await;
-            let charge = || crate::store::ops::MoveBudget {
+            let (tenant, budget) = create_tenant(&store, "carried", 1_000).await;
+            let charge = || MoveBudget {
                 tenant: tenant.clone(),
                 budget: Some(budget.clone()),
-                movement: crate::domain::Movement {
-                    direction: crate::domain::Direction::Charge,
+                movement: Movement {
+                    direction: Direction::Charge,
                     amount: Atomic::new(10),
                     memo: None,
                 },
@@ -765,8 +767,8 @@ mod tests {
             // Two charges: the first carries the budget, the second finds it carried and
             // reads `data_version`, so the outside write below is seen by comparing versions,
             // not because the writer had never looked.
-            crate::store::test_stores::fresh(store.write(charge()).await);
-            crate::store::test_stores::fresh(store.write(charge()).await);
+            fresh(store.write(charge()).await);
+            fresh(store.write(charge()).await);
             // Another process credits the budget behind the writer's back.
             let other = rusqlite::Connection::open(&path).expect("another connection");
             other
@@ -780,7 +782,7 @@ mod tests {
                 .expect("the other process writes");
             assert_eq!(changed, 1);
             drop(other);
-            crate::store::test_stores::fresh(store.write(charge()).await);
+            fresh(store.write(charge()).await);
             let read = store
                 .budget(tenant.clone(), Some(budget.clone()))
                 .await

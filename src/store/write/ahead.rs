@@ -398,8 +398,8 @@ impl Ahead {
     /// SQLite, [`Ahead::carry`]), and its writes deferred where writers share the database
     /// (`shared`) and no deferred write failed in the last [`CAREFUL_FOR`].
     pub(crate) fn begin(&mut self, shared: bool) {
-        let carried = std::mem::take(&mut self.carried);
-        if shared || !carried || self.budgets.len() > CARRIED_BUDGETS_MAX {
+        // Only SQLite's writer carries budgets ([`Ahead::carry`]).
+        if !std::mem::take(&mut self.carried) || self.budgets.len() > CARRIED_BUDGETS_MAX {
             self.budgets.clear();
         }
         self.reservations.clear();
