@@ -397,6 +397,22 @@ mod tests {
         Writer::new(conn, config, Arc::new(Durability::new())).expect("the writer starts")
     }
 
+    /// Recording what fell due is ended by a failure as well as by its own end: a command
+    /// that panicked in the middle of it leaves the writer catching budgets up as before.
+    #[test]
+    fn a_command_rolled_back_while_recording_what_fell_due_ends_the_recording() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut writer = writer(&dir);
+        let state = writer.state();
+        let before = state.snapshot();
+        state.set_recording_due(true);
+        state.restore(before);
+        assert!(
+            !state.recording_due(),
+            "the recording ends with the command"
+        );
+    }
+
     fn new_tenant(name: &str) -> NewTenant {
         NewTenant {
             name: Name::parse(name).expect("a name"),

@@ -523,6 +523,9 @@ impl<D: Sql> WriterState<D> {
         self.unwritten.undo_to(unwritten);
         // What the command read of the endpoints may have been rolled back with it.
         self.subscribers = None;
+        // A command that failed, or panicked, while it recorded what fell due has stopped
+        // recording: the budgets after it are caught up again.
+        self.recording_due = false;
     }
 
     /// After a batch that did not commit: the head and counts as they were, and the soonest
