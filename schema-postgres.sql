@@ -1,9 +1,11 @@
--- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 9 (SQLite's
--- `PRAGMA user_version = 9`). Versions 7, 9 and 10 are PostgreSQL's alone (7: the audit rows
+-- tenantd schema for PostgreSQL: the counterpart of schema.sql at its migration 11 (SQLite's
+-- `PRAGMA user_version = 11`). Versions 7, 9 and 10 are PostgreSQL's alone (7: the audit rows
 -- that wait for their place in the chain, and each tenant's last id, see audit_pending and
 -- tenants.last_id below; 9: the domains and triggers of the last section; 10: the chain
--- checked once a statement, see audit_events); SQLite's migrations 7 and 9 do nothing, and
--- its next one takes number 11, so that each number names one schema. The
+-- checked once a statement, see audit_events); SQLite's migrations 7, 9 and 10 do nothing.
+-- SQLite's migration 11 keeps its budgets in the order of their tenants, which a PostgreSQL
+-- table has no counterpart of: there is no version 11 here, and the next takes number 12, so
+-- that each number names one schema. The
 -- schema_version table records the version. (SQLite's migration 4 only rewrote
 -- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are
@@ -33,6 +35,8 @@
 -- * A refused write raises SQLSTATE 23000 (integrity_constraint_violation) with the same
 --   message as SQLite's RAISE(ABORT, ...). TRUNCATE, which SQLite lacks and which bypasses
 --   DELETE triggers, is refused wherever DELETE is.
+-- * A budget's key is its id. SQLite keys its budgets by (tenant_id, id), to keep a tenant's
+--   budgets on the same pages, with an index and a trigger that keep an id to one budget.
 -- * SQLite's secure_delete has no counterpart: an erased idempotency record's bytes stay
 --   in the table's file until VACUUM reuses the space.
 

@@ -728,3 +728,94 @@ END;
 -- migration 9: nothing on SQLite. Version 9 is PostgreSQL's alone (its amounts, ledger kinds
 -- and event types checked by domains, and its identity triggers fired only for the columns
 -- they watch: schema-postgres.sql), so that a version number names one schema on both.
+
+-- migration 10: nothing on SQLite. Version 10 is PostgreSQL's alone (its audit chain checked
+-- once a statement: schema-postgres.sql).
+
+-- migration 11: a tenant's budgets side by side in the file. The budgets table was kept in the
+-- order of the budgets' ids, which is the order they were made in: the levels of a tree, made
+-- one after another among other tenants' budgets, sat on pages of their own, and a spend on a
+-- leaf wrote one page for each level. The table is now kept in the order of (tenant, id), so
+-- that a tenant's budgets share their pages. Nothing else changes: every row as it was, an
+-- id still names one budget, and a tenant's budgets in id order are the table's own order
+-- (budgets_tenant goes). Every statement that knows the tenant names it, so that the key
+-- finds the row; the others find it by its id (budgets_id). That index is not UNIQUE: SQLite
+-- would then take it over the key even where both are given. A trigger refuses an id taken
+-- by another tenant's budget instead. PostgreSQL has no counterpart and no version 11: its
+-- tables are not kept in any key's order.
+CREATE TABLE budgets_v11 (
+    id                     TEXT NOT NULL,
+    tenant_id              TEXT NOT NULL,
+    name                   TEXT NOT NULL,
+    unit                   TEXT NOT NULL,
+    state                  TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+    created_at             TEXT NOT NULL,
+    closed_at              TEXT,
+    opening_deposit_atomic TEXT NOT NULL CHECK (
+        length(opening_deposit_atomic) BETWEEN 1 AND 39
+        AND opening_deposit_atomic NOT GLOB '*[^0-9]*'),
+    credited_atomic        TEXT NOT NULL CHECK (
+        length(credited_atomic) BETWEEN 1 AND 39 AND credited_atomic NOT GLOB '*[^0-9]*'),
+    debited_atomic         TEXT NOT NULL CHECK (
+        length(debited_atomic) BETWEEN 1 AND 39 AND debited_atomic NOT GLOB '*[^0-9]*'),
+    spent_atomic           TEXT NOT NULL CHECK (
+        length(spent_atomic) BETWEEN 1 AND 39 AND spent_atomic NOT GLOB '*[^0-9]*'),
+    reserved_atomic        TEXT NOT NULL CHECK (
+        length(reserved_atomic) BETWEEN 1 AND 39 AND reserved_atomic NOT GLOB '*[^0-9]*'),
+    parent_id              TEXT,
+    CHECK ((state = 'open') = (closed_at IS NULL)),
+    PRIMARY KEY (tenant_id, id)
+) WITHOUT ROWID;
+
+INSERT INTO budgets_v11 (id, tenant_id, name, unit, state, created_at, closed_at,
+                         opening_deposit_atomic, credited_atomic, debited_atomic, spent_atomic,
+                         reserved_atomic, parent_id)
+SELECT id, tenant_id, name, unit, state, created_at, closed_at, opening_deposit_atomic,
+       credited_atomic, debited_atomic, spent_atomic, reserved_atomic, parent_id
+FROM budgets;
+
+-- The renewals' trigger reads the budgets table by name: it goes while the table is replaced.
+-- Dropping the table drops its own indexes and triggers.
+DROP TRIGGER budget_renewals_frozen_when_closed;
+DROP TABLE budgets;
+ALTER TABLE budgets_v11 RENAME TO budgets;
+
+CREATE INDEX budgets_id ON budgets (id);
+CREATE UNIQUE INDEX budgets_open_name ON budgets (tenant_id, name) WHERE state = 'open';
+CREATE INDEX budgets_parent ON budgets (parent_id, id) WHERE parent_id IS NOT NULL;
+
+CREATE TRIGGER budgets_never_deleted
+BEFORE DELETE ON budgets
+BEGIN
+    SELECT RAISE(ABORT, 'budgets are closed, never deleted');
+END;
+
+CREATE TRIGGER budgets_identity_immutable
+BEFORE UPDATE ON budgets
+WHEN NEW.id IS NOT OLD.id
+  OR NEW.tenant_id IS NOT OLD.tenant_id
+  OR NEW.name IS NOT OLD.name
+  OR NEW.unit IS NOT OLD.unit
+  OR NEW.created_at IS NOT OLD.created_at
+  OR NEW.opening_deposit_atomic IS NOT OLD.opening_deposit_atomic
+  OR NEW.parent_id IS NOT OLD.parent_id
+  OR OLD.state = 'closed'
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s identity is immutable and a closed budget is frozen');
+END;
+
+-- An id names one budget, whichever tenant's (the key makes it unique within a tenant).
+CREATE TRIGGER budgets_id_unique
+BEFORE INSERT ON budgets
+WHEN EXISTS (SELECT 1 FROM budgets WHERE id = NEW.id)
+BEGIN
+    SELECT RAISE(ABORT, 'a budget id names one budget');
+END;
+
+CREATE TRIGGER budget_renewals_frozen_when_closed
+BEFORE UPDATE ON budget_renewals
+WHEN NEW.budget_id IS NOT OLD.budget_id
+  OR (SELECT state FROM budgets WHERE id = OLD.budget_id) IS NOT 'open'
+BEGIN
+    SELECT RAISE(ABORT, 'a budget''s renewal belongs to it and is frozen once it is closed');
+END;

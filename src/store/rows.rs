@@ -492,7 +492,8 @@ pub(crate) const EVERY_TENANT: &str = concat!(
     "SELECT ",
     tenant_columns!(),
     ", t.opening_deposit_atomic \
-     FROM tenants t LEFT JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)",
+     FROM tenants t \
+     LEFT JOIN budgets b ON b.tenant_id = t.id AND b.id = 'bud_' || substr(t.id, 5)",
     budget_renewal_join!("b"),
     " ORDER BY t.id"
 );

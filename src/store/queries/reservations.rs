@@ -60,7 +60,7 @@ pub(crate) fn reservation_to_settle(
             ", t.state, ",
             budget_columns!("b"),
             " FROM reservations r JOIN tenants t ON t.id = r.tenant_id \
-             JOIN budgets b ON b.id = r.budget_id",
+             JOIN budgets b ON b.tenant_id = r.tenant_id AND b.id = r.budget_id",
             budget_renewal_join!("b"),
             " WHERE r.id = CAST(?1 AS TEXT) AND r.tenant_id = CAST(?2 AS TEXT)"
         ),

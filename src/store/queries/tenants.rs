@@ -11,7 +11,7 @@ use crate::store::{Credential, ListQuery, Page, StoreError};
 
 /// Tenants joined to their default budgets (and the budgets' renewals).
 pub(super) const TENANTS_JOINED: &str = concat!(
-    "tenants t JOIN budgets b ON b.id = 'bud_' || substr(t.id, 5)",
+    "tenants t JOIN budgets b ON b.tenant_id = t.id AND b.id = 'bud_' || substr(t.id, 5)",
     budget_renewal_join!("b")
 );
 

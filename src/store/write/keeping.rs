@@ -82,7 +82,7 @@ impl<D: Sql> WriterState<D> {
     /// Keeps `budget`'s figures to be written when its batch of operations ends, if one is
     /// running; whether they were kept (and so are not to be written now).
     pub(crate) fn defer_figures(&mut self, budget: &Budget) -> bool {
-        self.unwritten.defer(&budget.id, budget.figures)
+        self.unwritten.defer(budget)
     }
 
     /// Keeps `entry` to be inserted when its batch ends, if the batch keeps its writes now;

@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 
 use crate::audit::{Entry, Linked};
-use crate::domain::{Budget, BudgetId, Figures, LedgerEntry};
+use crate::domain::{Budget, BudgetId, Figures, LedgerEntry, TenantId};
 
 /// The figures a batch of operations moved, the entries it made and the audit rows it linked,
 /// not written yet.
@@ -35,8 +35,8 @@ pub(crate) struct Unwritten {
     /// Whether figures and rows are kept here rather than written: while a batch of
     /// operations runs.
     on: bool,
-    /// Each budget's figures as the batch left them.
-    figures: HashMap<BudgetId, Figures>,
+    /// Each budget's tenant and figures as the batch left them.
+    figures: HashMap<BudgetId, (TenantId, Figures)>,
     /// The entries made, in order.
     entries: Vec<LedgerEntry>,
     /// The audit rows linked, in the chain's order.
@@ -51,7 +51,7 @@ pub(crate) struct Unwritten {
 #[derive(Debug)]
 enum Change {
     /// A budget's figures, with those they replaced (`None`: none were kept).
-    Figures(BudgetId, Option<Figures>),
+    Figures(BudgetId, Option<(TenantId, Figures)>),
     /// An entry made.
     Entry,
     /// An audit row appended.
@@ -63,8 +63,8 @@ enum Change {
 /// What a batch of operations kept, as it is written.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Kept {
-    /// Each budget's figures, in the order of the budgets' ids.
-    pub(crate) figures: Vec<(BudgetId, Figures)>,
+    /// Each budget's figures and tenant, in the order of the budgets' ids.
+    pub(crate) figures: Vec<(BudgetId, TenantId, Figures)>,
     /// The entries, in the order they were made.
     pub(crate) entries: Vec<LedgerEntry>,
     /// The audit rows, in the chain's order.
@@ -133,13 +133,14 @@ impl Unwritten {
         }
     }
 
-    /// Keeps `figures` as budget `id`'s, if figures are kept now; whether they were.
-    pub(super) fn defer(&mut self, id: &BudgetId, figures: Figures) -> bool {
+    /// Keeps `budget`'s figures, if figures are kept now; whether they were.
+    pub(super) fn defer(&mut self, budget: &Budget) -> bool {
         if !self.on {
             return false;
         }
-        let before = self.figures.insert(id.clone(), figures);
-        self.undo.push(Change::Figures(id.clone(), before));
+        let kept = (budget.tenant_id.clone(), budget.figures);
+        let before = self.figures.insert(budget.id.clone(), kept);
+        self.undo.push(Change::Figures(budget.id.clone(), before));
         true
     }
 
@@ -176,7 +177,7 @@ impl Unwritten {
 
     /// `budget` as the batch left it: its figures replaced by those kept for it, if any.
     pub(super) fn overlay(&self, budget: &mut Budget) {
-        if let Some(figures) = self.figures.get(&budget.id) {
+        if let Some((_, figures)) = self.figures.get(&budget.id) {
             budget.figures = *figures;
         }
     }
@@ -184,7 +185,11 @@ impl Unwritten {
     /// Everything kept, to be written now: the batch's end. Nothing is kept after, and what
     /// comes later is written as it comes.
     pub(super) fn take(&mut self) -> Kept {
-        let mut figures: Vec<_> = self.figures.drain().collect();
+        let mut figures: Vec<_> = self
+            .figures
+            .drain()
+            .map(|(id, (tenant, figures))| (id, tenant, figures))
+            .collect();
         figures.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let kept = Kept {
             figures,
@@ -212,15 +217,38 @@ mod tests {
         }
     }
 
+    /// The tenant every budget of these tests is of.
+    fn tenant() -> TenantId {
+        TenantId::from_ulid(ulid::Ulid::from_parts(0, 0))
+    }
+
+    /// Budget `n` of [`tenant`], with `figures`.
+    fn budget(n: u8, figures: Figures) -> Budget {
+        Budget {
+            id: id(n),
+            tenant_id: tenant(),
+            name: crate::domain::Name::parse("b").expect("a name"),
+            unit: crate::domain::Unit::atomic(),
+            state: crate::domain::BudgetState::Open,
+            created_at: crate::domain::Timestamp::from_unix_ms(0),
+            opening_deposit: crate::domain::Atomic::new(0),
+            figures,
+            policy: None,
+            current: None,
+            thresholds: crate::domain::Thresholds::default(),
+            parent_id: None,
+        }
+    }
+
     #[test]
     fn nothing_is_kept_unless_a_batch_runs() {
         let mut unwritten = Unwritten::default();
-        assert!(!unwritten.defer(&id(1), spent(1)));
+        assert!(!unwritten.defer(&budget(1, spent(1))));
         assert!(unwritten.take().figures.is_empty());
         unwritten.start();
-        assert!(unwritten.defer(&id(1), spent(1)));
+        assert!(unwritten.defer(&budget(1, spent(1))));
         unwritten.stop();
-        assert!(!unwritten.defer(&id(1), spent(2)));
+        assert!(!unwritten.defer(&budget(1, spent(2))));
         assert!(
             unwritten.take().figures.is_empty(),
             "a stop drops what was kept"
@@ -232,15 +260,15 @@ mod tests {
         let mut unwritten = Unwritten::default();
         unwritten.start();
         for n in 1..=10 {
-            unwritten.defer(&id(2), spent(n));
-            unwritten.defer(&id(1), spent(100 + n));
+            unwritten.defer(&budget(2, spent(n)));
+            unwritten.defer(&budget(1, spent(100 + n)));
         }
         assert_eq!(
             unwritten.take().figures,
-            vec![(id(1), spent(110)), (id(2), spent(10))]
+            vec![(id(1), tenant(), spent(110)), (id(2), tenant(), spent(10))]
         );
         assert!(
-            !unwritten.defer(&id(1), spent(1)),
+            !unwritten.defer(&budget(1, spent(1))),
             "a take ends the batch: what comes after is written as it comes"
         );
         unwritten.undo_to(0);
@@ -251,13 +279,13 @@ mod tests {
     fn an_undo_puts_back_what_came_after_the_mark() {
         let mut unwritten = Unwritten::default();
         unwritten.start();
-        unwritten.defer(&id(1), spent(1));
+        unwritten.defer(&budget(1, spent(1)));
         let mark = unwritten.mark();
-        unwritten.defer(&id(1), spent(2));
-        unwritten.defer(&id(2), spent(3));
-        unwritten.defer(&id(1), spent(4));
+        unwritten.defer(&budget(1, spent(2)));
+        unwritten.defer(&budget(2, spent(3)));
+        unwritten.defer(&budget(1, spent(4)));
         unwritten.undo_to(mark);
-        assert_eq!(unwritten.figures.get(&id(1)), Some(&spent(1)));
+        assert_eq!(unwritten.figures.get(&id(1)), Some(&(tenant(), spent(1))));
         assert_eq!(
             unwritten.figures.get(&id(2)),
             None,
@@ -288,14 +316,14 @@ mod tests {
         );
         unwritten.start();
         assert_eq!(unwritten.defer_audit(event(1)), None);
-        unwritten.defer(&id(1), spent(1));
+        unwritten.defer(&budget(1, spent(1)));
         let mark = unwritten.mark();
         assert_eq!(unwritten.defer_audit(event(2)), None);
-        unwritten.defer(&id(1), spent(2));
+        unwritten.defer(&budget(1, spent(2)));
         assert_eq!(unwritten.defer_audit(event(3)), None);
         unwritten.undo_to(mark);
         let kept = unwritten.take();
-        assert_eq!(kept.figures, vec![(id(1), spent(1))]);
+        assert_eq!(kept.figures, vec![(id(1), tenant(), spent(1))]);
         assert_eq!(kept.audit, vec![event(1)]);
     }
 
@@ -304,13 +332,13 @@ mod tests {
         let mut unwritten = Unwritten::default();
         let before = unwritten.mark();
         unwritten.start();
-        unwritten.defer(&id(1), spent(1));
+        unwritten.defer(&budget(1, spent(1)));
         unwritten.stop();
         unwritten.undo_to(before);
         unwritten.start();
         let inside = unwritten.mark();
-        unwritten.defer(&id(2), spent(2));
-        assert_eq!(unwritten.take().figures, vec![(id(2), spent(2))]);
+        unwritten.defer(&budget(2, spent(2)));
+        assert_eq!(unwritten.take().figures, vec![(id(2), tenant(), spent(2))]);
         unwritten.undo_to(inside);
         unwritten.undo_to(before);
         assert!(unwritten.take().figures.is_empty());

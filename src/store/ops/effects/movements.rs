@@ -7,7 +7,7 @@ use crate::audit::Actor;
 use crate::domain::rules::{self, Change, Draft, Spread};
 use crate::domain::{
     ANCESTORS_MAX, Atomic, Budget, BudgetId, BudgetState, EntryId, Figures, LedgerEntry, Memo,
-    PeriodId, Reservation, ReservationId, Timestamp,
+    PeriodId, Reservation, ReservationId, TenantId, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::queries;
@@ -161,11 +161,12 @@ impl<D: Sql> WriterState<D> {
         self.end_period(budget, now)?;
         budget.state = BudgetState::Closed { at: now };
         self.db().send(
-            "UPDATE budgets SET state = ?2, closed_at = ?3 WHERE id = ?1",
+            "UPDATE budgets SET state = ?2, closed_at = ?3 WHERE id = ?1 AND tenant_id = ?4",
             &[
                 budget.id.as_str().into(),
                 budget.state.name().into(),
                 Param::Text(&now.to_string()),
+                budget.tenant_id.as_str().into(),
             ],
         )?;
         self.counts().budget_moved(&budget.state);
@@ -178,7 +179,7 @@ impl<D: Sql> WriterState<D> {
         if self.defer_figures(budget) {
             return Ok(());
         }
-        self.send_figures(&budget.id, &budget.figures)
+        self.send_figures(&budget.id, &budget.tenant_id, &budget.figures)
     }
 
     /// Writes what the running batch of operations kept ([`WriterState::take_unwritten`]):
@@ -192,13 +193,13 @@ impl<D: Sql> WriterState<D> {
             pending,
         } = self.take_unwritten();
         if D::SHARED {
-            FIGURE_ROWS.insert(self.db(), &figures, |(id, figures)| {
+            FIGURE_ROWS.insert(self.db(), &figures, |(id, _, figures)| {
                 let [credited, debited, spent, reserved] = queries::budgets::figure_params(figures);
                 [id.as_str().into(), credited, debited, spent, reserved]
             })?;
         } else {
-            for (id, figures) in figures {
-                self.send_figures(&id, &figures)?;
+            for (id, tenant, figures) in figures {
+                self.send_figures(&id, &tenant, &figures)?;
             }
         }
         insert_entries(self.db(), &entries)?;
@@ -206,13 +207,26 @@ impl<D: Sql> WriterState<D> {
         chain::append_pending_rows(self.db(), &pending)
     }
 
-    /// Writes budget `id`'s figures now.
-    fn send_figures(&mut self, id: &BudgetId, figures: &Figures) -> Result<(), StoreError> {
+    /// Writes the figures of budget `id` of `tenant` now. The tenant finds the row by its
+    /// key on SQLite, whose table is kept in the order of (tenant, id).
+    fn send_figures(
+        &mut self,
+        id: &BudgetId,
+        tenant: &TenantId,
+        figures: &Figures,
+    ) -> Result<(), StoreError> {
         let [credited, debited, spent, reserved] = queries::budgets::figure_params(figures);
         self.db().send(
             "UPDATE budgets SET credited_atomic = ?2, debited_atomic = ?3, \
-             spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1",
-            &[id.as_str().into(), credited, debited, spent, reserved],
+             spent_atomic = ?4, reserved_atomic = ?5 WHERE id = ?1 AND tenant_id = ?6",
+            &[
+                id.as_str().into(),
+                credited,
+                debited,
+                spent,
+                reserved,
+                tenant.as_str().into(),
+            ],
         )?;
         Ok(())
     }
