@@ -9,7 +9,8 @@
 # (reserve then commit, in turn, each tenant's own token; a reserve and a commit each count as
 # a request), charge (a charge of 1, each tenant's own token), leaf (the same on a budget with
 # three ancestors), batch (a batch of 100 charges of 1 on one budget, each tenant's own token:
-# divide by 100 for an operation's share) and credit (a credit of 1, the admin token). With INSTR_KEEP=DIR, each
+# divide by 100 for an operation's share), leafbatch (the same on a budget with three
+# ancestors) and credit (a credit of 1, the admin token). With INSTR_KEEP=DIR, each
 # run's callgrind output is kept there, for callgrind_annotate; INSTR_FLAGS adds serve flags
 # (for example INSTR_FLAGS="--rate-limit 1000000/s"). With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
 # made after the seeding, before the requests (pointing at a closed port on 127.0.0.1; the server runs with
@@ -44,12 +45,12 @@ def request(method, path, body=None, auth=token):
     assert response.status in (200, 201), (response.status, data)
     return data
 tenants = []
-for i in range(200 if kind in ("read", "own", "spend", "charge", "credit", "leaf", "batch") else 0):
+for i in range(200 if kind in ("read", "own", "spend", "charge", "credit", "leaf", "batch", "leafbatch") else 0):
     made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1000000"})))
     env = made["sidecar_config_env"]
     path, budget = "/v1/tenants/" + made["id"], env["TENANTD_BUDGET_ID"]
     # A leaf: three budgets, each under the last, below the default budget.
-    for level in range(3 if kind == "leaf" else 0):
+    for level in range(3 if kind in ("leaf", "leafbatch") else 0):
         body = {"name": f"level-{level}", "opening_deposit_atomic": "1000000", "parent_id": budget}
         budget = json.loads(request("POST", path + "/budgets", json.dumps(body)))["id"]
     tenants.append((path, env["TENANTD_TENANT_TOKEN"], budget))
@@ -70,7 +71,7 @@ for i in range(n):
     elif kind in ("charge", "leaf"):
         path, own, budget = tenants[i % len(tenants)]
         request("POST", path + "/charges", json.dumps({"budget_id": budget, "amount_atomic": "1"}), auth=own)
-    elif kind == "batch":
+    elif kind in ("batch", "leafbatch"):
         path, own, budget = tenants[i % len(tenants)]
         charge = {"op": "charge", "budget_id": budget, "amount_atomic": "1"}
         request("POST", path + "/batch", json.dumps({"operations": [charge] * 100}), auth=own)

@@ -373,6 +373,26 @@ mod tests {
     }
 
     #[test]
+    fn sqlite_is_built_as_the_cargo_config_asks() {
+        // `.cargo/config.toml`: no memory statistics (a global mutex on each allocation) and
+        // 400 lookaside slots a connection. A build that lost those flags is slower, not wrong,
+        // so only this notices.
+        let conn = Connection::open_in_memory().expect("a database");
+        let mut options = conn.prepare("PRAGMA compile_options").expect("prepare");
+        let options: Vec<String> = options
+            .query_map([], |row| row.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("options");
+        for wanted in ["DEFAULT_MEMSTATUS=0", "DEFAULT_LOOKASIDE=1200,400"] {
+            assert!(
+                options.iter().any(|o| o == wanted),
+                "{wanted} not among {options:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_database_from_a_newer_version_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("t.db");
