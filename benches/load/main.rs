@@ -33,7 +33,8 @@
 //! - `spend.rs`: the reserve+commit rows, charges and credits;
 //! - `accounts.rs`: what the spending rows acknowledged, against every budget read at the end;
 //! - `tree.rs`: charges on a leaf with 3 ancestors against charges on a flat budget, and
-//!   every budget checked at the end;
+//!   every budget checked at the end; `forest.rs`, the trees whose upper levels many keys
+//!   share;
 //! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
 //!   1,000 budgets, and every budget checked at the end; `batch_summary.rs`, their ratios;
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
@@ -46,6 +47,7 @@ mod batch_summary;
 mod boundary;
 mod client;
 mod delay;
+mod forest;
 mod report;
 mod server;
 mod spend;

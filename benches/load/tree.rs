@@ -2,9 +2,11 @@
 //! one server. Every tenant of the spread rows ([`SPREAD_BUDGETS`] of them) and one hot tenant
 //! get a chain org → team → project → key beside their default budget; the charges on the
 //! default budgets (flat) and on the keys (leaves) are measured in slices that take turns, so
-//! that their ratio is fair, over every tenant and then on the hot one. At the end every budget
-//! of every tenant is read: every level must have spent exactly what was acknowledged on its
-//! key, every flat budget what was acknowledged on it, and none may be overspent.
+//! that their ratio is fair, over every tenant and then on the hot one. Then the same flat
+//! budgets take turns with the keys of trees as a platform keeps them, whose upper levels
+//! many keys share ([`crate::forest`]). At the end every budget of every tenant is read:
+//! every level must have spent exactly what was acknowledged on the keys under it, every flat
+//! budget what was acknowledged on it, and none may be overspent.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -20,6 +22,7 @@ use crate::client::{
     HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, exchange, histogram,
     next, post_json, seed_from_clock, tenant_path,
 };
+use crate::forest::{Forest, LEAVES, TREES};
 use crate::report::Row;
 use crate::server::{Sample, Server};
 use crate::spend::SPREAD_BUDGETS;
@@ -75,24 +78,43 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
     );
     let ([hot_flat_row, hot_leaf_row], [on_hot_flat, on_hot_leaf]) =
         measure_pair(args, &server, hot_pair, &mut notes).await?;
+    // The same flat budgets against the keys of trees whose upper levels are shared.
+    let forest = Forest::seed(&server).await?;
+    let forest_pair = (
+        Side::new(format!("POST charge, flat, {n} budgets (again)"), &spread),
+        Side::new(
+            format!("{leaf}, {LEAVES} leaves in {TREES} trees"),
+            &forest.keys,
+        ),
+    );
+    let ([again_row, forest_row], [on_flat_again, on_keys]) =
+        measure_pair(args, &server, forest_pair, &mut notes).await?;
 
     let ratio = |flat: &Row, leaf: &Row| 100.0 * leaf.requests_per_s / flat.requests_per_s;
-    let (spread_ratio, hot_ratio) = (
+    let note = format!(
+        "tree: a leaf's charges at {:.0} % of a flat budget's ({} budgets, each leaf in a tree \
+         of its own); {:.0} % in {TREES} trees of {} leaves; {:.0} % on one hot one",
         ratio(&flat_row, &leaf_row),
+        grouped(n),
+        ratio(&again_row, &forest_row),
+        LEAVES / TREES,
         ratio(&hot_flat_row, &hot_leaf_row),
     );
-    let note = format!(
-        "tree: a leaf's charges at {spread_ratio:.0} % of a flat budget's ({} budgets); \
-         {hot_ratio:.0} % on one hot one",
-        grouped(n)
-    );
     notes.insert(0, note);
+    for (into, again) in on_flat.iter_mut().zip(on_flat_again) {
+        *into += again;
+    }
     on_flat.extend(on_hot_flat);
     on_leaf.extend(on_hot_leaf);
     notes.push(check(&server, &tenants, &chains, &on_flat, &on_leaf).await?);
+    notes.push(forest.check(&server, &on_keys).await?);
     notes.extend(server.chaining_note("charges on flat budgets and on leaves"));
     server.stop();
-    Ok((vec![flat_row, leaf_row, hot_flat_row, hot_leaf_row], notes))
+    let rows = [flat_row, leaf_row, hot_flat_row, hot_leaf_row];
+    Ok((
+        rows.into_iter().chain([again_row, forest_row]).collect(),
+        notes,
+    ))
 }
 
 /// A keep-alive connection with the admin's token, for the seeding and the reading around
