@@ -25,6 +25,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
 
+use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
 use crate::args::Args;
 use crate::batch_summary::summary;
 use crate::client::{
@@ -33,7 +34,6 @@ use crate::client::{
 };
 use crate::report::Row;
 use crate::server::{Sample, Server};
-use crate::tree::{Admin, admin_auth, figure, grouped, json, within_invariant};
 
 /// Tenants the budgets belong to.
 const TENANTS: usize = 100;

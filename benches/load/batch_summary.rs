@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
+use crate::admin::grouped;
 use crate::args::Args;
 use crate::report::Row;
 use crate::server::Server;
-use crate::tree::grouped;
 
 /// The comparisons of the batched rows with the single charges: operations per second,
 /// latency per request, and the server's cost per charge, over `budgets` budgets. `measured`

@@ -11,9 +11,9 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
 use crate::client::{Seeded, seed_from_clock, tenant_path};
 use crate::server::Server;
-use crate::tree::{Admin, admin_auth, figure, grouped, json, within_invariant};
 
 /// Tenants with one tree each.
 pub(crate) const TREES: usize = 10;

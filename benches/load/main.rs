@@ -38,9 +38,11 @@
 //! - `batch.rs`: charges one a request against batches of 100 and of 1,000, over the same
 //!   1,000 budgets, and every budget checked at the end; `batch_summary.rs`, their ratios;
 //! - `webhooks.rs`: deliveries to a receiver of its own, and the spend path beside endpoints;
+//! - `admin.rs`: the admin's connection, and what the checks read of a budget;
 //! - `report.rs`: the markdown table and the comparisons under it.
 
 mod accounts;
+mod admin;
 mod args;
 mod batch;
 mod batch_summary;

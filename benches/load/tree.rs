@@ -15,18 +15,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use tokio::net::TcpStream;
 
+use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
 use crate::args::Args;
 use crate::client::{
-    HOST, LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, exchange, histogram,
-    next, post_json, seed_from_clock, tenant_path,
+    LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, histogram, next, post_json,
+    seed_from_clock, tenant_path,
 };
 use crate::forest::{Forest, LEAVES, TREES};
 use crate::report::Row;
 use crate::server::{Sample, Server};
 use crate::spend::SPREAD_BUDGETS;
-use crate::wire;
 use crate::workloads::seed;
 
 /// The levels of each tenant's chain, top first; each is the parent of the next.
@@ -115,60 +114,6 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
         rows.into_iter().chain([again_row, forest_row]).collect(),
         notes,
     ))
-}
-
-/// A keep-alive connection with the admin's token, for the seeding and the reading around
-/// the measured slices: one request at a time, its answer read whole.
-pub(crate) struct Admin {
-    stream: TcpStream,
-    auth: Arc<str>,
-    request: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-impl Admin {
-    pub(crate) async fn open(addr: SocketAddr, auth: Arc<str>) -> Result<Self, String> {
-        Ok(Admin {
-            stream: connect(addr).await?,
-            auth,
-            request: Vec::with_capacity(512),
-            buf: Vec::with_capacity(READ_CHUNK_BYTES),
-        })
-    }
-
-    /// Sends `method path` with `body` (JSON), and returns the answer's status and body.
-    pub(crate) async fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: Option<&[u8]>,
-    ) -> Result<(u16, Vec<u8>), String> {
-        let headers = [
-            HOST,
-            ("Authorization", &*self.auth),
-            ("Content-Type", "application/json"),
-        ];
-        // The content type (the last header) only with a body.
-        let headers = &headers[..headers.len() - usize::from(body.is_none())];
-        self.request.clear();
-        wire::write_request(
-            &mut self.request,
-            method,
-            path,
-            wire::HTTP_11,
-            headers,
-            body,
-        );
-        let (frame, _) = exchange(&mut self.stream, &self.request, &mut self.buf).await?;
-        let response = wire::Response::from_frame(&self.buf, &frame).map_err(|e| e.to_string())?;
-        self.buf.drain(..frame.len);
-        Ok((response.status, response.body))
-    }
-}
-
-/// The admin's `Bearer …`.
-pub(crate) fn admin_auth(server: &Server) -> Arc<str> {
-    format!("Bearer {}", server.token).into()
 }
 
 /// The hot tenant: its default budget opened with [`DEPOSIT`].
@@ -556,48 +501,4 @@ async fn check(
         grouped(on_leaf.iter().sum()),
         grouped(on_flat.iter().sum())
     ))
-}
-
-/// Checks a budget's figures against the invariant.
-pub(crate) fn within_invariant(budget: &serde_json::Value) -> Result<(), String> {
-    let available = budget["available_atomic"]
-        .as_str()
-        .and_then(|v| v.parse::<i128>().ok());
-    let (credited, debited, spent, reserved) = (
-        figure(budget, "credited_atomic")?,
-        figure(budget, "debited_atomic")?,
-        figure(budget, "spent_atomic")?,
-        figure(budget, "reserved_atomic")?,
-    );
-    if available.is_none_or(|a| a < 0) || credited < debited + spent + reserved {
-        return Err(format!("a budget is overspent: {budget}"));
-    }
-    Ok(())
-}
-
-/// The figure `name` of a budget (a decimal string).
-pub(crate) fn figure(budget: &serde_json::Value, name: &str) -> Result<u128, String> {
-    budget[name]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .ok_or(format!("the budget has no {name}: {budget}"))
-}
-
-/// A body as JSON.
-pub(crate) fn json(body: &[u8]) -> Result<serde_json::Value, String> {
-    serde_json::from_slice(body)
-        .map_err(|e| format!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
-}
-
-/// `n` with a comma between each group of three digits, as the notes write counts.
-pub(crate) fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }
