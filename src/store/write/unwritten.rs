@@ -50,8 +50,9 @@ pub(crate) struct Unwritten {
 /// One change kept, as it is undone.
 #[derive(Debug)]
 enum Change {
-    /// A budget's figures, with those they replaced (`None`: none were kept).
-    Figures(BudgetId, Option<(TenantId, Figures)>),
+    /// A budget's figures, with those they replaced (`None`: none were kept, and the budget
+    /// goes with its tenant).
+    Figures(BudgetId, Option<Figures>),
     /// An entry made.
     Entry,
     /// An audit row appended.
@@ -114,7 +115,9 @@ impl Unwritten {
         while self.undo.len() > mark {
             match self.undo.pop() {
                 Some(Change::Figures(id, Some(before))) => {
-                    self.figures.insert(id, before);
+                    if let Some((_, figures)) = self.figures.get_mut(&id) {
+                        *figures = before;
+                    }
                 }
                 Some(Change::Figures(id, None)) => {
                     self.figures.remove(&id);
@@ -138,8 +141,15 @@ impl Unwritten {
         if !self.on {
             return false;
         }
-        let kept = (budget.tenant_id.clone(), budget.figures);
-        let before = self.figures.insert(budget.id.clone(), kept);
+        // A budget kept before has its tenant kept with it: only its figures change.
+        let before = match self.figures.get_mut(&budget.id) {
+            Some((_, figures)) => Some(std::mem::replace(figures, budget.figures)),
+            None => {
+                let kept = (budget.tenant_id.clone(), budget.figures);
+                self.figures.insert(budget.id.clone(), kept);
+                None
+            }
+        };
         self.undo.push(Change::Figures(budget.id.clone(), before));
         true
     }
