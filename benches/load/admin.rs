@@ -6,9 +6,15 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use crate::client::{HOST, READ_CHUNK_BYTES, connect, exchange};
+use crate::client::{HOST, READ_CHUNK_BYTES, Seeded, connect, exchange, tenant_path};
 use crate::server::Server;
 use crate::wire;
+
+/// The opening deposit of the budgets the tree groups make: more than any run can charge.
+pub(crate) const UNSPENT: u64 = u64::MAX;
+
+/// Budgets a page of a tenant's list asks for (the API's largest page).
+const PAGE_LIMIT: u32 = 1000;
 
 /// A keep-alive connection with the admin's token, for the seeding and the reading around
 /// the measured slices: one request at a time, its answer read whole.
@@ -56,6 +62,63 @@ impl Admin {
         let response = wire::Response::from_frame(&self.buf, &frame).map_err(|e| e.to_string())?;
         self.buf.drain(..frame.len);
         Ok((response.status, response.body))
+    }
+
+    /// Makes tenant `name` with [`UNSPENT`] in its default budget: the tenant. Any answer
+    /// but `201` is an error.
+    pub(crate) async fn create_tenant(&mut self, name: &str) -> Result<Seeded, String> {
+        let body = format!(r#"{{"name":"{name}","opening_deposit_atomic":"{UNSPENT}"}}"#);
+        let (status, created) = self
+            .send("POST", "/v1/tenants", Some(body.as_bytes()))
+            .await?;
+        tenant_path(&created)
+            .filter(|_| status == 201)
+            .ok_or(format!(
+                "tenant {name} was not made: {status} {}",
+                String::from_utf8_lossy(&created)
+            ))
+    }
+
+    /// Makes budget `name` of the tenant at `tenant` (its path) with [`UNSPENT`], under
+    /// `parent` if any: the budget's id. Any answer but `201` is an error.
+    pub(crate) async fn create_budget(
+        &mut self,
+        tenant: &str,
+        name: &str,
+        parent: Option<&str>,
+    ) -> Result<String, String> {
+        let parent = parent.map_or(String::new(), |id| format!(r#","parent_id":"{id}""#));
+        let body = format!(r#"{{"name":"{name}","opening_deposit_atomic":"{UNSPENT}"{parent}}}"#);
+        let path = format!("{tenant}/budgets");
+        let (status, created) = self.send("POST", &path, Some(body.as_bytes())).await?;
+        let id = json(&created)?["id"].as_str().map(str::to_owned);
+        id.filter(|_| status == 201).ok_or(format!(
+            "budget {name} of {tenant} was not made: {status} {}",
+            String::from_utf8_lossy(&created)
+        ))
+    }
+
+    /// Every budget of the tenant at `tenant` (its path), page after page. Any answer but
+    /// `200` is an error.
+    pub(crate) async fn budgets(&mut self, tenant: &str) -> Result<Vec<serde_json::Value>, String> {
+        let (mut budgets, mut after) = (Vec::new(), String::new());
+        loop {
+            let path = format!("{tenant}/budgets?limit={PAGE_LIMIT}{after}");
+            let (status, body) = self.send("GET", &path, None).await?;
+            let mut page = json(&body)?;
+            if status != 200 {
+                return Err(format!("GET {path}: {status} {page}"));
+            }
+            let data = page
+                .get_mut("data")
+                .and_then(serde_json::Value::as_array_mut);
+            let data = data.map(std::mem::take);
+            budgets.extend(data.ok_or_else(|| format!("GET {path}: no data in {page}"))?);
+            match page["next_after"].as_str() {
+                Some(id) if page["has_more"] == true => after = format!("&after={id}"),
+                _ => return Ok(budgets),
+            }
+        }
     }
 }
 

@@ -25,12 +25,11 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
 
-use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
+use crate::admin::{Admin, UNSPENT, admin_auth, figure, grouped, within_invariant};
 use crate::args::Args;
 use crate::batch_summary::summary;
 use crate::client::{
     LATENCY_US_MAX, READ_CHUNK_BYTES, Tally, connect, histogram, next, post_json, seed_from_clock,
-    tenant_path,
 };
 use crate::report::Row;
 use crate::server::{Sample, Server};
@@ -46,12 +45,6 @@ const BUDGETS: usize = TENANTS * BUDGETS_PER_TENANT;
 
 /// The charges a batch holds, in the batched rows.
 const SIZES: [usize; 2] = [100, 1000];
-
-/// The opening deposit of every budget: more than any run can charge.
-const DEPOSIT: u64 = u64::MAX;
-
-/// Budgets a page of a tenant's list asks for (the API's largest page).
-const PAGE_LIMIT: u32 = 1000;
 
 /// The rows and notes of the group.
 pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), String> {
@@ -159,7 +152,7 @@ struct Tenant {
 }
 
 /// Creates [`TENANTS`] tenants and [`BUDGETS_PER_TENANT`] budgets in each (its default one
-/// and more), each opened with [`DEPOSIT`], on [`Args::connections`] connections (a tenant's
+/// and more), each opened with [`UNSPENT`], on [`Args::connections`] connections (a tenant's
 /// budgets one after another, the tenants side by side).
 async fn seed(server: &Server, args: &Args) -> Result<Vec<Tenant>, String> {
     let started = Instant::now();
@@ -194,47 +187,22 @@ async fn seed_loop(
     taken: Arc<AtomicUsize>,
 ) -> Result<Vec<(usize, Tenant)>, String> {
     let mut made = Vec::new();
-    let mut body = Vec::with_capacity(128);
     loop {
         let i = taken.fetch_add(1, Ordering::Relaxed);
         if i >= TENANTS {
             return Ok(made);
         }
-        body.clear();
-        write!(
-            body,
-            r#"{{"name":"batch-{run:x}-{i}","opening_deposit_atomic":"{DEPOSIT}"}}"#
-        )
-        .expect("a Vec");
-        let (status, created) = admin.send("POST", "/v1/tenants", Some(&body)).await?;
-        let seeded = tenant_path(&created)
-            .filter(|_| status == 201)
-            .ok_or(format!(
-                "tenant {i} was not made: {status} {}",
-                String::from_utf8_lossy(&created)
-            ))?;
+        let seeded = admin.create_tenant(&format!("batch-{run:x}-{i}")).await?;
         let mut tenant = Tenant {
             budgets: vec![seeded.budget_id],
             path: seeded.path,
             auth: seeded.auth,
         };
-        let path = format!("{}/budgets", tenant.path);
         for j in 1..BUDGETS_PER_TENANT {
-            body.clear();
-            write!(
-                body,
-                r#"{{"name":"b{j}","opening_deposit_atomic":"{DEPOSIT}"}}"#
-            )
-            .expect("a Vec");
-            let (status, created) = admin.send("POST", &path, Some(&body)).await?;
-            let id = json(&created)?["id"].as_str().map(str::to_owned);
-            tenant
-                .budgets
-                .push(id.filter(|_| status == 201).ok_or(format!(
-                    "budget {j} of {} was not made: {status} {}",
-                    tenant.path,
-                    String::from_utf8_lossy(&created)
-                ))?);
+            let id = admin
+                .create_budget(&tenant.path, &format!("b{j}"), None)
+                .await?;
+            tenant.budgets.push(id);
         }
         made.push((i, tenant));
     }
@@ -506,17 +474,11 @@ async fn check(server: &Server, tenants: &[Tenant], acked: &[u64]) -> Result<Str
     let mut admin = Admin::open(server.addr(0), admin_auth(server)).await?;
     let mut read = 0u64;
     for (t, tenant) in tenants.iter().enumerate() {
-        let path = format!("{}/budgets?limit={PAGE_LIMIT}", tenant.path);
-        let (status, body) = admin.send("GET", &path, None).await?;
-        let page = json(&body)?;
-        let listed = page["data"].as_array();
-        let listed = match listed {
-            Some(listed) if status == 200 && page["has_more"] != true => listed,
-            _ => return Err(format!("GET {path}: {status} {page}")),
-        };
+        let listed = admin.budgets(&tenant.path).await?;
         if listed.len() != BUDGETS_PER_TENANT {
             return Err(format!(
-                "GET {path}: {} budgets listed, {BUDGETS_PER_TENANT} made",
+                "{}: {} budgets listed, {BUDGETS_PER_TENANT} made",
+                tenant.path,
                 listed.len()
             ));
         }
@@ -532,10 +494,10 @@ async fn check(server: &Server, tenants: &[Tenant], acked: &[u64]) -> Result<Str
                 figure(budget, "debited_atomic")?,
                 figure(budget, "reserved_atomic")?,
             );
-            if figures != (expected, u128::from(DEPOSIT), 0, 0) {
+            if figures != (expected, u128::from(UNSPENT), 0, 0) {
                 return Err(format!(
                     "{}: budget {id} does not match the charges acknowledged on it ({expected}, \
-                     of the deposit {DEPOSIT}): {budget}",
+                     of the deposit {UNSPENT}): {budget}",
                     tenant.path
                 ));
             }

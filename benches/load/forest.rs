@@ -7,12 +7,11 @@
 //! overspent.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
-use crate::client::{Seeded, seed_from_clock, tenant_path};
+use crate::admin::{Admin, admin_auth, figure, grouped, within_invariant};
+use crate::client::{Seeded, seed_from_clock};
 use crate::server::Server;
 
 /// Tenants with one tree each.
@@ -26,13 +25,6 @@ const PROJECTS: usize = 5;
 
 /// Keys under each project.
 const KEYS: usize = 5;
-
-/// The opening deposit of each budget: more than any run can charge.
-const DEPOSIT: u64 = u64::MAX;
-
-/// A tenant's budgets at most, read in one page at the end (the API's largest page).
-const PAGE_LIMIT: usize = 1000;
-const _: () = assert!(1 + TEAMS * (1 + PROJECTS * (1 + KEYS)) < PAGE_LIMIT);
 
 /// The keys of all trees, in all: what the measured row's name gives.
 pub(crate) const LEAVES: usize = TREES * TEAMS * PROJECTS * KEYS;
@@ -95,12 +87,8 @@ impl Forest {
         let mut admin = Admin::open(server.addr(0), admin_auth(server)).await?;
         let mut read = 0;
         for (tenant, expected) in self.tenants.iter().zip(&expected) {
-            let path = format!("{}/budgets?limit={PAGE_LIMIT}", tenant.path);
-            let (status, body) = admin.send("GET", &path, None).await?;
-            let page = json(&body)?;
-            let budgets = page["data"].as_array().filter(|_| status == 200);
-            let budgets = budgets.ok_or_else(|| format!("GET {path}: {status} {page}"))?;
-            for budget in budgets {
+            let budgets = admin.budgets(&tenant.path).await?;
+            for budget in &budgets {
                 within_invariant(budget)?;
                 let id = budget["id"].as_str().unwrap_or_default();
                 let want = expected.get(id).copied().unwrap_or(0);
@@ -136,41 +124,22 @@ impl Forest {
 /// Makes tree `i`: its tenant, then its budgets, each after its parent. The tenant, and each
 /// key's id with its ancestors' ids, nearest first.
 async fn plant(mut admin: Admin, i: usize) -> Result<(Seeded, Vec<(String, [String; 3])>), String> {
-    let body = format!(
-        r#"{{"name":"forest-{i}-{:x}","opening_deposit_atomic":"{DEPOSIT}"}}"#,
-        seed_from_clock()
-    );
-    let (status, created) = admin
-        .send("POST", "/v1/tenants", Some(body.as_bytes()))
+    let tenant = admin
+        .create_tenant(&format!("forest-{i}-{:x}", seed_from_clock()))
         .await?;
-    let tenant = tenant_path(&created).ok_or(format!("tree {i}'s tenant: {status}"))?;
-    let path = format!("{}/budgets", tenant.path);
-    let mut budget = async |name: String, parent: Option<&str>| {
-        let mut body = Vec::with_capacity(256);
-        write!(
-            body,
-            r#"{{"name":"{name}","opening_deposit_atomic":"{DEPOSIT}""#
-        )
-        .expect("a Vec");
-        if let Some(parent) = parent {
-            write!(body, r#","parent_id":"{parent}""#).expect("a Vec");
-        }
-        body.push(b'}');
-        let (status, created) = admin.send("POST", &path, Some(&body)).await?;
-        let id = json(&created)?["id"].as_str().map(str::to_owned);
-        id.filter(|_| status == 201).ok_or(format!(
-            "budget {name} of {path}: {status} {}",
-            String::from_utf8_lossy(&created)
-        ))
-    };
-    let org = budget("org".into(), None).await?;
+    let path = tenant.path.as_str();
+    let org = admin.create_budget(path, "org", None).await?;
     let mut keys = Vec::with_capacity(TEAMS * PROJECTS * KEYS);
     for t in 0..TEAMS {
-        let team = budget(format!("team-{t}"), Some(&org)).await?;
+        let team = admin
+            .create_budget(path, &format!("team-{t}"), Some(&org))
+            .await?;
         for p in 0..PROJECTS {
-            let project = budget(format!("project-{t}-{p}"), Some(&team)).await?;
+            let name = format!("project-{t}-{p}");
+            let project = admin.create_budget(path, &name, Some(&team)).await?;
             for k in 0..KEYS {
-                let key = budget(format!("key-{t}-{p}-{k}"), Some(&project)).await?;
+                let name = format!("key-{t}-{p}-{k}");
+                let key = admin.create_budget(path, &name, Some(&project)).await?;
                 keys.push((key, [project.clone(), team.clone(), org.clone()]));
             }
         }

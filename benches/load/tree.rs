@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::admin::{Admin, admin_auth, figure, grouped, json, within_invariant};
+use crate::admin::{Admin, admin_auth, figure, grouped, within_invariant};
 use crate::args::Args;
 use crate::client::{
     LATENCY_US_MAX, READ_CHUNK_BYTES, Seeded, Stop, Tally, connect, histogram, next, post_json,
-    seed_from_clock, tenant_path,
+    seed_from_clock,
 };
 use crate::forest::{Forest, LEAVES, TREES};
 use crate::report::Row;
@@ -34,16 +34,9 @@ const LEVELS: [&str; 4] = ["org", "team", "project", "key"];
 /// The ancestors of the key, the leaf the charges go to.
 const ANCESTORS: usize = LEVELS.len() - 1;
 
-/// The opening deposit of each level and of the hot tenant's default budget: more than any
-/// run can charge (as the spend group's hot budget).
-const DEPOSIT: u64 = u64::MAX;
-
 /// The measured slices of each row of a pair: the two rows take turns (flat, leaf, leaf,
 /// flat, …), each slice a `SLICES`th of `--duration-s`.
 const SLICES: u32 = 4;
-
-/// Budgets a page of a tenant's list asks for (the API's largest page).
-const PAGE_LIMIT: u32 = 1000;
 
 /// The rows and notes of the group.
 pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), String> {
@@ -116,17 +109,11 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
     ))
 }
 
-/// The hot tenant: its default budget opened with [`DEPOSIT`].
+/// The hot tenant: its default budget opened with [`crate::admin::UNSPENT`].
 async fn hot_tenant(server: &Server) -> Result<Seeded, String> {
     let mut admin = Admin::open(server.addr(0), admin_auth(server)).await?;
-    let body = format!(
-        r#"{{"name":"tree-hot-{:x}","opening_deposit_atomic":"{DEPOSIT}"}}"#,
-        seed_from_clock()
-    );
-    let (status, created) = admin
-        .send("POST", "/v1/tenants", Some(body.as_bytes()))
-        .await?;
-    tenant_path(&created).ok_or(format!("the hot tenant was not created: {status}"))
+    let name = format!("tree-hot-{:x}", seed_from_clock());
+    admin.create_tenant(&name).await
 }
 
 /// Creates the chain of [`LEVELS`] in each tenant of `paths`, on [`Args::connections`]
@@ -171,31 +158,15 @@ async fn chain_loop(
     taken: Arc<AtomicUsize>,
 ) -> Result<Vec<(usize, [String; LEVELS.len()])>, String> {
     let mut made = Vec::new();
-    let mut body = Vec::with_capacity(256);
     loop {
         let i = taken.fetch_add(1, Ordering::Relaxed);
         let Some(path) = paths.get(i) else {
             return Ok(made);
         };
-        let budgets = format!("{path}/budgets");
         let mut chain: [String; LEVELS.len()] = Default::default();
         for (level, name) in LEVELS.iter().enumerate() {
-            body.clear();
-            write!(
-                body,
-                r#"{{"name":"{name}","opening_deposit_atomic":"{DEPOSIT}""#
-            )
-            .expect("a Vec");
-            if let Some(parent) = level.checked_sub(1).map(|up| &chain[up]) {
-                write!(body, r#","parent_id":"{parent}""#).expect("a Vec");
-            }
-            body.push(b'}');
-            let (status, created) = admin.send("POST", &budgets, Some(&body)).await?;
-            let id = json(&created)?["id"].as_str().map(str::to_owned);
-            chain[level] = id.filter(|_| status == 201).ok_or(format!(
-                "the {name} budget of {path} was not made: {status} {}",
-                String::from_utf8_lossy(&created)
-            ))?;
+            let parent = level.checked_sub(1).map(|up| chain[up].as_str());
+            chain[level] = admin.create_budget(path, name, parent).await?;
         }
         made.push((i, chain));
     }
@@ -445,24 +416,7 @@ async fn check(
     let mut admin = Admin::open(server.addr(0), admin_auth(server)).await?;
     let mut read = 0;
     for (i, tenant) in tenants.iter().enumerate() {
-        let (mut budgets, mut after) = (Vec::new(), String::new());
-        loop {
-            let path = format!("{}/budgets?limit={PAGE_LIMIT}{after}", tenant.path);
-            let (status, body) = admin.send("GET", &path, None).await?;
-            let mut page = json(&body)?;
-            if status != 200 {
-                return Err(format!("GET {path}: {status} {page}"));
-            }
-            let data = page
-                .get_mut("data")
-                .and_then(serde_json::Value::as_array_mut);
-            let data = data.map(std::mem::take);
-            budgets.extend(data.ok_or_else(|| format!("GET {path}: no data in {page}"))?);
-            match page["next_after"].as_str() {
-                Some(id) if page["has_more"] == true => after = format!("&after={id}"),
-                _ => break,
-            }
-        }
+        let budgets = admin.budgets(&tenant.path).await?;
         read += budgets.len() as u64;
         for budget in &budgets {
             within_invariant(budget)?;
