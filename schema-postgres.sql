@@ -4,8 +4,10 @@
 -- tenants.last_id below; 9: the domains and triggers of the last section; 10: the chain
 -- checked once a statement, see audit_events); SQLite's migrations 7, 9 and 10 do nothing.
 -- SQLite's migration 11 keeps its budgets in the order of their tenants, which a PostgreSQL
--- table has no counterpart of: there is no version 11 here, and the next takes number 12, so
--- that each number names one schema. The
+-- table has no counterpart of, and its migration 12 indexes the entries a spend leaves on the
+-- levels above it in bulk (ledger_levels), which PostgreSQL's indexes need no counterpart of:
+-- there are no versions 11 and 12 here, and the next takes number 13, so that each number
+-- names one schema. The
 -- schema_version table records the version. (SQLite's migration 4 only rewrote
 -- two of its CHECKs in a form SQLite runs faster; they accept what they did, and
 -- PostgreSQL's need no change.) The tables, columns, uniqueness, indexes and triggers are

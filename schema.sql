@@ -819,3 +819,37 @@ WHEN NEW.budget_id IS NOT OLD.budget_id
 BEGIN
     SELECT RAISE(ABORT, 'a budget''s renewal belongs to it and is frozen once it is closed');
 END;
+
+-- migration 12: the entries a spend leaves on the levels above it, indexed in bulk. The index
+-- by budget held every entry, and each level's went to the end of that level's part of it: a
+-- page written for every level of every spend on a leaf, as many as the rest of the spend
+-- wrote. It now holds a budget's own entries alone (via_budget_id IS NULL). The levels'
+-- entries are found through ledger_levels, which the writer fills in bulk and in its key's
+-- order (a sweep) from the entries after ledger_levels_swept.through, each level's part
+-- written once a sweep rather than once a spend. The entries after the mark are the tail: a
+-- read of a budget's entries merges its own, those ledger_levels names, and those of the tail
+-- (read in id order, which is the order the one writer gave the ids in). Every row of
+-- ledger_entries stays as it was; ledger_levels is derived from them, and PostgreSQL, whose
+-- indexes are not written a page a level in the same way, has no counterpart and no version
+-- 12.
+DROP INDEX ledger_entries_budget;
+CREATE INDEX ledger_entries_budget ON ledger_entries (budget_id, id)
+    WHERE via_budget_id IS NULL;
+
+CREATE TABLE ledger_levels (
+    budget_id TEXT NOT NULL,
+    entry_id  TEXT NOT NULL,
+    PRIMARY KEY (budget_id, entry_id)
+) WITHOUT ROWID;
+
+CREATE TABLE ledger_levels_swept (
+    one     INTEGER PRIMARY KEY CHECK (one = 1),
+    through TEXT NOT NULL
+);
+
+INSERT INTO ledger_levels (budget_id, entry_id)
+SELECT budget_id, id FROM ledger_entries WHERE via_budget_id IS NOT NULL
+ORDER BY budget_id, id;
+
+INSERT INTO ledger_levels_swept (one, through)
+VALUES (1, coalesce((SELECT max(id) FROM ledger_entries), ''));

@@ -60,6 +60,8 @@ pub(crate) mod flags;
 #[cfg(test)]
 mod keeping_tests;
 #[cfg(test)]
+mod levels_tests;
+#[cfg(test)]
 mod model_tests;
 pub(crate) mod ops;
 pub(crate) mod postgres;

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use super::StoreError;
+use super::queries::levels;
 use super::rows;
 use super::sql::{Row, RowError, Sql};
 use super::write::chain;
@@ -54,8 +55,9 @@ pub(crate) fn verify_in_transaction(db: &mut impl Sql) -> Result<Head, VerifyErr
 }
 
 /// Replays the chain, then the rows still pending after it, and checks every stored row
-/// against the replay: the head, and how many rows were pending.
-fn replay_all(db: &mut impl Sql) -> Result<(Head, usize), VerifyError> {
+/// against the replay, and SQLite's index of the levels' entries against the entries: the
+/// head, and how many rows were pending.
+fn replay_all<D: Sql>(db: &mut D) -> Result<(Head, usize), VerifyError> {
     let mut replay = Replay::default();
     let mut head = Head::genesis();
     for_each_event(db, |row| {
@@ -111,7 +113,16 @@ fn replay_all(db: &mut impl Sql) -> Result<(Head, usize), VerifyError> {
         |row| rows::endpoint(row),
         Replay::check_endpoint,
     )?;
-    replay.finish().map(|head| (head, waiting))
+    let head = replay.finish()?;
+    if !D::SHARED
+        && let Some(reason) = levels::misindexed(db)?
+    {
+        return Err(VerifyError::Unaccounted {
+            head_seq: head.seq,
+            reason,
+        });
+    }
+    Ok((head, waiting))
 }
 
 /// Streams every row of the chain, in `seq` order, into `push`.

@@ -10,7 +10,7 @@ use crate::helpers::*;
 use crate::wire::Response;
 
 /// The schema version this build migrates every database to.
-const SCHEMA_VERSION: i64 = 11;
+const SCHEMA_VERSION: i64 = 12;
 
 /// The key of the fixture's keyed create.
 const FIXTURE_KEY: &str = "fixture-key-1";

@@ -39,11 +39,12 @@ use super::{StoreConfig, threads};
 /// The schema, applied whole at every start: each statement is idempotent.
 const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 
-/// The schema version the file creates: 10, where SQLite's `user_version` is 11 (its migration
+/// The schema version the file creates: 10, where SQLite's `user_version` is 12 (its migration
 /// 4 changed nothing PostgreSQL has, and 7, 9 and 10 are what only PostgreSQL has: the pending
 /// audit rows; the domains that check amounts, kinds and types once a connection; the chain
-/// checked once a statement). SQLite's 11 (its budgets kept in the order of their tenants) has
-/// no counterpart here, and PostgreSQL's next version takes number 12.
+/// checked once a statement). SQLite's 11 (its budgets kept in the order of their tenants) and
+/// 12 (the levels' entries indexed in bulk) have no counterpart here, and PostgreSQL's next
+/// version takes number 13.
 pub(crate) const SCHEMA_VERSION: i32 = 10;
 
 /// The advisory lock that lets one of several instances starting at once create the schema

@@ -2,6 +2,7 @@
 //! open budgets, pages of budgets, entries and period statements, and the figures as bound
 //! parameters.
 
+use super::levels;
 use super::page;
 use super::tenants;
 use crate::domain::{
@@ -191,7 +192,8 @@ pub(crate) fn list_budgets<D: Sql>(
     })
 }
 
-/// A page of a budget's ledger entries.
+/// A page of a budget's ledger entries: on SQLite, its own and its levels' merged
+/// ([`levels`]).
 pub(crate) fn list_entries<D: Sql>(
     db: &mut D,
     tenant: &TenantId,
@@ -200,6 +202,9 @@ pub(crate) fn list_entries<D: Sql>(
 ) -> Result<Page<LedgerEntry>, StoreError> {
     db.in_snapshot(|db| {
         let budget = budget(db, tenant, budget_id)?;
+        if !D::SHARED {
+            return levels::page(db, &budget.id, query);
+        }
         let select = format!("SELECT {ENTRY_COLUMNS} FROM ledger_entries");
         let filters = [("budget_id", budget.id.as_str())];
         page::page(db, &select, "id", "kind", &filters, query, |row| {

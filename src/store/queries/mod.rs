@@ -18,6 +18,7 @@
 //! | [`budgets`] | budgets, their entries and statements |
 //! | [`reservations`] | reservations |
 //! | [`due`] | the expiries and boundaries due, the latest ids |
+//! | [`levels`] | SQLite's entries on the levels above a spend, and their sweep |
 //! | [`events`] | events |
 //! | [`webhooks`] | webhook endpoints and deliveries |
 //! | [`page`] | one page of any list |
@@ -44,6 +45,7 @@ pub(crate) use listed_ids;
 pub(crate) mod budgets;
 pub(crate) mod due;
 mod events;
+pub(crate) mod levels;
 mod page;
 pub(crate) mod reads;
 pub(crate) mod reservations;

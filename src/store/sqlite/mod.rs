@@ -108,6 +108,13 @@ pub(super) fn in_memory() -> rusqlite::Connection {
     conn
 }
 
+/// The existing file at `path`, writable, for tests that change it behind the service.
+#[cfg(test)]
+pub(super) fn editor(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .expect("the file opens for writing")
+}
+
 /// Writes a verified copy of the file at `path` to the new file `to`.
 pub(super) fn backup(path: &Path, to: &Path) -> Result<BackupSummary, String> {
     backup::run(path, to)

@@ -372,6 +372,48 @@ mod tests {
         assert_eq!(user_version(&conn).expect("version"), schema_version());
     }
 
+    /// Migration 12 indexes the levels' entries already written in `ledger_levels` and sets
+    /// the sweep's mark to the last entry, so that none is in the tail.
+    #[test]
+    fn migration_12_indexes_the_levels_entries_already_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(dir.path().join("t.db")).expect("open");
+        for (index, sql) in MIGRATIONS.iter().enumerate().take(11) {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", index + 1))
+                .expect("a migration before 12");
+        }
+        let entry = |id: &str, budget: &str, via: Option<&str>| {
+            conn.execute(
+                "INSERT INTO ledger_entries (id, budget_id, kind, amount_atomic, occurred_at, \
+                 balance_atomic, available_atomic, via_budget_id) \
+                 VALUES (?1, ?2, 'charge', '1', '2026-12-01T00:00:00Z', '9', '9', ?3)",
+                rusqlite::params![id, budget, via],
+            )
+            .expect("an entry");
+        };
+        entry("ent_1", "bud_key", None);
+        entry("ent_2", "bud_team", Some("bud_key"));
+        entry("ent_3", "bud_org", Some("bud_key"));
+        entry("ent_4", "bud_org", None);
+        migrate(&conn).expect("migration 12");
+        let levels: Vec<(String, String)> = conn
+            .prepare("SELECT budget_id, entry_id FROM ledger_levels")
+            .expect("prepare")
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let pair = |b: &str, e: &str| (b.to_owned(), e.to_owned());
+        assert_eq!(
+            levels,
+            [pair("bud_org", "ent_3"), pair("bud_team", "ent_2")]
+        );
+        let through: String = conn
+            .query_row("SELECT through FROM ledger_levels_swept", [], |r| r.get(0))
+            .expect("the mark");
+        assert_eq!(through, "ent_4");
+    }
+
     #[test]
     fn sqlite_is_built_as_the_cargo_config_asks() {
         // `.cargo/config.toml`: no memory statistics (a global mutex on each allocation) and

@@ -54,6 +54,11 @@ pub(super) struct Writer {
     /// `PRAGMA data_version` as the last write batch found it: what another connection's
     /// commit moves ([`Writer::forget_if_written_elsewhere`]).
     data_version: Option<i64>,
+    /// The entries committed since the last sweep of the levels' entries
+    /// ([`queries::levels`]).
+    unswept: u64,
+    /// Whether the running batch began with a sweep.
+    swept: bool,
 }
 
 impl Batches for Writer {
@@ -78,6 +83,7 @@ impl Batches for Writer {
             self.sql("BEGIN IMMEDIATE")?;
             self.reload_stale_head()?;
             self.forget_if_written_elsewhere()?;
+            self.sweep_if_due()?;
         }
         Ok(())
     }
@@ -138,12 +144,19 @@ impl Batches for Writer {
     /// Counts what the batch changed; erased idempotency records must leave the WAL too.
     fn committed(&mut self, delta: &Delta, commands: usize) {
         self.stats.apply(delta, commands);
+        let written = delta.entries_written();
+        self.unswept = if std::mem::take(&mut self.swept) {
+            written
+        } else {
+            self.unswept.saturating_add(written)
+        };
         if delta.any_purged() {
             self.checkpointer.request_truncate();
         }
     }
 
     fn failed(&mut self) {
+        self.swept = false;
         self.resync();
     }
 
@@ -195,6 +208,7 @@ impl Writer {
         let head = chain::load_head(&mut conn).map_err(unreadable)?;
         let latest = queries::due::latest_ulid(&mut conn).map_err(unreadable)?;
         stats.load(&mut conn).map_err(unreadable)?;
+        let unswept = queries::levels::unswept(&mut conn).map_err(unreadable)?;
         leave_syncs_to_the_syncer(&conn)?;
         let syncer = Syncer::start(&config.path, Arc::clone(&durability))
             .map_err(|e| open::OpenError::Io(format!("cannot start the sync thread: {e}")))?;
@@ -210,6 +224,8 @@ impl Writer {
             durability,
             committing: None,
             data_version: None,
+            unswept,
+            swept: false,
         })
     }
 
@@ -247,6 +263,24 @@ impl Writer {
                 Ok(_) => return,
             }
         }
+    }
+
+    /// Begins the batch with a sweep of the levels' entries ([`queries::levels`]) once
+    /// [`queries::levels::SWEEP_ENTRIES`] have been committed since the last: in the batch's
+    /// transaction, so that it is as durable as the batch and lost only with it.
+    fn sweep_if_due(&mut self) -> Result<(), StoreError> {
+        if self.unswept < queries::levels::SWEEP_ENTRIES {
+            return Ok(());
+        }
+        let began = Instant::now();
+        queries::levels::sweep(self.state.db())?;
+        self.swept = true;
+        log::debug!(
+            "swept the levels' entries of the last {} entries in {} ms",
+            self.unswept,
+            began.elapsed().as_millis()
+        );
+        Ok(())
     }
 
     /// Forgets the budgets the batch before left ([`WriterState::carry_ahead`]) when another

@@ -115,6 +115,11 @@ impl Delta {
         self.purged += n;
     }
 
+    /// The ledger entries the batch wrote, of every kind.
+    pub(crate) fn entries_written(&self) -> u64 {
+        self.entries.iter().sum()
+    }
+
     /// Whether the batch erased idempotency records.
     pub(crate) fn any_purged(&self) -> bool {
         self.purged > 0
