@@ -10,7 +10,9 @@
 # a request), charge (a charge of 1, each tenant's own token), leaf (the same on a budget with
 # three ancestors), batch (a batch of 100 charges of 1 on one budget, each tenant's own token:
 # divide by 100 for an operation's share), leafbatch (the same on a budget with three
-# ancestors) and credit (a credit of 1, the admin token). With INSTR_KEEP=DIR, each
+# ancestors), credit (a credit of 1, the admin token) and spread (a charge of 1 from each of 32
+# connections at once, over 1,000 tenants, so that the writer's batches hold many budgets, as
+# in `make bench`). With INSTR_KEEP=DIR, each
 # run's callgrind output is kept there, for callgrind_annotate; INSTR_FLAGS adds serve flags
 # (for example INSTR_FLAGS="--rate-limit 1000000/s"). With INSTR_ENDPOINTS=K, K webhook endpoints subscribed to every event are
 # made after the seeding, before the requests (pointing at a closed port on 127.0.0.1; the server runs with
@@ -31,11 +33,11 @@ endpoints=${INSTR_ENDPOINTS:-0}
 client=$(mktemp)
 trap 'rm -f "$client"' EXIT
 cat > "$client" <<'PY'
-import http.client, json, sys
+import http.client, json, sys, threading
 port, token, kind, n = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3], int(sys.argv[4])
 endpoints = int(sys.argv[5])
 conn = http.client.HTTPConnection("127.0.0.1", port)
-def request(method, path, body=None, auth=token):
+def request(method, path, body=None, auth=token, conn=conn):
     headers = {"Authorization": "Bearer " + auth}
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -45,7 +47,8 @@ def request(method, path, body=None, auth=token):
     assert response.status in (200, 201), (response.status, data)
     return data
 tenants = []
-for i in range(200 if kind in ("read", "own", "spend", "charge", "credit", "leaf", "batch", "leafbatch") else 0):
+seeded = {"spread": 1000}.get(kind, 200 if kind in ("read", "own", "spend", "charge", "credit", "leaf", "batch", "leafbatch") else 0)
+for i in range(seeded):
     made = json.loads(request("POST", "/v1/tenants", json.dumps({"name": f"seed-{i}", "opening_deposit_atomic": "1000000"})))
     env = made["sidecar_config_env"]
     path, budget = "/v1/tenants/" + made["id"], env["TENANTD_BUDGET_ID"]
@@ -57,6 +60,26 @@ for i in range(200 if kind in ("read", "own", "spend", "charge", "credit", "leaf
 # After the seeding, so that only the measured requests' events (if any) are delivered.
 for i in range(endpoints):
     request("POST", "/v1/webhook-endpoints", json.dumps({"url": f"http://127.0.0.1:9/hook-{i}"}))
+if kind == "spread":
+    # 32 connections take the requests' numbers in turn; tenant i * 7919 mod 1,000 for the
+    # i-th, so that a batch's budgets are spread over all of them.
+    numbers, lock = iter(range(n)), threading.Lock()
+    def spend():
+        own_conn = http.client.HTTPConnection("127.0.0.1", port)
+        while True:
+            with lock:
+                i = next(numbers, None)
+            if i is None:
+                return
+            path, own, budget = tenants[(i * 7919) % len(tenants)]
+            body = json.dumps({"budget_id": budget, "amount_atomic": "1"})
+            request("POST", path + "/charges", body, auth=own, conn=own_conn)
+    workers = [threading.Thread(target=spend) for _ in range(32)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    sys.exit(0)
 held = None
 for i in range(n):
     if kind == "healthz":
