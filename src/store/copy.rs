@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::StoreError;
+use super::queries::levels;
 use super::sql::{Param, Row, RowError, Sql, text};
 use super::verify;
 use super::write::chain;
@@ -343,6 +344,12 @@ pub(crate) fn run<S: Sql, T: Sql>(
                 table.name
             ));
         }
+    }
+    if !T::SHARED {
+        // SQLite's index of the levels' entries, made as the writer's sweep makes it, and
+        // checked with the rest.
+        progress("indexing the levels' entries");
+        levels::sweep(&mut target.db).map_err(|e| format!("{}: {e}", target.name))?;
     }
     progress("verifying the copy's audit chain");
     let head = verify::verify_in_transaction(&mut target.db)

@@ -227,5 +227,35 @@ fn every_level_lists_its_entries_across_sweeps_and_verify_checks_the_index() {
         .expect("a stray row");
         let verdict = super::verify_audit(path).expect_err("the index names no such entry");
         assert!(verdict.contains("ledger_levels names entry"), "{verdict}");
+        // The mark's row cannot go, and a mark moved past the last entry is found.
+        assert!(
+            Sql::execute(&mut db, "DELETE FROM ledger_levels_swept", &[]).is_err(),
+            "the mark is kept"
+        );
+        Sql::execute(
+            &mut db,
+            "DELETE FROM ledger_levels WHERE budget_id = 'bud_none'",
+            &[],
+        )
+        .expect("the stray row goes");
+        Sql::execute(
+            &mut db,
+            "INSERT INTO ledger_levels (budget_id, entry_id) \
+             SELECT budget_id, id FROM ledger_entries WHERE id = ?1",
+            &[taken.as_str().into()],
+        )
+        .expect("the row taken out is back");
+        super::verify_audit(path).expect("the index is whole again");
+        Sql::execute(
+            &mut db,
+            "UPDATE ledger_levels_swept SET through = 'zzz'",
+            &[],
+        )
+        .expect("the mark moved");
+        let verdict = super::verify_audit(path).expect_err("the mark is after every entry");
+        assert!(
+            verdict.contains("mark is after the last entry"),
+            "{verdict}"
+        );
     });
 }

@@ -103,10 +103,62 @@ pub(crate) fn page(
     Ok(Page { items, has_more })
 }
 
-/// What is wrong with `ledger_levels`, if anything (`tenantd audit verify`): a row that names
-/// no swept entry of a level at its budget, or a swept entry of a level it does not name.
-/// Either would hide an entry from its budget's pages, or show one that is not its.
+/// Whether the file has the index (schema version 12 and later): `audit verify` reads files
+/// of earlier versions as they are, without migrating them.
+pub(crate) fn in_schema(db: &mut impl Sql) -> Result<bool, StoreError> {
+    Ok(db
+        .query_opt(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ledger_levels_swept'",
+            &[],
+            |_| Ok(()),
+        )?
+        .is_some())
+}
+
+/// Every ledger entry for the verifier, by budget and then in order, as `rows::EVERY_ENTRY`
+/// reads them but through the indexes of migration 12: each budget's own entries (the partial
+/// index) merged with its levels' (`ledger_levels`, named by its key's budget, and the tail),
+/// so that SQLite sorts no more than the tail. An index row that names an entry of another
+/// budget lists it under the index's budget, where the replay finds it wrong.
+pub(crate) const EVERY_ENTRY: &str = "\
+    SELECT id, budget_id, kind, amount_atomic, reservation_id, memo, occurred_at, \
+        balance_atomic, available_atomic, period_id, via_budget_id \
+        FROM ledger_entries WHERE via_budget_id IS NULL \
+    UNION ALL \
+    SELECT l.entry_id, l.budget_id, e.kind, e.amount_atomic, e.reservation_id, e.memo, \
+        e.occurred_at, e.balance_atomic, e.available_atomic, e.period_id, e.via_budget_id \
+        FROM ledger_levels AS l CROSS JOIN ledger_entries AS e ON e.id = l.entry_id \
+    UNION ALL \
+    SELECT id, budget_id, kind, amount_atomic, reservation_id, memo, occurred_at, \
+        balance_atomic, available_atomic, period_id, via_budget_id \
+        FROM ledger_entries WHERE via_budget_id IS NOT NULL \
+        AND id > (SELECT through FROM ledger_levels_swept) \
+    ORDER BY 2, 1";
+
+/// What is wrong with `ledger_levels`, if anything (`tenantd audit verify`): a mark that is
+/// not one row at or before the last entry, a row that names no swept entry of a level at its
+/// budget, or a swept entry of a level it does not name. Each would hide an entry from its
+/// budget's pages, or show one that is not its.
 pub(crate) fn misindexed(db: &mut impl Sql) -> Result<Option<String>, StoreError> {
+    let mark = db.query_opt(
+        "SELECT CAST(count(*) AS TEXT), CAST(coalesce(max(through) <= coalesce((SELECT \
+         max(id) FROM ledger_entries), ''), 0) AS TEXT) FROM ledger_levels_swept",
+        &[],
+        |row| Ok((text(row, 0)?.into_owned(), text(row, 1)?.into_owned())),
+    )?;
+    match mark {
+        Some((rows, _)) if rows != "1" => {
+            return Ok(Some(format!(
+                "ledger_levels_swept holds {rows} rows where it holds one"
+            )));
+        }
+        Some((_, within)) if within != "1" => {
+            return Ok(Some(
+                "ledger_levels_swept's mark is after the last entry".to_owned(),
+            ));
+        }
+        _ => {}
+    }
     let [stray, missing] = [
         "SELECT l.entry_id FROM ledger_levels AS l WHERE NOT EXISTS (SELECT 1 FROM ledger_entries \
          AS e WHERE e.id = l.entry_id AND e.budget_id = l.budget_id \

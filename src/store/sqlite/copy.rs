@@ -79,8 +79,6 @@ impl File {
             return Err("the copy is committed already".into());
         };
         let at = |e: String| format!("{}: {e}", partial.display());
-        // The levels' entries copied are indexed as the writer's sweep indexes them.
-        crate::store::queries::levels::sweep(conn).map_err(|e| at(format!("{e:?}")))?;
         conn.execute_batch("COMMIT")
             .map_err(|e| at(e.to_string()))?;
         let mode: String = conn

@@ -267,19 +267,36 @@ impl Writer {
 
     /// Begins the batch with a sweep of the levels' entries ([`queries::levels`]) once
     /// [`queries::levels::SWEEP_ENTRIES`] have been committed since the last: in the batch's
-    /// transaction, so that it is as durable as the batch and lost only with it.
+    /// transaction, so that it is as durable as the batch and lost only with it. A sweep that
+    /// fails is rolled back alone and tried again as many entries later; the batch goes on,
+    /// and pages stay right with a longer tail.
     fn sweep_if_due(&mut self) -> Result<(), StoreError> {
         if self.unswept < queries::levels::SWEEP_ENTRIES {
             return Ok(());
         }
         let began = Instant::now();
-        queries::levels::sweep(self.state.db())?;
-        self.swept = true;
-        log::debug!(
-            "swept the levels' entries of the last {} entries in {} ms",
-            self.unswept,
-            began.elapsed().as_millis()
-        );
+        self.sql("SAVEPOINT levels_sweep")?;
+        match queries::levels::sweep(self.state.db()) {
+            Ok(()) => {
+                self.sql("RELEASE levels_sweep")?;
+                self.swept = true;
+                log::debug!(
+                    "swept the levels' entries of the last {} entries in {} ms",
+                    self.unswept,
+                    began.elapsed().as_millis()
+                );
+            }
+            Err(e) => {
+                self.sql("ROLLBACK TO levels_sweep")?;
+                self.sql("RELEASE levels_sweep")?;
+                log::warn!(
+                    "the sweep of the levels' entries failed ({e}); it is tried again after \
+                     {} more entries",
+                    queries::levels::SWEEP_ENTRIES
+                );
+                self.unswept = 0;
+            }
+        }
         Ok(())
     }
 
