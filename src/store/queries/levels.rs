@@ -11,8 +11,9 @@
 //! budget's entries takes its own, those `ledger_levels` names and those in the tail, in id
 //! order. Entry ids grow in the order the one writer commits them, so a swept entry never
 //! lies after the mark, and an entry written after a sweep always does. The tail is read only
-//! for a budget that has (or had: budgets are never deleted) a child; it is at most about
-//! [`SWEEP_ENTRIES`] rows long, and read by the table's key.
+//! for a budget that has (or had: budgets are never deleted) a child; it is about
+//! [`SWEEP_ENTRIES`] rows long at most (longer while sweeps fail), and read by the
+//! table's key.
 //!
 //! PostgreSQL keeps every entry in its index by budget, and has none of this.
 
@@ -28,7 +29,7 @@ pub(crate) const SWEEP_ENTRIES: u64 = if cfg!(test) { 5 } else { 16_384 };
 
 /// The sweep, in order: every levels' entry of the tail into `ledger_levels`, in its key's
 /// order, then the mark moved to the last entry written. Run by the writer in a write
-/// transaction, and by a copy into a new file before it commits.
+/// transaction, and by a copy into a new file before it checks the copy.
 pub(crate) const SWEEP: [&str; 2] = [
     "INSERT INTO ledger_levels (budget_id, entry_id) \
      SELECT budget_id, id FROM ledger_entries \
