@@ -17,6 +17,7 @@
 //!
 //! PostgreSQL keeps every entry in its index by budget, and has none of this.
 
+use super::page;
 use crate::domain::{BudgetId, LedgerEntry};
 use crate::store::rows::{self, ENTRY_COLUMNS};
 use crate::store::sql::{Param, Sql, text};
@@ -70,11 +71,7 @@ pub(crate) fn page(
         debug_assert!(kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
         format!(" AND kind = '{kind}'")
     });
-    let levels = ENTRY_COLUMNS
-        .split(", ")
-        .map(|column| format!("e.{column}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let levels = &*LEVELS_COLUMNS;
     let sql = format!(
         "SELECT * FROM (SELECT {ENTRY_COLUMNS} FROM ledger_entries \
              WHERE budget_id = CAST(?1 AS TEXT) AND via_budget_id IS NULL{kind} \
@@ -92,17 +89,25 @@ pub(crate) fn page(
              ORDER BY id LIMIT CAST(?3 AS BIGINT)) \
          ORDER BY 1 LIMIT CAST(?3 AS BIGINT)"
     );
-    let bound = i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1;
     let params = [
         Param::Text(budget.as_str()),
         Param::Text(query.after.as_deref().unwrap_or("")),
-        Param::Int(bound),
+        page::bound(query),
     ];
-    let mut items = db.query(&sql, &params, |row| rows::entry(row))?;
-    let has_more = items.len() > query.limit;
-    items.truncate(query.limit);
-    Ok(Page { items, has_more })
+    Ok(page::cut(
+        db.query(&sql, &params, |row| rows::entry(row))?,
+        query,
+    ))
 }
+
+/// [`ENTRY_COLUMNS`] of the entries table named `e`.
+static LEVELS_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    ENTRY_COLUMNS
+        .split(", ")
+        .map(|column| format!("e.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
 
 /// Whether the file has the index (schema version 12 and later): `audit verify` reads files
 /// of earlier versions as they are, without migrating them.

@@ -69,13 +69,21 @@ pub(super) fn page<T>(
         id = id_column,
     );
     params.push(Param::Text(query.after.as_deref().unwrap_or("")));
-    params.push(Param::Int(
-        i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1,
-    ));
-    let mut items = db.query(&sql, &params, read)?;
+    params.push(bound(query));
+    Ok(cut(db.query(&sql, &params, read)?, query))
+}
+
+/// The `LIMIT` of a page's statement: one more than the page holds, which tells whether more
+/// follow.
+pub(super) fn bound(query: &ListQuery) -> Param<'static> {
+    Param::Int(i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1)
+}
+
+/// The page of `items`, read up to [`bound`].
+pub(super) fn cut<T>(mut items: Vec<T>, query: &ListQuery) -> Page<T> {
     let has_more = items.len() > query.limit;
     items.truncate(query.limit);
-    Ok(Page { items, has_more })
+    Page { items, has_more }
 }
 
 /// A `LIKE` pattern that matches any text holding `text`: its `%`, `_` and backslashes escaped.
