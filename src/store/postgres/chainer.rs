@@ -4,10 +4,11 @@
 //! Every instance runs one, on a connection of its own. One at a time chains: a pass takes
 //! the lock of `chain_head`'s one row without waiting, and an instance that finds it held
 //! leaves the rows to the one that holds it. No writer takes that lock, so chaining never
-//! holds up a write. Its own writer wakes it after each commit, unless it has just found
-//! another instance chaining ([`ELSEWHERE_WAIT`]); it also looks every
-//! [`POLL_INTERVAL`] for rows that other instances wrote, or that an instance left behind when
-//! it died (a row is durable with its change: a crash delays its chaining, never loses it).
+//! holds up a write. Its own writer wakes it after each commit, but a pass that chained
+//! follows the one before by [`CHAIN_PACE`] at least, and one that found another instance
+//! chaining waits [`ELSEWHERE_WAIT`]; it also looks every [`POLL_INTERVAL`] for rows that
+//! other instances wrote, or that an instance left behind when it died (a row is durable
+//! with its change: a crash delays its chaining, never loses it).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,6 +27,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Rows chained in one transaction, at most; a pass that chained as many goes on at once.
 const CHAIN_MAX: i64 = 1000;
+
+/// The least time from the start of a pass that chained to the start of the next, unless the
+/// pass chained [`CHAIN_MAX`] rows. A pass is a transaction and a commit of its own, and at
+/// every writer's commit it cost PostgreSQL about as much as the batch it chained; paced,
+/// it takes the rows of every batch committed meanwhile. Far short of the chaining delay at
+/// which the writers slow down (100 ms, [`Stats::chain_lag_ms`]).
+const CHAIN_PACE: Duration = Duration::from_millis(20);
 
 /// How long the chainer leaves the rows to another instance that it found chaining. Short of
 /// the chaining delay at which the writers slow down (100 ms, [`Stats::chain_lag_ms`]), for
@@ -104,22 +112,26 @@ enum Pass {
 fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, clock: &Clock) {
     let mut vacuum = Vacuum::new();
     loop {
+        let started = Instant::now();
         let awake = match pass(&mut db, stats, clock) {
+            // More may be waiting.
+            Ok(Pass::Chained(n)) if n == CHAIN_MAX as usize => {
+                vacuum.after(&mut db, n);
+                true
+            }
             Ok(Pass::Chained(n)) => {
                 vacuum.after(&mut db, n);
-                // More may be waiting.
-                let wait = if n == CHAIN_MAX as usize {
-                    Duration::ZERO
-                } else {
-                    POLL_INTERVAL
-                };
-                woken_or_after(woken, wait)
+                match woken_by(woken, started + CHAIN_PACE) {
+                    Some(true) => true,
+                    Some(false) => woken_or_after(woken, POLL_INTERVAL),
+                    None => false,
+                }
             }
             Ok(Pass::Idle) => woken_or_after(woken, POLL_INTERVAL),
             // The instance that chains takes this one's rows with its own, woken by its own
             // writer's commits. Answered at once, this one's wake-ups would each cost the
             // database a transaction that finds the lock taken.
-            Ok(Pass::Elsewhere) => deaf_until(woken, Instant::now() + ELSEWHERE_WAIT),
+            Ok(Pass::Elsewhere) => woken_by(woken, Instant::now() + ELSEWHERE_WAIT).is_some(),
             Err(e) => {
                 log::warn!("audit rows could not be chained now (trying again): {e}");
                 if db.is_closed()
@@ -151,13 +163,15 @@ fn woken_or_after(woken: &flume::Receiver<()>, wait: Duration) -> bool {
     )
 }
 
-/// Waits until `deadline` whatever wakes it meanwhile; false once the writers are gone.
-fn deaf_until(woken: &flume::Receiver<()>, deadline: Instant) -> bool {
+/// Waits until `deadline` whatever wakes it meanwhile; whether anything did, or `None` at
+/// once when the writers are gone.
+fn woken_by(woken: &flume::Receiver<()>, deadline: Instant) -> Option<bool> {
+    let mut woke = false;
     loop {
         match woken.recv_deadline(deadline) {
-            Ok(()) => {}
-            Err(flume::RecvTimeoutError::Timeout) => return true,
-            Err(flume::RecvTimeoutError::Disconnected) => return false,
+            Ok(()) => woke = true,
+            Err(flume::RecvTimeoutError::Timeout) => return Some(woke),
+            Err(flume::RecvTimeoutError::Disconnected) => return None,
         }
     }
 }
@@ -382,13 +396,17 @@ mod tests {
         assert_eq!(vacuums_counted(&mut db, 1), 1);
     }
 
-    /// A chainer that found another chaining answers no wake-up until its wait is over, and
-    /// ends its wait once the writers are gone.
+    /// A chainer's waits (its pace after a pass that chained, its wait after finding another
+    /// instance chaining) end at their deadline whatever wakes them meanwhile, but keep
+    /// whether anything did, so that a batch committed during the pace is chained right after
+    /// it; they end at once when the writers are gone.
     #[test]
-    fn a_chainer_that_found_another_chaining_waits_out_its_wake_ups() {
+    fn a_chainer_waits_out_its_wake_ups_and_keeps_them() {
         let (wake, woken) = flume::bounded(1);
-        // The test keeps a sender of its own until the wait is over, so that the waker's end
-        // (it may finish its wake-ups before the deadline on a slow machine) is not the
+        // A commit during the pass before.
+        wake.try_send(()).expect("a wake-up is queued");
+        // The test keeps a sender of its own until the waits are over, so that the waker's
+        // end (it may finish its wake-ups before the deadline on a slow machine) is not the
         // writers going away.
         let writers = wake.clone();
         let waker = std::thread::spawn(move || {
@@ -397,18 +415,22 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
-        let started = Instant::now();
-        assert!(deaf_until(&woken, started + ELSEWHERE_WAIT));
-        assert!(
-            started.elapsed() >= ELSEWHERE_WAIT,
-            "a wake-up ended the wait"
-        );
+        for wait in [CHAIN_PACE, ELSEWHERE_WAIT] {
+            let started = Instant::now();
+            assert_eq!(woken_by(&woken, started + wait), Some(true));
+            assert!(started.elapsed() >= wait, "a wake-up ended the wait");
+            let _ = writers.try_send(());
+        }
         waker.join().expect("the waker ends");
+
+        // Nothing woke it: the wait says so.
+        while woken.try_recv().is_ok() {}
+        assert_eq!(woken_by(&woken, Instant::now() + CHAIN_PACE), Some(false));
 
         // The writers gone (every sender dropped): the wait ends at once.
         drop(writers);
         let started = Instant::now();
-        assert!(!deaf_until(&woken, started + Duration::from_secs(10)));
+        assert_eq!(woken_by(&woken, started + Duration::from_secs(10)), None);
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(!woken_or_after(&woken, Duration::from_secs(10)));
     }
