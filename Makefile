@@ -8,6 +8,7 @@ BIN        := target/release/tenantd
 PG_DIR     ?= target/postgres/primary
 BACKEND    ?= sqlite
 PG_DELAY_MS ?= 0
+SCALE_CONNECTIONS ?= 128
 STATIC_TARGET := x86_64-unknown-linux-gnu
 
 .PHONY: run build test test-builds test-with-postgres check console-test docs-test docs-test-postgres bench bench-with-postgres bench-ab crash-test static clean help fuzz \
@@ -24,6 +25,7 @@ help:
 	@echo "make bench   the load benchmark (BENCH_ARGS=--quick for a short run)"
 	@echo "make bench BACKEND=postgres  the benchmark on PostgreSQL (1 and 3 instances, 3 routed by tenant), then on SQLite"
 	@echo "            PG_DELAY_MS=1  with PostgreSQL 1 ms away each way (a delaying proxy in the benchmark)"
+	@echo "            SCALE_CONNECTIONS=128  the connections of its scale-out rows (1 and 3 instances)"
 	@echo "make bench-ab  the benchmark against BASE=<git revision> in alternating runs (ROUNDS=3)"
 	@echo "make fuzz    coverage-guided fuzzing of the request parsing (FUZZ_SECONDS=300)"
 	@echo "make api-fuzz  Schemathesis against the served OpenAPI document (API_FUZZ_EXAMPLES=500)"
@@ -206,8 +208,12 @@ crash-test:
 # stopped at the end, see scripts/with-postgres.sh), every server on a database of its own
 # there: with one tenantd instance, then with three on the one database, then the spending
 # rows with three again, each tenant sent to one of them as a balancer that routes by tenant
-# would (--route tenant); then, the cluster stopped, the same BENCH_ARGS on SQLite, so the
-# four tables come from one run.
+# would (--route tenant); then the scale-out rows (creates, and the spending rows routed by
+# tenant) with one instance and with three on SCALE_CONNECTIONS (128) connections, enough
+# that the clients are not the limit (32 clients that each wait for their answer make at
+# most 32 ÷ the latency a second, and a network before the database lengthens the latency,
+# not the work); then, the cluster stopped, the same BENCH_ARGS on SQLite, so the tables
+# come from one run.
 # PG_DELAY_MS=1 puts PostgreSQL 1 ms away each way, as a managed database across a network
 # is: the benchmark's own delaying proxy (benches/load/delay.rs) carries the instances'
 # connections, and the report's first note gives the round trip measured through it (pgbench).
@@ -225,16 +231,23 @@ else
 endif
 
 # The URLs stay in the environment: make prints the variables' names, not the passwords.
+PG_BENCH = $(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --pg-delay-ms $(PG_DELAY_MS) \
+	--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
+# The scale-out rows are left out when BENCH_ARGS picks a group (--only).
+SCALE_OUT = $(if $(findstring --only,$(BENCH_ARGS)),,yes)
+
 bench-with-postgres:
 	@[ -n "$$TENANTD_TEST_POSTGRES_URL" ] && [ -n "$$TENANTD_TEST_POSTGRES_ADMIN_URL" ] || \
 		{ echo "bench-with-postgres: run by make bench BACKEND=postgres"; exit 2; }
-	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 1 --pg-delay-ms $(PG_DELAY_MS) \
-		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
-	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 --pg-delay-ms $(PG_DELAY_MS) \
-		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
-	$(CARGO) bench --locked --bench load -- $(BENCH_ARGS) --instances 3 --pg-delay-ms $(PG_DELAY_MS) \
-		$(if $(findstring --only,$(BENCH_ARGS)),,--only spend) --route tenant \
-		--postgres "$$TENANTD_TEST_POSTGRES_ADMIN_URL" --postgres-url "$$TENANTD_TEST_POSTGRES_URL"
+	$(PG_BENCH) --instances 1
+	$(PG_BENCH) --instances 3
+	$(PG_BENCH) --instances 3 $(if $(SCALE_OUT),--only spend) --route tenant
+ifneq ($(SCALE_OUT),)
+	$(PG_BENCH) --connections $(SCALE_CONNECTIONS) --instances 1 --only create
+	$(PG_BENCH) --connections $(SCALE_CONNECTIONS) --instances 3 --only create
+	$(PG_BENCH) --connections $(SCALE_CONNECTIONS) --instances 1 --only spend
+	$(PG_BENCH) --connections $(SCALE_CONNECTIONS) --instances 3 --only spend --route tenant
+endif
 
 # The OpenAPI document through the linters of client generators' users (pinned npm packages
 # of tests/openapi/); part of make test.
