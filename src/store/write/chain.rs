@@ -111,7 +111,7 @@ fn append_pending(db: &mut impl Sql, entry: &Entry) -> Result<(), StoreError> {
     append_pending_rows(db, std::slice::from_ref(entry))
 }
 
-/// The statements that insert rows into `audit_pending`, a batch's in one up to eight.
+/// The statements that insert rows into `audit_pending`, a batch's in one up to 64.
 static PENDING_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
     ManyRows::shaped(
         "INSERT INTO audit_pending (occurred_at, actor, action, tenant_id, payload) VALUES ",

@@ -321,12 +321,12 @@ static ENTRY_ROWS: std::sync::LazyLock<ManyRows> =
     std::sync::LazyLock::new(|| ManyRows::new(ENTRY_HEAD, 11));
 
 /// The statements that insert ledger entries where writers share the database: a batch's in
-/// one statement, up to eight.
+/// one statement, up to 64.
 static SHARED_ENTRY_ROWS: std::sync::LazyLock<ManyRows> =
     std::sync::LazyLock::new(|| ManyRows::shaped(ENTRY_HEAD, &["{}"; 11], "", SHARED_ROWS));
 
 /// The statements that write budgets' figures on PostgreSQL, a batch's in one statement up to
-/// eight. Each row is found by its key in a `LATERAL` subquery and updated where it lies (a
+/// 64. Each row is found by its key in a `LATERAL` subquery and updated where it lies (a
 /// TID scan): an `UPDATE` joined to the list by id was free to scan the whole table
 /// (`queries::listed_ids`). The budgets are the batch's, their tenants locked since it began.
 static FIGURE_ROWS: std::sync::LazyLock<ManyRows> = std::sync::LazyLock::new(|| {
