@@ -114,18 +114,15 @@ fn run(mut db: Blocking, url: &str, woken: &flume::Receiver<()>, stats: &Stats, 
     loop {
         let started = Instant::now();
         let awake = match pass(&mut db, stats, clock) {
-            // More may be waiting.
-            Ok(Pass::Chained(n)) if n == CHAIN_MAX as usize => {
-                vacuum.after(&mut db, n);
-                true
-            }
             Ok(Pass::Chained(n)) => {
                 vacuum.after(&mut db, n);
-                match woken_by(woken, started + CHAIN_PACE) {
-                    Some(true) => true,
-                    Some(false) => woken_or_after(woken, POLL_INTERVAL),
-                    None => false,
-                }
+                // A full pass: more may be waiting.
+                n == CHAIN_MAX as usize
+                    || match woken_by(woken, started + CHAIN_PACE) {
+                        Some(true) => true,
+                        Some(false) => woken_or_after(woken, POLL_INTERVAL),
+                        None => false,
+                    }
             }
             Ok(Pass::Idle) => woken_or_after(woken, POLL_INTERVAL),
             // The instance that chains takes this one's rows with its own, woken by its own
