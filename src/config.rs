@@ -603,6 +603,10 @@ mod tests {
                 config.limits.max_connections == server::MAX_CONNECTIONS_DEFAULT,
             ),
             (
+                "workers",
+                config.limits.workers == server::workers_default(),
+            ),
+            (
                 "header read timeout",
                 config.limits.header_read_timeout == server::HEADER_READ_TIMEOUT_DEFAULT,
             ),
@@ -652,6 +656,7 @@ mod tests {
             ("--max-connections", 1, 65_536, |c| {
                 c.limits.max_connections as u64
             }),
+            ("--workers", 1, 256, |c| c.limits.workers as u64),
             ("--commit-batch-max", 1, 4096, |c| c.commit_batch_max as u64),
             ("--store-queue-depth", 1, 1_000_000, |c| {
                 c.store_queue_depth as u64

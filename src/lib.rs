@@ -393,6 +393,7 @@ mod tests {
             oidc: None,
             limits: server::Limits {
                 max_connections: 16,
+                workers: 1,
                 header_read_timeout: Duration::from_secs(5),
                 body_read_timeout: Duration::from_secs(5),
                 shutdown_grace: Duration::from_secs(5),

@@ -52,6 +52,7 @@ fn main() -> ExitCode {
 
 fn serve(config: ServeConfig) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.limits.workers)
         .enable_all()
         .build()
     {

@@ -25,6 +25,15 @@ use crate::metrics::Metrics;
 /// accept backlog instead of costing memory here.
 pub(crate) const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 
+/// The most threads [`Limits::workers`] takes.
+pub(crate) const WORKERS_MAX: usize = 256;
+
+/// Default for [`Limits::workers`]: one thread a core, as the machine reports its cores (one
+/// where it cannot tell).
+pub(crate) fn workers_default() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// Default for [`Limits::header_read_timeout`].
 pub(crate) const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
@@ -47,6 +56,8 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 pub struct Limits {
     /// Connections served at once.
     pub max_connections: usize,
+    /// Threads serving the connections and running the handlers (the runtime's workers).
+    pub workers: usize,
     /// Time a client has to send a request's head; it also closes idle keep-alive
     /// connections, as hyper starts the timer whenever it waits for a head.
     pub header_read_timeout: Duration,
@@ -71,6 +82,20 @@ pub(crate) struct LimitArgs {
         value_parser = RangedU64ValueParser::<usize>::new().range(1..=65_536)
     )]
     max_connections: usize,
+
+    /// Threads serving the connections (1 to 256) [default: one a core]
+    ///
+    /// Several instances on one machine share its cores: give each its share, so that their
+    /// threads do not outnumber the cores.
+    #[arg(
+        long,
+        next_line_help = true,
+        value_name = "N",
+        default_value_t = workers_default(),
+        hide_default_value = true,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=WORKERS_MAX as u64)
+    )]
+    workers: usize,
 
     /// Milliseconds to send a request head (100 to 600000)
     ///
@@ -114,6 +139,7 @@ impl LimitArgs {
     pub(crate) fn limits(&self) -> Limits {
         Limits {
             max_connections: self.max_connections,
+            workers: self.workers,
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
             body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
