@@ -165,6 +165,12 @@ struct Cli {
     #[arg(long = "pg-writers", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
     pg_writers: Option<u64>,
 
+    /// Threads serving each instance's connections (tenantd serve --workers) [default:
+    /// tenantd's own, one a core, with one instance; with several, the cores shared among
+    /// them, at least 1 each, as docs/operations.md advises for instances on one machine]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    workers: Option<u64>,
+
     /// What `cargo bench` passes to every bench target; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -247,6 +253,8 @@ pub(crate) struct Args {
     pub(crate) instances: usize,
     /// Each instance's `--pg-writers`, where the run sets it.
     pub(crate) pg_writers: Option<u64>,
+    /// Each instance's `--workers`, where the run sets it.
+    pub(crate) workers: Option<u64>,
     /// How the spending rows' connections are dealt out to the instances.
     pub(crate) route: Route,
 }
@@ -333,6 +341,7 @@ impl Args {
             postgres: postgres(cli.postgres, cli.postgres_url, cli.pg_delay_ms)?,
             instances: count(cli.instances.unwrap_or(INSTANCES_DEFAULT)),
             pg_writers: cli.pg_writers,
+            workers: cli.workers,
             route: cli.route.unwrap_or(Route::RoundRobin),
         };
         if args.pg_writers.is_some() && args.postgres.is_none() {
@@ -340,6 +349,10 @@ impl Args {
         }
         if args.pg_writers.is_none() && args.instances > 1 {
             args.pg_writers = Some(1);
+        }
+        if args.workers.is_none() && args.instances > 1 {
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            args.workers = Some(u64::try_from((cores / args.instances).max(1)).unwrap_or(1));
         }
         if args.instances > 1 && args.postgres.is_none() {
             return Err(

@@ -107,7 +107,7 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
     }
     notes.splice(0..0, summary(&server, args, &measured, BUDGETS));
     notes.push(check(&server, &tenants, &acked).await?);
-    notes.extend(server.chaining_note("charges, single and batched"));
+    notes.extend(server.notes("charges, single and batched"));
     server.stop();
     let rows = measured.into_iter().map(|(row, ..)| row).chain(alone);
     Ok((rows.collect(), notes))

@@ -3,17 +3,21 @@
 //! order. A database on this machine then answers as one across a network link would: this
 //! kernel has no `netem`, so the delay is made here.
 //!
-//! Threads and `std::thread::sleep` keep the delay within about 0.1 ms; an async timer would
-//! round it up to whole milliseconds. Each connection has two threads a direction (one reads
-//! and stamps, one waits and writes), so reading never waits for the delay.
+//! Threads and `std::thread::sleep` keep the delay within about 0.1 ms on an idle machine;
+//! an async timer would round it up to whole milliseconds. Each connection has two threads a
+//! direction (one reads and stamps, one waits and writes), so reading never waits for the
+//! delay. How long each chunk was in fact held, from its read to the end of its write, is
+//! kept ([`Held`]) and reported: on a machine whose cores are all busy, a thread woken for
+//! its chunk may wait for one, and the delay is then longer than asked.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
 
 /// Connections the proxy carries at once, at most; more are closed at once (tenantd's
 /// instances open a few each).
@@ -22,11 +26,33 @@ const CONNECTIONS_MAX: usize = 256;
 const CHUNK_BYTES: usize = 64 * 1024;
 /// How often the accepting thread looks whether the proxy is stopping.
 const ACCEPT_POLL: Duration = Duration::from_millis(5);
+/// The longest hold [`Held`] tells apart, in microseconds; longer ones count as this.
+const HELD_US_MAX: u64 = 10_000_000;
 
 /// The proxy: it stops accepting when dropped; connections end with either side.
 pub(crate) struct DelayProxy {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    delay: Duration,
+    held: Arc<Held>,
+}
+
+/// How long the proxy held each chunk, both directions together, in microseconds.
+pub(crate) struct Held(Mutex<Histogram<u64>>);
+
+impl Held {
+    fn new() -> Self {
+        let histogram = Histogram::new_with_bounds(1, HELD_US_MAX, 3).expect("valid bounds");
+        Self(Mutex::new(histogram))
+    }
+
+    fn record(&self, held: Duration) {
+        let us = u64::try_from(held.as_micros()).unwrap_or(HELD_US_MAX);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .saturating_record(us.clamp(1, HELD_US_MAX));
+    }
 }
 
 impl DelayProxy {
@@ -38,14 +64,17 @@ impl DelayProxy {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let open = Arc::new(AtomicUsize::new(0));
-        thread::spawn(move || {
+        let held = Arc::new(Held::new());
+        let holding = Arc::clone(&held);
+        spawn(move || {
             while !stopping.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) if open.load(Ordering::Relaxed) < CONNECTIONS_MAX => {
                         let open = Arc::clone(&open);
+                        let held = Arc::clone(&holding);
                         open.fetch_add(1, Ordering::Relaxed);
-                        thread::spawn(move || {
-                            carry(client, target, delay);
+                        spawn(move || {
+                            carry(client, target, delay, &held);
                             open.fetch_sub(1, Ordering::Relaxed);
                         });
                     }
@@ -54,12 +83,36 @@ impl DelayProxy {
                 }
             }
         });
-        Ok(Self { addr, stop })
+        Ok(Self {
+            addr,
+            stop,
+            delay,
+            held,
+        })
     }
 
     /// Where clients connect.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How long the chunks carried so far were held, as a note of the report: `None`
+    /// before any.
+    pub(crate) fn held_note(&self, what: &str) -> Option<String> {
+        let held = self.held.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.is_empty() {
+            return None;
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Some(format!(
+            "{what}: the delaying proxy held its {} chunks, read to written: \
+             p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms (asked: {:.2} ms)",
+            held.len(),
+            ms(held.value_at_quantile(0.5)),
+            ms(held.value_at_quantile(0.99)),
+            ms(held.max()),
+            self.delay.as_secs_f64() * 1000.0,
+        ))
     }
 }
 
@@ -69,8 +122,16 @@ impl Drop for DelayProxy {
     }
 }
 
+/// Starts a thread of the proxy, named so that a profile tells its CPU from the clients'.
+fn spawn<F: FnOnce() + Send + 'static>(f: F) -> thread::JoinHandle<()> {
+    thread::Builder::new()
+        .name("delay-proxy".into())
+        .spawn(f)
+        .expect("a thread for the delaying proxy")
+}
+
 /// Carries one connection both ways until either side closes.
-fn carry(client: TcpStream, target: SocketAddr, delay: Duration) {
+fn carry(client: TcpStream, target: SocketAddr, delay: Duration, held: &Arc<Held>) {
     let Ok(server) = TcpStream::connect(target) else {
         return;
     };
@@ -79,16 +140,17 @@ fn carry(client: TcpStream, target: SocketAddr, delay: Duration) {
     let (Ok(client2), Ok(server2)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
-    let up = thread::spawn(move || pipe(client, server, delay));
-    pipe(server2, client2, delay);
+    let held_up = Arc::clone(held);
+    let up = spawn(move || pipe(client, server, delay, held_up));
+    pipe(server2, client2, delay, Arc::clone(held));
     let _ = up.join();
 }
 
-/// Copies `from` to `to`, each chunk written `delay` after it was read; at the end of
-/// `from`, shuts `to`'s writing side.
-fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+/// Copies `from` to `to`, each chunk written `delay` after it was read, and how long it was
+/// held kept in `held`; at the end of `from`, shuts `to`'s writing side.
+fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration, held: Arc<Held>) {
     let (send, receive) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let writer = thread::spawn(move || {
+    let writer = spawn(move || {
         for (read_at, chunk) in receive {
             let due = read_at + delay;
             let now = Instant::now();
@@ -98,6 +160,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
             if to.write_all(&chunk).is_err() {
                 break;
             }
+            held.record(read_at.elapsed());
         }
         let _ = to.shutdown(Shutdown::Write);
     });

@@ -145,7 +145,7 @@ async fn run(args: &Args) -> Result<Report, String> {
         let server = Server::start(args, &[])?;
         let name = "POST create (group commit)";
         rows.push(measure(args, &server, name, Kind::Create, &no_paths).await?);
-        notes.extend(server.chaining_note("creates"));
+        notes.extend(server.notes("creates"));
         server.stop();
     }
     if wanted(Group::Create1) {
@@ -194,7 +194,7 @@ async fn run(args: &Args) -> Result<Report, String> {
         let (hot_rows, on_hot) = measure_cycles(args, &server, "one hot budget", &hot).await?;
         rows.extend(hot_rows);
         notes.push(check_budget(&server, &hot[0], deposit, on_hot)?);
-        notes.extend(server.chaining_note("spends, charges and credits"));
+        notes.extend(server.notes("spends, charges and credits"));
         server.stop();
     }
     if wanted(Group::Tree) {

@@ -65,9 +65,11 @@ pub(crate) fn render(args: &Args, rows: &[Row], db_bytes: u64) -> String {
              the instances, PostgreSQL CPU is the cluster's (every process of it).\n",
             args.instances,
             if args.instances == 1 { "" } else { "s" },
-            match args.pg_writers {
-                Some(n) => format!(" (--pg-writers {n})"),
-                None => String::new(),
+            match (args.pg_writers, args.workers) {
+                (Some(n), Some(w)) => format!(" (--pg-writers {n} --workers {w})"),
+                (Some(n), None) => format!(" (--pg-writers {n})"),
+                (None, Some(w)) => format!(" (--workers {w})"),
+                (None, None) => String::new(),
             },
             if args.route == Route::Tenant && args.instances > 1 {
                 ", each spending only on its instance's tenants (--route tenant)"

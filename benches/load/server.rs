@@ -116,6 +116,9 @@ impl Server {
         if let Some(writers) = args.pg_writers {
             command.arg("--pg-writers").arg(writers.to_string());
         }
+        if let Some(workers) = args.workers {
+            command.arg("--workers").arg(workers.to_string());
+        }
         let child = command
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin.token"))
@@ -222,11 +225,19 @@ impl Server {
         sample
     }
 
+    /// The notes of a group of rows on this server, `what` naming them: how long their
+    /// audit rows waited for the chain ([`Server::chaining_note`]) and, through the delaying
+    /// proxy, how long it held what it carried ([`DelayProxy::held_note`]).
+    pub(crate) fn notes(&self, what: &str) -> impl Iterator<Item = String> {
+        let held = self.delayed.as_ref().and_then(|(_, p)| p.held_note(what));
+        self.chaining_note(what).into_iter().chain(held)
+    }
+
     /// How long the audit rows of this server's writes waited for their place in the chain
     /// (PostgreSQL's `tenantd_audit_chaining_seconds`, summed over the instances): the
     /// median and the 99th percentile as the upper bounds of their buckets, and the longest.
     /// `None` where nothing was chained (SQLite chains as it writes).
-    pub(crate) fn chaining_note(&self, what: &str) -> Option<String> {
+    fn chaining_note(&self, what: &str) -> Option<String> {
         let mut buckets: Vec<(f64, u64)> = Vec::new();
         let mut max = 0.0f64;
         for instance in &self.instances {

@@ -100,7 +100,7 @@ pub(crate) async fn measure(args: &Args) -> Result<(Vec<Row>, Vec<String>), Stri
     on_leaf.extend(on_hot_leaf);
     notes.push(check(&server, &tenants, &chains, &on_flat, &on_leaf).await?);
     notes.push(forest.check(&server, &on_keys).await?);
-    notes.extend(server.chaining_note("charges on flat budgets and on leaves"));
+    notes.extend(server.notes("charges on flat budgets and on leaves"));
     server.stop();
     let rows = [flat_row, leaf_row, hot_flat_row, hot_leaf_row];
     Ok((
