@@ -213,10 +213,12 @@ crash-test:
 # that the clients are not the limit (32 clients that each wait for their answer make at
 # most 32 ÷ the latency a second, and a network before the database lengthens the latency,
 # not the work); then, the cluster stopped, the same BENCH_ARGS on SQLite, so the tables
-# come from one run.
+# come from one run. Several instances on this one machine share its cores: each takes its
+# share (--workers, the cores divided among them, at least 1), as docs/postgres.md advises.
 # PG_DELAY_MS=1 puts PostgreSQL 1 ms away each way, as a managed database across a network
 # is: the benchmark's own delaying proxy (benches/load/delay.rs) carries the instances'
-# connections, and the report's first note gives the round trip measured through it (pgbench).
+# connections, and the report's first note gives the round trip measured through it
+# (pgbench); each group's notes say how long the proxy in fact held what it carried.
 # The boundary row moves the server's clock with libfaketime (scripts/faketime.sh installs
 # it); it runs on SQLite only, and the PostgreSQL runs say they leave it out.
 bench:
