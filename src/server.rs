@@ -28,8 +28,8 @@ pub(crate) const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 /// The most threads [`Limits::workers`] takes.
 pub(crate) const WORKERS_MAX: usize = 256;
 
-/// Default for [`Limits::workers`]: one thread a core, as the machine reports its cores (one
-/// where it cannot tell).
+/// Default for [`Limits::workers`]: one thread per core, as the machine reports its cores
+/// (one where it cannot tell).
 pub(crate) fn workers_default() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
@@ -83,7 +83,7 @@ pub(crate) struct LimitArgs {
     )]
     max_connections: usize,
 
-    /// Threads serving the connections (1 to 256) [default: one a core]
+    /// Threads serving the connections (1 to 256; by default one per core)
     ///
     /// Several instances on one machine share its cores: give each its share, so that their
     /// threads do not outnumber the cores.
@@ -92,7 +92,6 @@ pub(crate) struct LimitArgs {
         next_line_help = true,
         value_name = "N",
         default_value_t = workers_default(),
-        hide_default_value = true,
         value_parser = RangedU64ValueParser::<usize>::new().range(1..=WORKERS_MAX as u64)
     )]
     workers: usize,

@@ -74,7 +74,7 @@ impl DelayProxy {
                         let held = Arc::clone(&holding);
                         open.fetch_add(1, Ordering::Relaxed);
                         spawn(move || {
-                            carry(client, target, delay, &held);
+                            carry(client, target, delay, held);
                             open.fetch_sub(1, Ordering::Relaxed);
                         });
                     }
@@ -131,7 +131,7 @@ fn spawn<F: FnOnce() + Send + 'static>(f: F) -> thread::JoinHandle<()> {
 }
 
 /// Carries one connection both ways until either side closes.
-fn carry(client: TcpStream, target: SocketAddr, delay: Duration, held: &Arc<Held>) {
+fn carry(client: TcpStream, target: SocketAddr, delay: Duration, held: Arc<Held>) {
     let Ok(server) = TcpStream::connect(target) else {
         return;
     };
@@ -140,9 +140,9 @@ fn carry(client: TcpStream, target: SocketAddr, delay: Duration, held: &Arc<Held
     let (Ok(client2), Ok(server2)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
-    let held_up = Arc::clone(held);
+    let held_up = Arc::clone(&held);
     let up = spawn(move || pipe(client, server, delay, held_up));
-    pipe(server2, client2, delay, Arc::clone(held));
+    pipe(server2, client2, delay, held);
     let _ = up.join();
 }
 
